@@ -34,7 +34,7 @@ demo: sandbox-up
 	$(PY) tests/sandbox/sandbox.py show spark01
 
 # Command two of the README: every test.
-test: setup host lint unit molecule
+test: host setup lint unit molecule
 
 lint: setup
 	$(BIN)/yamllint --strict .

@@ -1,0 +1,353 @@
+#!/usr/bin/env python3
+"""Bring sandbox Sparks up and down: local systemd hosts that play DGX Sparks.
+
+Each sandbox is a Podman network holding:
+- `forge`: serves the STAND-INS for what these machines cannot reach: the engine's git repository
+  (git daemon) and the weight hub plus release feed (tests/standins/hub). Hosts reach it as `forge`.
+- one container per Spark, booted with systemd and reached over SSH on a loopback port, with the
+  stand-in GPU/CUDA tools of its persona installed.
+
+The built-in sandbox (no prefix) has spark01..spark03 on fixed ports 2201..2203, matching
+inventory/sandbox/hosts.yml. Molecule scenarios use a prefix and random ports, so that their
+containers never collide with the sandbox or with each other.
+
+Everything here is idempotent: `up` starts what is stopped, re-creates what is broken and leaves
+what is running alone; `down` removes every container and network of the prefix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+STATE = ROOT / ".sandbox"
+STANDINS = ROOT / "tests" / "standins"
+SSH_KEY = STATE / "ssh" / "id_ed25519"
+
+# What a Spark host brings before Ansible touches it: systemd and Python for Ansible, SSH to reach it,
+# the engine's build prerequisites (so the engine role's package step is a no-op rather than a download),
+# and the tools the roles and tests call.
+PACKAGES = [
+    "systemd",
+    "systemd-sysv",
+    "dbus",
+    "python3",
+    "python3-apt",
+    "openssh-server",
+    "sudo",
+    "iproute2",
+    "procps",
+    "ca-certificates",
+    "curl",
+    "logrotate",
+    "git",
+    "build-essential",
+]
+IMAGE = "localhost/ds4-sandbox-spark:" + hashlib.sha256(" ".join(PACKAGES).encode()).hexdigest()[:10]
+HUB_PORT = 18080
+STORAGE_PORT = 18081
+DEFAULT_HOSTS = ["spark01", "spark02", "spark03"]
+FIXED_SSH_PORTS = {"spark01": 2201, "spark02": 2202, "spark03": 2203}
+
+
+def log(msg: str) -> None:
+    print(f"sandbox: {msg}", file=sys.stderr, flush=True)
+
+
+def podman(*args: str, check: bool = True, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    proc = subprocess.run(["podman", *args], input=stdin, capture_output=True)
+    if check and proc.returncode != 0:
+        raise SystemExit(f"sandbox: podman {' '.join(args[:3])} failed: {proc.stderr.decode().strip()}")
+    return proc
+
+
+class Names:
+    """Container and network names of one sandbox; the built-in one has no prefix."""
+
+    def __init__(self, prefix: str):
+        self.prefix = prefix
+        self.network = f"{prefix}net" if prefix else "ds4-sandbox"
+        self.forge = f"{prefix}forge" if prefix else "ds4-forge"
+
+    def host(self, name: str) -> str:
+        return f"{self.prefix}{name}"
+
+
+def ensure_image() -> None:
+    if podman("image", "exists", IMAGE, check=False).returncode == 0:
+        return
+    log(f"building {IMAGE} with debootstrap (about a minute, once)")
+    mirror = "http://deb.debian.org/debian"
+    sources = Path("/etc/apt/sources.list.d/debian.sources")
+    if sources.exists():
+        for line in sources.read_text().splitlines():
+            if line.startswith("URIs:"):
+                mirror = line.split()[1]
+                break
+    rootfs = STATE / "rootfs"
+    subprocess.run(["rm", "-rf", str(rootfs)], check=True)
+    rootfs.mkdir(parents=True)
+    subprocess.run(
+        ["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", "bookworm", str(rootfs), mirror],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    # debootstrap can leave the chroot's /proc (and /sys) mounted; the image must hold neither.
+    for mnt in ("proc", "sys"):
+        target = rootfs / mnt
+        if subprocess.run(["mountpoint", "-q", str(target)]).returncode == 0:
+            subprocess.run(["umount", "-l", str(target)], check=True)
+    # A shared machine-id would make every host the same journal; systemd makes one at first boot.
+    subprocess.run(
+        "rm -rf var/cache/apt/archives/*.deb var/lib/apt/lists/* && : > etc/machine-id",
+        shell=True,
+        cwd=rootfs,
+        check=True,
+    )
+    tar = subprocess.Popen(["tar", "-C", str(rootfs), "--one-file-system", "-c", "."], stdout=subprocess.PIPE)
+    subprocess.run(
+        [
+            "podman", "import",
+            "--change", 'CMD ["/sbin/init"]',
+            "--change", "ENV container=podman",
+            "--change", "STOPSIGNAL SIGRTMIN+3",
+            "-", IMAGE,
+        ],
+        stdin=tar.stdout,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    tar.wait()
+    subprocess.run(["rm", "-rf", str(rootfs)], check=True)
+
+
+def ensure_ssh_key() -> None:
+    if SSH_KEY.exists():
+        return
+    SSH_KEY.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "ds4-sandbox", "-f", str(SSH_KEY)], check=True
+    )
+
+
+def tree_digest(*dirs: Path) -> str:
+    h = hashlib.sha256()
+    for d in dirs:
+        for f in sorted(p for p in d.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+            h.update(str(f.relative_to(ROOT)).encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def ensure_forge_data() -> Path:
+    """Build the engine repository and hub data the forge serves, again only when the stand-ins change."""
+    data = STATE / "forge"
+    digest = tree_digest(STANDINS / "engine", STANDINS / "hub")
+    stamp = data / ".digest"
+    if stamp.exists() and stamp.read_text() == digest:
+        return data
+    log("building the stand-in engine repository and hub data")
+    subprocess.run(["rm", "-rf", str(data)], check=True)
+    data.mkdir(parents=True)
+    subprocess.run([sys.executable, str(STANDINS / "engine" / "make_repo.py"), "--out", str(data / "git")], check=True)
+    subprocess.run([sys.executable, str(STANDINS / "hub" / "make_weights.py"), "--out", str(data / "hub")], check=True)
+    stamp.write_text(digest)
+    return data
+
+
+def container_state(name: str) -> str | None:
+    proc = podman("container", "inspect", "--format", "{{.State.Status}}", name, check=False)
+    return proc.stdout.decode().strip() if proc.returncode == 0 else None
+
+
+def ensure_network(names: Names) -> None:
+    if podman("network", "exists", names.network, check=False).returncode != 0:
+        podman("network", "create", names.network)
+
+
+def ensure_forge(names: Names, data: Path) -> None:
+    state = container_state(names.forge)
+    if state == "running":
+        return
+    if state is not None:
+        podman("rm", "-f", names.forge)
+    serve = (
+        "git daemon --reuseaddr --export-all --base-path=/srv/forge/git /srv/forge/git & "
+        f"exec python3 /srv/standins/hub/hubstandin.py --data /srv/forge/hub --bind 0.0.0.0 "
+        f"--port {HUB_PORT} --storage-port {STORAGE_PORT}"
+    )
+    podman(
+        "run", "-d", "--name", names.forge, "--hostname", "forge",
+        "--network", names.network, "--network-alias", "forge",
+        "-v", f"{STANDINS}:/srv/standins:ro", "-v", f"{data}:/srv/forge:ro",
+        IMAGE, "sh", "-c", serve,
+    )  # fmt: skip
+
+
+def exec_in(container: str, *cmd: str, stdin: bytes | None = None) -> str:
+    return podman("exec", "-i", container, *cmd, stdin=stdin).stdout.decode()
+
+
+def wait_booted(container: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        proc = podman("exec", container, "systemctl", "is-system-running", check=False)
+        if proc.stdout.decode().strip() in ("running", "degraded"):
+            return
+        time.sleep(0.5)
+    raise SystemExit(f"sandbox: {container} did not finish booting within {timeout:.0f} s")
+
+
+def set_persona(container: str, persona: str) -> None:
+    """Install the stand-in GPU/CUDA tools of a persona (gb10, h200, rtx-pro-6000, gb10-cuda12, none)."""
+    podman("cp", str(STANDINS / "gpu"), f"{container}:/usr/local/lib/ds4-standin-gpu")
+    exec_in(container, "python3", "/usr/local/lib/ds4-standin-gpu/install.py", "--root", "/", "--persona", persona)
+
+
+def ensure_spark(names: Names, host: str, ssh_port: int | None, persona: str, small_disk: str | None) -> None:
+    container = names.host(host)
+    state = container_state(container)
+    if state == "running":
+        return
+    if state in ("exited", "stopped", "created"):
+        podman("start", container)
+    else:
+        if state is not None:
+            podman("rm", "-f", container)
+        publish = f"127.0.0.1:{ssh_port}:22" if ssh_port else "127.0.0.1::22"
+        extra = []
+        if small_disk:
+            # Plays a Spark whose weights filesystem is nearly full, for the preflight's disk refusal.
+            extra = ["--mount", f"type=tmpfs,destination=/var/lib/ds4,tmpfs-size={small_disk}"]
+        podman(
+            "run", "-d", "--name", container, "--hostname", host, "--network", names.network,
+            "--systemd=always", "-p", publish, *extra, IMAGE, "/sbin/init",
+        )  # fmt: skip
+    wait_booted(container)
+    exec_in(container, "sh", "-c", "install -d -m 700 /root/.ssh && cat > /root/.ssh/authorized_keys",
+            stdin=SSH_KEY.with_suffix(".pub").read_bytes())  # fmt: skip
+    if state is None or state not in ("exited", "stopped", "created"):
+        set_persona(container, persona)
+
+
+def ssh_port_of(container: str) -> int:
+    out = podman("port", container, "22/tcp").stdout.decode().strip()
+    return int(out.rsplit(":", 1)[1])
+
+
+def wait_forge(names: Names, from_container: str, timeout: float = 30) -> None:
+    """The forge answers once both the hub and git daemon listen; the hosts need both."""
+    deadline = time.monotonic() + timeout
+    probe = (
+        f"curl -fsS -o /dev/null http://forge:{HUB_PORT}/Entrpi/ds4-on-spark/main/LATEST && "
+        "git ls-remote git://forge/ds4.git >/dev/null"
+    )
+    while time.monotonic() < deadline:
+        if podman("exec", from_container, "sh", "-c", probe, check=False).returncode == 0:
+            return
+        time.sleep(0.5)
+    raise SystemExit(f"sandbox: the forge ({names.forge}) did not answer within {timeout:.0f} s")
+
+
+def up(args: argparse.Namespace) -> None:
+    names = Names(args.prefix)
+    personas = dict(p.split("=", 1) for p in args.persona)
+    small = dict(p.split("=", 1) for p in args.small_disk)
+    if args.platforms:
+        # Molecule's platform list: name plus the optional keys `persona` and `small_disk`.
+        platforms = json.loads(args.platforms)
+        args.hosts = [p["name"] for p in platforms]
+        personas.update({p["name"]: p["persona"] for p in platforms if "persona" in p})
+        small.update({p["name"]: p["small_disk"] for p in platforms if "small_disk" in p})
+    ensure_image()
+    ensure_ssh_key()
+    data = ensure_forge_data()
+    ensure_network(names)
+    ensure_forge(names, data)
+    for host in args.hosts:
+        port = None if args.prefix else FIXED_SSH_PORTS.get(host)
+        ensure_spark(names, host, port, personas.get(host, "gb10"), small.get(host))
+    wait_forge(names, names.host(args.hosts[0]))
+    instances = [
+        {
+            "instance": host,
+            "container": names.host(host),
+            "address": "127.0.0.1",
+            "port": ssh_port_of(names.host(host)),
+            "user": "root",
+            "identity_file": str(SSH_KEY),
+        }
+        for host in args.hosts
+    ]
+    if args.json:
+        print(json.dumps(instances))
+    else:
+        for i in instances:
+            log(f"{i['instance']} is up: ssh -i {SSH_KEY} -p {i['port']} root@127.0.0.1")
+
+
+def down(args: argparse.Namespace) -> None:
+    names = Names(args.prefix)
+    proc = podman("ps", "-a", "--format", "{{.Names}}", "--filter", f"network={names.network}", check=False)
+    containers = proc.stdout.decode().split()
+    if containers:
+        podman("rm", "-f", "-t", "2", *containers)
+    if podman("network", "exists", names.network, check=False).returncode == 0:
+        podman("network", "rm", "-f", names.network)
+    log(f"removed {len(containers)} container(s) and the network {names.network}")
+
+
+def persona(args: argparse.Namespace) -> None:
+    set_persona(Names(args.prefix).host(args.host), args.name)
+
+
+def show(args: argparse.Namespace) -> None:
+    """What an operator looks at after the main job: the unit's status and one answer from the engine."""
+    container = Names(args.prefix).host(args.host)
+    status = podman("exec", container, "systemctl", "status", "ds4", "--no-pager", "--lines=5", check=False)
+    print(status.stdout.decode())
+    question = "What is the capital of France? Answer in one sentence."
+    body = json.dumps(
+        {"model": "deepseek-v4-flash", "max_tokens": 64, "messages": [{"role": "user", "content": question}]}
+    )
+    answer = podman(
+        "exec", container, "curl", "-fsS", "--max-time", "60", "-H", "Content-Type: application/json",
+        "-d", body, "http://127.0.0.1:8000/v1/chat/completions", check=False,
+    )  # fmt: skip
+    if answer.returncode != 0:
+        raise SystemExit(f"sandbox: the engine on {args.host} did not answer: {answer.stderr.decode().strip()}")
+    reply = json.loads(answer.stdout)["choices"][0]["message"]["content"]
+    print(f"{args.host} was asked: {question}\n{args.host} answered: {reply}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prefix", default="", help="name prefix of a separate sandbox (Molecule scenarios)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_up = sub.add_parser("up", help="bring the sandbox up (idempotent)")
+    p_up.add_argument("--hosts", nargs="+", default=DEFAULT_HOSTS)
+    p_up.add_argument("--persona", action="append", default=[], metavar="HOST=NAME")
+    p_up.add_argument("--small-disk", action="append", default=[], metavar="HOST=SIZE")
+    p_up.add_argument("--platforms", metavar="JSON", help="hosts and their options as Molecule's platforms")
+    p_up.add_argument("--json", action="store_true", help="print the instances as JSON")
+    p_up.set_defaults(func=up)
+    sub.add_parser("down", help="remove every container and the network").set_defaults(func=down)
+    p_persona = sub.add_parser("persona", help="switch a host's stand-in GPU/CUDA persona")
+    p_persona.add_argument("host")
+    p_persona.add_argument("name")
+    p_persona.set_defaults(func=persona)
+    p_show = sub.add_parser("show", help="print a host's `systemctl status ds4` and one engine answer")
+    p_show.add_argument("host")
+    p_show.set_defaults(func=show)
+    args = parser.parse_args()
+    args.func(args)
+
+
+if __name__ == "__main__":
+    main()
