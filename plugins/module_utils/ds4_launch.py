@@ -1,0 +1,355 @@
+"""How ds4-server is launched: validated settings in, environment file and argument list out.
+
+This is the installer's `ds4-serve` launcher (engine contract, "Launcher defaults") as data, so the
+systemd unit can run ds4-server directly: `EnvironmentFile=/etc/ds4/ds4.env` plus `ExecStart=`.
+
+Settings (the role variable that feeds each is `ds4_<key>`, and every message names it):
+
+| key | default | meaning |
+|---|---|---|
+| release_dir | required | directory holding `ds4-server` (absolute) |
+| base_model | required | base GGUF (absolute) |
+| dspark_model | required for dspark | drafter GGUF of the same generation (absolute) |
+| mtp_model | required for mtp | legacy MTP GGUF (absolute) |
+| speculation | dspark | dspark, mtp (legacy only) or plain |
+| model_generation | 0731 | 0731 or legacy |
+| ctx | 524288 | context length, tokens |
+| host / port | 127.0.0.1 / 8000 | listen address |
+| kv_disk_dir | /var/lib/ds4/kv | disk-persisted KV banks; '' leaves `--kv-disk-dir` out (engine: off) |
+| kv_disk_space_mb | 4096 | passed with `--kv-disk-dir` |
+| mem_floor_gb | 4 | `--mem-floor-gb`; '' leaves the flag out (engine default) |
+| extra_args | [] | more ds4-server arguments |
+| extra_env | {} | more environment, UPPERCASE names |
+| lock_file | /run/ds4/ds4.lock | DS4_LOCK_FILE |
+
+A setting given as None takes its default, so a module can pass every option through unchanged.
+
+Decisions:
+- Numbers may be ints or strings of ASCII digits (`-e ds4_port=9000` arrives as a string). Booleans
+  (True is the int 1 in Python), floats, signs, spaces and anything else are refused.
+- extra_args may not repeat a flag this file manages, nor one that makes ds4-server exit at once:
+  which copy of a repeated flag wins is up to the engine's parser, and the role's readiness probe,
+  smoke test and lock all read the managed variables, so an override would leave them disagreeing.
+  Change the variable instead. extra_env likewise may not set a managed variable.
+- extra_env values and extra_args items may be strings or ints (YAML writes `64` as an int), never
+  booleans (True could mean "1", "true" or "yes" to the engine) and never with control characters:
+  a newline would start a new line in the environment file or the unit.
+- The engine's own daily update check is always off (DS4_NO_UPDATE_CHECK=1): the ds4-update-check
+  timer replaces it, with an ordering that knows v0.5.6.1 is newer than v0.5.6.
+- The lock defaults to /run/ds4, not the engine's /tmp/ds4.lock: the unit runs with PrivateTmp=, and a
+  lock in a private /tmp would not stop a second engine (a CLI smoke test) started beside the service.
+
+All errors are gathered and raised together as LaunchConfigError, before anything is written.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+
+DEFAULTS = {
+    "release_dir": None,
+    "base_model": None,
+    "dspark_model": None,
+    "mtp_model": None,
+    "speculation": "dspark",
+    "model_generation": "0731",
+    "ctx": 524288,
+    "host": "127.0.0.1",
+    "port": 8000,
+    "kv_disk_dir": "/var/lib/ds4/kv",
+    "kv_disk_space_mb": 4096,
+    "mem_floor_gb": 4,
+    "extra_args": [],
+    "extra_env": {},
+    "lock_file": "/run/ds4/ds4.lock",
+}
+
+REQUIRED = ("release_dir", "base_model")
+SPECULATIONS = ("dspark", "mtp", "plain")
+GENERATIONS = ("0731", "legacy")
+
+# Environment the launch sets itself, with what to change instead.
+MANAGED_ENV = {
+    "DS4_NO_UPDATE_CHECK": "the engine's own update check stays off; the ds4-update-check timer replaces it",
+    "DS4_UPDATE_URL": "the engine's own update check stays off; the ds4-update-check timer has its own feed",
+    "DS4_LOCK_FILE": "set ds4_lock_file",
+    "DS4_CONT_DSPARK": "set ds4_speculation",
+    "DS4_DSPARK_MODEL": "set ds4_speculation and the model settings",
+    "DS4_CONT_MTP_MODE": "set ds4_speculation",
+    "DS4_MEM_FLOOR_GB": "set ds4_mem_floor_gb",
+    "GGUF_FILE": "the model is passed with -m from the model settings",
+    "DS4_GGUF_DIR": "the model is passed with -m from the model settings",
+}
+
+# ds4-server flags the launch passes itself (or must never get), with what to change instead.
+MANAGED_FLAGS = {
+    "--cuda": "it is always passed",
+    "-m": "the model is passed from the model settings",
+    "--model": "the model is passed from the model settings",
+    "-c": "set ds4_ctx",
+    "--ctx": "set ds4_ctx",
+    "--host": "set ds4_host",
+    "--port": "set ds4_port",
+    "--kv-disk-dir": "set ds4_kv_disk_dir",
+    "--kv-disk-space-mb": "set ds4_kv_disk_space_mb",
+    "--mem-floor-gb": "set ds4_mem_floor_gb",
+    "--mtp": "set ds4_speculation",
+    "--dspark": "set ds4_speculation",
+    "--no-mtp": "set ds4_speculation",
+    "--no-dspark": "set ds4_speculation",
+    "--no-spec": "set ds4_speculation",
+    "--no-update-check": "the engine's own update check is already off",
+    "--check-update": "it makes ds4-server exit instead of serving",
+    "--version": "it makes ds4-server exit instead of serving",
+    "--help": "it makes ds4-server exit instead of serving",
+}
+
+_ENV_NAME_RE = re.compile(r"[A-Z_][A-Z0-9_]*")
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+_HOST_RE = re.compile(r"[A-Za-z0-9.:_][A-Za-z0-9.:_-]*")
+# Characters that need no quoting in an EnvironmentFile value or an ExecStart word.
+_ENV_SAFE_RE = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
+_EXEC_SAFE_RE = re.compile(r"[A-Za-z0-9_@+=:,./-]+")
+
+
+class LaunchConfigError(ValueError):
+    """Every problem found in the settings; str() joins them."""
+
+    def __init__(self, errors):
+        self.errors = list(errors)
+        super().__init__("; ".join(self.errors))
+
+
+def _var(key):
+    return f"ds4_{key}"
+
+
+def _whole(value, key, low, high, what, errors):
+    """An int from an int or a string of ASCII digits within [low, high]; None after recording an error."""
+    number = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str) and value.isascii() and value.isdigit():
+        number = int(value)
+    if number is None or number < low or (high is not None and number > high):
+        errors.append(f"{_var(key)} must be {what}: {value!r}")
+        return None
+    return number
+
+
+def _no_control(value, what, errors):
+    if _CONTROL_RE.search(value):
+        errors.append(f"{what} must not contain control characters such as a newline: {value!r}")
+        return False
+    return True
+
+
+def _abs_path(value, key, errors, why="an absolute path"):
+    if not isinstance(value, str) or not value.startswith("/"):
+        errors.append(f"{_var(key)} must be {why}: {value!r}")
+        return None
+    if not _no_control(value, _var(key), errors):
+        return None
+    return posixpath.normpath(value)
+
+
+def _word(value, what, errors):
+    """A string or int (as text) free of control characters; None after recording an error."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if not isinstance(value, str):
+        errors.append(f"{what} must be a string: {value!r}")
+        return None
+    return value if _no_control(value, what, errors) else None
+
+
+def _extra_env(value, errors):
+    if not isinstance(value, dict):
+        errors.append(f"ds4_extra_env must be a mapping of variable names to strings: {value!r}")
+        return {}
+    env = {}
+    for name in sorted(value, key=str):
+        if not isinstance(name, str) or not _ENV_NAME_RE.fullmatch(name):
+            errors.append(
+                "ds4_extra_env names must be UPPERCASE letters, digits and _, not starting with a digit: "
+                f"{name!r}"
+            )
+        elif name in MANAGED_ENV:
+            errors.append(f"ds4_extra_env must not set {name}, which ds4-fleet manages: {MANAGED_ENV[name]}")
+        else:
+            text = _word(value[name], f"ds4_extra_env value of {name}", errors)
+            if text is not None:
+                env[name] = text
+    return env
+
+
+def _extra_args(value, errors):
+    if not isinstance(value, (list, tuple)):
+        errors.append(f"ds4_extra_args must be a list of strings: {value!r}")
+        return []
+    args = []
+    for item in value:
+        text = _word(item, "ds4_extra_args items", errors)
+        if text is None:
+            continue
+        # `--port=9000` is the same flag as `--port 9000`.
+        flag = text.split("=", 1)[0] if text.startswith("--") else text
+        if flag in MANAGED_FLAGS:
+            errors.append(f"ds4_extra_args must not contain {text!r}: {MANAGED_FLAGS[flag]}")
+        else:
+            args.append(text)
+    return args
+
+
+def validate(settings):
+    """The settings with defaults filled in and values normalised; LaunchConfigError on any problem.
+
+    kv_disk_dir and mem_floor_gb come back as None when turned off with ''.
+    """
+    if not isinstance(settings, dict):
+        raise LaunchConfigError([f"launch settings must be a mapping: {settings!r}"])
+    errors = []
+    unknown = sorted(set(settings) - set(DEFAULTS), key=str)
+    if unknown:
+        errors.append(f"unknown launch settings: {', '.join(map(repr, unknown))}")
+    s = {key: DEFAULTS[key] if settings.get(key) is None else settings[key] for key in DEFAULTS}
+    out = {}
+
+    out["release_dir"] = _abs_path(s["release_dir"], "release_dir", errors)
+    out["base_model"] = _abs_path(s["base_model"], "base_model", errors, "an absolute path to the base GGUF")
+
+    generation = s["model_generation"]
+    if generation not in GENERATIONS:
+        hint = ""
+        if generation in (473, 731):
+            hint = " (an unquoted 0731 in YAML is a number: write '0731' in quotes)"
+        errors.append(f"ds4_model_generation must be '0731' or 'legacy': {generation!r}{hint}")
+    out["model_generation"] = generation
+
+    speculation = s["speculation"]
+    if speculation not in SPECULATIONS:
+        errors.append(f"ds4_speculation must be one of {', '.join(SPECULATIONS)}: {speculation!r}")
+    out["speculation"] = speculation
+    out["dspark_model"] = out["mtp_model"] = None
+    if speculation == "dspark":
+        out["dspark_model"] = _abs_path(
+            s["dspark_model"], "dspark_model", errors, "an absolute path to the drafter GGUF for dspark"
+        )
+    elif speculation == "mtp":
+        if generation == "0731":
+            errors.append(
+                "ds4_speculation 'mtp' needs ds4_model_generation 'legacy': the 0731 generation has no "
+                "MTP head (use dspark or plain)"
+            )
+        out["mtp_model"] = _abs_path(
+            s["mtp_model"], "mtp_model", errors, "an absolute path to the MTP GGUF for mtp"
+        )
+
+    out["ctx"] = _whole(s["ctx"], "ctx", 1, None, "a positive whole number of tokens", errors)
+    out["port"] = _whole(s["port"], "port", 1, 65535, "a port number from 1 to 65535", errors)
+    host = s["host"]
+    if not isinstance(host, str) or not _HOST_RE.fullmatch(host):
+        errors.append(f"ds4_host must be an IP address or a host name: {host!r}")
+    out["host"] = host
+
+    out["kv_disk_dir"] = None
+    out["kv_disk_space_mb"] = _whole(
+        s["kv_disk_space_mb"], "kv_disk_space_mb", 1, None, "a positive whole number of MiB", errors
+    )
+    if s["kv_disk_dir"] != "":
+        out["kv_disk_dir"] = _abs_path(
+            s["kv_disk_dir"], "kv_disk_dir", errors, "an absolute path, or '' to keep KV banks off disk"
+        )
+    out["mem_floor_gb"] = None
+    if s["mem_floor_gb"] != "":
+        out["mem_floor_gb"] = _whole(
+            s["mem_floor_gb"],
+            "mem_floor_gb",
+            0,
+            None,
+            "a whole number of GiB, or '' to leave the flag out",
+            errors,
+        )
+
+    out["lock_file"] = _abs_path(s["lock_file"], "lock_file", errors)
+    out["extra_env"] = _extra_env(s["extra_env"], errors)
+    out["extra_args"] = _extra_args(s["extra_args"], errors)
+
+    if errors:
+        raise LaunchConfigError(errors)
+    return out
+
+
+def server_env(cfg):
+    """The environment of ds4-server, in file order: managed names first, then extra_env by name."""
+    env = {"DS4_NO_UPDATE_CHECK": "1", "DS4_LOCK_FILE": cfg["lock_file"]}
+    if cfg["speculation"] == "dspark":
+        env["DS4_CONT_DSPARK"] = "1"
+        env["DS4_DSPARK_MODEL"] = cfg["dspark_model"]
+    elif cfg["speculation"] == "mtp":
+        # The contract's launcher notes MTP mode 2 for legacy; set it only when MTP is the chosen rung,
+        # beside the --mtp file, so a DSpark launch carries nothing of MTP.
+        env["DS4_CONT_MTP_MODE"] = "2"
+    env.update(cfg["extra_env"])
+    return env
+
+
+def server_args(cfg):
+    """The ds4-server arguments (without the program), every item a string."""
+    args = ["--cuda", "-m", cfg["base_model"], "-c", str(cfg["ctx"])]
+    args += ["--host", cfg["host"], "--port", str(cfg["port"])]
+    if cfg["kv_disk_dir"] is not None:
+        args += ["--kv-disk-dir", cfg["kv_disk_dir"], "--kv-disk-space-mb", str(cfg["kv_disk_space_mb"])]
+    if cfg["mem_floor_gb"] is not None:
+        args += ["--mem-floor-gb", str(cfg["mem_floor_gb"])]
+    if cfg["speculation"] == "mtp":
+        args += ["--mtp", cfg["mtp_model"]]
+    elif cfg["speculation"] == "plain":
+        args.append("--no-spec")
+    return args + cfg["extra_args"]
+
+
+def env_file_line(name, value):
+    """`NAME=value` as systemd's EnvironmentFile= reads it (and a POSIX shell sourcing the file too).
+
+    Plain values stay bare; anything else is double-quoted with \\ " $ ` escaped, the escapes the
+    two readers share. Values never hold control characters (validated).
+    """
+    if _ENV_SAFE_RE.fullmatch(value):
+        return f"{name}={value}"
+    escaped = re.sub(r'([\\"$`])', r"\\\1", value)
+    return f'{name}="{escaped}"'
+
+
+def exec_word(word):
+    """One word of a systemd ExecStart= line, read back by systemd as exactly `word`.
+
+    Words outside a plain set are double-quoted with \\ and " escaped (systemd C-unescapes them);
+    % and $ are doubled everywhere, since systemd expands specifiers and $VARS even inside quotes.
+    """
+    if not _EXEC_SAFE_RE.fullmatch(word):
+        word = '"' + re.sub(r'([\\"])', r"\\\1", word) + '"'
+    return word.replace("%", "%%").replace("$", "$$")
+
+
+def launch_config(settings):
+    """Everything the service role needs from the settings; LaunchConfigError when they are wrong.
+
+    Returns a dict: settings (validated, defaults filled), env (name -> value), env_lines,
+    env_content (the text of /etc/ds4/ds4.env, without a header), binary, args, exec_start.
+    """
+    cfg = validate(settings)
+    env = server_env(cfg)
+    env_lines = [env_file_line(name, value) for name, value in env.items()]
+    binary = posixpath.join(cfg["release_dir"], "ds4-server")
+    args = server_args(cfg)
+    return {
+        "settings": cfg,
+        "env": env,
+        "env_lines": env_lines,
+        "env_content": "".join(line + "\n" for line in env_lines),
+        "binary": binary,
+        "args": args,
+        "exec_start": " ".join(exec_word(word) for word in [binary, *args]),
+    }

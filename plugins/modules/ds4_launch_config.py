@@ -1,0 +1,175 @@
+#!/usr/bin/python
+"""Compute the ds4-server environment file and command line from the launch settings.
+
+A module rather than a filter, though it touches nothing: the roles call modules for logic (house
+style), its options are documented and shown by ansible-doc, and its result is registered once and
+read by both the environment-file template and the unit template. Options are `raw` so that every
+message comes from module_utils/ds4_launch.py and names the role variable (`ds4_port`), instead of
+Ansible's own conversions, which would also split a string on commas into a list.
+"""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: ds4_launch_config
+short_description: Compute the ds4-server environment file and arguments
+description:
+  - Validates the launch settings of the ds4 engine and returns the content of its environment file
+    (C(/etc/ds4/ds4.env)), its argument list and a systemd C(ExecStart=) line, as the installer's
+    C(ds4-serve) launcher would start it.
+  - Touches nothing on the host; the caller writes the files.
+  - Every error names the role variable (for example C(ds4_port)) and the bad value, and all errors
+    are reported together.
+  - C(DS4_NO_UPDATE_CHECK=1) is always set, because the ds4-update-check timer replaces the engine's
+    own check.
+version_added: 0.1.0
+author: ds4-fleet developers
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+options:
+  release_dir:
+    description: Directory holding the C(ds4-server) binary (absolute).
+    type: raw
+    required: true
+  base_model:
+    description: Base GGUF file (absolute).
+    type: raw
+    required: true
+  dspark_model:
+    description: Drafter GGUF of the same generation; required when O(speculation=dspark).
+    type: raw
+  mtp_model:
+    description: Legacy MTP GGUF; required when O(speculation=mtp).
+    type: raw
+  speculation:
+    description: V(dspark), V(mtp) (legacy generation only) or V(plain) (C(--no-spec)).
+    type: raw
+    default: dspark
+  model_generation:
+    description: V(0731) or V(legacy). Quote V('0731') in YAML, where a bare 0731 is a number.
+    type: raw
+    default: "0731"
+  ctx:
+    description: Context length in tokens; an int or a string of digits.
+    type: raw
+    default: 524288
+  host:
+    description: Address to listen on.
+    type: raw
+    default: 127.0.0.1
+  port:
+    description: Port to listen on, 1 to 65535.
+    type: raw
+    default: 8000
+  kv_disk_dir:
+    description: Directory for disk-persisted KV banks; V('') leaves C(--kv-disk-dir) out.
+    type: raw
+    default: /var/lib/ds4/kv
+  kv_disk_space_mb:
+    description: Disk budget for the KV banks in MiB, passed with C(--kv-disk-dir).
+    type: raw
+    default: 4096
+  mem_floor_gb:
+    description: C(--mem-floor-gb); V('') leaves the flag out.
+    type: raw
+    default: 4
+  extra_args:
+    description:
+      - More ds4-server arguments (strings or ints).
+      - Flags this module manages (C(--port), C(-c), C(--no-spec), ...) are refused; set their variables.
+    type: raw
+    default: []
+  extra_env:
+    description:
+      - More environment, UPPERCASE names to strings or ints.
+      - Names this module manages (C(DS4_LOCK_FILE), C(DS4_CONT_DSPARK), ...) are refused.
+    type: raw
+    default: {}
+  lock_file:
+    description: C(DS4_LOCK_FILE), outside the unit's private /tmp so a second engine sees it.
+    type: raw
+    default: /run/ds4/ds4.lock
+"""
+
+EXAMPLES = r"""
+- name: Compute how ds4-server is launched
+  ds4.fleet.ds4_launch_config:
+    release_dir: /opt/ds4/current
+    base_model: "{{ models }}/DeepSeek-V4-Flash-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8-chat-v2-imatrix-0731.gguf"
+    dspark_model: "{{ models }}/DSpark-drafter-Q2K-Q8-0731.gguf"
+    port: "{{ ds4_port }}"
+  vars:
+    models: /var/lib/ds4/models
+  register: __ds4_launch
+
+- name: Write the ds4-server environment file
+  ansible.builtin.copy:
+    content: "{{ __ds4_launch.env_content }}"
+    dest: /etc/ds4/ds4.env
+    mode: "0644"
+"""
+
+RETURN = r"""
+settings:
+  description: The validated settings with defaults filled in; turned-off options are null.
+  returned: success
+  type: dict
+env:
+  description: The environment of ds4-server, name to value, in file order.
+  returned: success
+  type: dict
+  sample: {"DS4_NO_UPDATE_CHECK": "1", "DS4_LOCK_FILE": "/run/ds4/ds4.lock", "DS4_CONT_DSPARK": "1"}
+env_lines:
+  description: The lines of the environment file, quoted for systemd's EnvironmentFile=.
+  returned: success
+  type: list
+  elements: str
+env_content:
+  description: The environment file, one line per variable, ending in a newline; no header.
+  returned: success
+  type: str
+binary:
+  description: Path of the ds4-server binary.
+  returned: success
+  type: str
+  sample: /opt/ds4/current/ds4-server
+args:
+  description: The ds4-server arguments, without the program.
+  returned: success
+  type: list
+  elements: str
+  sample: ["--cuda", "-m", "/m/base.gguf", "-c", "524288", "--host", "127.0.0.1", "--port", "8000"]
+exec_start:
+  description: Binary and arguments quoted for a systemd ExecStart= line (% and $ doubled).
+  returned: success
+  type: str
+"""
+
+# Ansible's convention puts DOCUMENTATION, EXAMPLES and RETURN before the imports.
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_launch import (  # noqa: E402
+    DEFAULTS,
+    REQUIRED,
+    LaunchConfigError,
+    launch_config,
+)
+
+
+def main():
+    # The defaults come from module_utils, which also fills them in for an option given as null.
+    spec = {key: {"type": "raw", "default": default} for key, default in DEFAULTS.items()}
+    for key in REQUIRED:
+        spec[key] = {"type": "raw", "required": True}
+    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    try:
+        result = launch_config(module.params)
+    except LaunchConfigError as exc:
+        module.fail_json(msg=str(exc), errors=exc.errors)
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()

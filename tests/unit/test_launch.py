@@ -1,0 +1,377 @@
+"""Launch settings -> environment file and ds4-server arguments: module_utils/ds4_launch.py and its module."""
+
+import json
+import subprocess
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_launch import (
+    LaunchConfigError,
+    launch_config,
+)
+from ansible_collections.ds4.fleet.plugins.modules import ds4_launch_config
+
+BASE = "/var/lib/ds4/models/DeepSeek-V4-Flash-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8-chat-v2-imatrix-0731.gguf"
+DRAFTER = "/var/lib/ds4/models/DSpark-drafter-Q2K-Q8-0731.gguf"
+LEGACY_BASE = "/var/lib/ds4/models/DeepSeek-V4-Flash-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8-chat-v2-imatrix.gguf"
+LEGACY_DRAFTER = "/var/lib/ds4/models/DSpark-drafter-Q2K-Q8.gguf"
+MTP = "/var/lib/ds4/models/DeepSeek-V4-Flash-MTP-Q4K-Q8_0-F32.gguf"
+
+MINIMAL = {"release_dir": "/opt/ds4/current", "base_model": BASE, "dspark_model": DRAFTER}
+LEGACY = {
+    "release_dir": "/opt/ds4/current",
+    "base_model": LEGACY_BASE,
+    "dspark_model": LEGACY_DRAFTER,
+    "mtp_model": MTP,
+    "model_generation": "legacy",
+}
+COMMON_ARGS = ["--host", "127.0.0.1", "--port", "8000"]
+DISK_AND_FLOOR = ["--kv-disk-dir", "/var/lib/ds4/kv", "--kv-disk-space-mb", "4096", "--mem-floor-gb", "4"]
+
+
+def settings(base=None, **changes):
+    return {**(MINIMAL if base is None else base), **changes}
+
+
+@pytest.mark.parametrize(
+    ("given", "env_lines", "args"),
+    [
+        pytest.param(
+            MINIMAL,
+            [
+                "DS4_NO_UPDATE_CHECK=1",
+                "DS4_LOCK_FILE=/run/ds4/ds4.lock",
+                "DS4_CONT_DSPARK=1",
+                f"DS4_DSPARK_MODEL={DRAFTER}",
+            ],
+            ["--cuda", "-m", BASE, "-c", "524288", *COMMON_ARGS, *DISK_AND_FLOOR],
+            id="0731-dspark-defaults",
+        ),
+        pytest.param(
+            settings(speculation="plain", dspark_model=None),
+            ["DS4_NO_UPDATE_CHECK=1", "DS4_LOCK_FILE=/run/ds4/ds4.lock"],
+            ["--cuda", "-m", BASE, "-c", "524288", *COMMON_ARGS, *DISK_AND_FLOOR, "--no-spec"],
+            id="0731-plain",
+        ),
+        pytest.param(
+            LEGACY,
+            [
+                "DS4_NO_UPDATE_CHECK=1",
+                "DS4_LOCK_FILE=/run/ds4/ds4.lock",
+                "DS4_CONT_DSPARK=1",
+                f"DS4_DSPARK_MODEL={LEGACY_DRAFTER}",
+            ],
+            ["--cuda", "-m", LEGACY_BASE, "-c", "524288", *COMMON_ARGS, *DISK_AND_FLOOR],
+            id="legacy-dspark",
+        ),
+        pytest.param(
+            settings(LEGACY, speculation="mtp"),
+            ["DS4_NO_UPDATE_CHECK=1", "DS4_LOCK_FILE=/run/ds4/ds4.lock", "DS4_CONT_MTP_MODE=2"],
+            ["--cuda", "-m", LEGACY_BASE, "-c", "524288", *COMMON_ARGS, *DISK_AND_FLOOR, "--mtp", MTP],
+            id="legacy-mtp",
+        ),
+        pytest.param(
+            settings(LEGACY, speculation="plain"),
+            ["DS4_NO_UPDATE_CHECK=1", "DS4_LOCK_FILE=/run/ds4/ds4.lock"],
+            ["--cuda", "-m", LEGACY_BASE, "-c", "524288", *COMMON_ARGS, *DISK_AND_FLOOR, "--no-spec"],
+            id="legacy-plain",
+        ),
+        pytest.param(
+            settings(
+                ctx="65536",
+                host="0.0.0.0",
+                port="9000",
+                kv_disk_dir="",
+                mem_floor_gb="",
+                lock_file="/var/lib/ds4/ds4.lock",
+                extra_args=["--cors", "-n", 512],
+                extra_env={"DS4_SERVER_MAX_CLIENTS": 64, "CUDA_VISIBLE_DEVICES": "0"},
+            ),
+            [
+                "DS4_NO_UPDATE_CHECK=1",
+                "DS4_LOCK_FILE=/var/lib/ds4/ds4.lock",
+                "DS4_CONT_DSPARK=1",
+                f"DS4_DSPARK_MODEL={DRAFTER}",
+                "CUDA_VISIBLE_DEVICES=0",
+                "DS4_SERVER_MAX_CLIENTS=64",
+            ],
+            ["--cuda", "-m", BASE, "-c", "65536", "--host", "0.0.0.0", "--port", "9000"]
+            + ["--cors", "-n", "512"],
+            id="strings-from-extra-vars-disk-off-floor-off-extras",
+        ),
+        pytest.param(
+            settings(kv_disk_dir="/srv/kv/", kv_disk_space_mb=20480, mem_floor_gb=0, ctx=None, port=None),
+            [
+                "DS4_NO_UPDATE_CHECK=1",
+                "DS4_LOCK_FILE=/run/ds4/ds4.lock",
+                "DS4_CONT_DSPARK=1",
+                f"DS4_DSPARK_MODEL={DRAFTER}",
+            ],
+            ["--cuda", "-m", BASE, "-c", "524288", *COMMON_ARGS]
+            + ["--kv-disk-dir", "/srv/kv", "--kv-disk-space-mb", "20480", "--mem-floor-gb", "0"],
+            id="null-takes-default",
+        ),
+    ],
+)
+def test_launch_config(given, env_lines, args):
+    result = launch_config(given)
+    assert result["env_lines"] == env_lines
+    assert result["env_content"] == "".join(line + "\n" for line in env_lines)
+    assert result["args"] == args
+    assert result["binary"] == "/opt/ds4/current/ds4-server"
+    assert result["exec_start"] == " ".join(["/opt/ds4/current/ds4-server", *args])
+
+
+def test_settings_are_returned_normalised():
+    result = launch_config(settings(ctx="65536", kv_disk_dir="", mem_floor_gb=""))
+    assert result["settings"] == {
+        "release_dir": "/opt/ds4/current",
+        "base_model": BASE,
+        "dspark_model": DRAFTER,
+        "mtp_model": None,
+        "speculation": "dspark",
+        "model_generation": "0731",
+        "ctx": 65536,
+        "host": "127.0.0.1",
+        "port": 8000,
+        "kv_disk_dir": None,
+        "kv_disk_space_mb": 4096,
+        "mem_floor_gb": None,
+        "extra_args": [],
+        "extra_env": {},
+        "lock_file": "/run/ds4/ds4.lock",
+    }
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"port": 0}, "ds4_port must be a port number from 1 to 65535: 0"),
+        ({"port": 65536}, "ds4_port must be a port number from 1 to 65535: 65536"),
+        ({"port": "80a"}, "ds4_port must be a port number from 1 to 65535: '80a'"),
+        ({"port": True}, "ds4_port must be a port number from 1 to 65535: True"),
+        ({"port": 8000.0}, "ds4_port must be a port number from 1 to 65535: 8000.0"),
+        ({"ctx": "abc"}, "ds4_ctx must be a positive whole number of tokens: 'abc'"),
+        ({"ctx": 0}, "ds4_ctx must be a positive whole number of tokens: 0"),
+        ({"ctx": -4096}, "ds4_ctx must be a positive whole number of tokens: -4096"),
+        ({"ctx": "-4096"}, "ds4_ctx must be a positive whole number of tokens: '-4096'"),
+        ({"ctx": " 4096"}, "ds4_ctx must be a positive whole number of tokens: ' 4096'"),
+        ({"ctx": "４０９６"}, "ds4_ctx must be a positive whole number of tokens: '４０９６'"),
+        ({"ctx": False}, "ds4_ctx must be a positive whole number of tokens: False"),
+        ({"kv_disk_space_mb": 0}, "ds4_kv_disk_space_mb must be a positive whole number of MiB: 0"),
+        (
+            {"mem_floor_gb": -1},
+            "ds4_mem_floor_gb must be a whole number of GiB, or '' to leave the flag out: -1",
+        ),
+        ({"speculation": "eagle"}, "ds4_speculation must be one of dspark, mtp, plain: 'eagle'"),
+        (
+            {"speculation": "mtp", "mtp_model": MTP},
+            "ds4_speculation 'mtp' needs ds4_model_generation 'legacy': the 0731 generation has no MTP head "
+            "(use dspark or plain)",
+        ),
+        ({"model_generation": "v4"}, "ds4_model_generation must be '0731' or 'legacy': 'v4'"),
+        (
+            {"model_generation": 473},
+            "ds4_model_generation must be '0731' or 'legacy': 473 "
+            "(an unquoted 0731 in YAML is a number: write '0731' in quotes)",
+        ),
+        (
+            {"dspark_model": None},
+            "ds4_dspark_model must be an absolute path to the drafter GGUF for dspark: None",
+        ),
+        (
+            {"base_model": "base.gguf"},
+            "ds4_base_model must be an absolute path to the base GGUF: 'base.gguf'",
+        ),
+        ({"release_dir": None}, "ds4_release_dir must be an absolute path: None"),
+        ({"lock_file": "ds4.lock"}, "ds4_lock_file must be an absolute path: 'ds4.lock'"),
+        (
+            {"kv_disk_dir": False},
+            "ds4_kv_disk_dir must be an absolute path, or '' to keep KV banks off disk: False",
+        ),
+        (
+            {"base_model": "/m/a\nb.gguf"},
+            "ds4_base_model must not contain control characters such as a newline: '/m/a\\nb.gguf'",
+        ),
+        ({"host": "-0.0.0.0"}, "ds4_host must be an IP address or a host name: '-0.0.0.0'"),
+        ({"host": "a b"}, "ds4_host must be an IP address or a host name: 'a b'"),
+        ({"host": ""}, "ds4_host must be an IP address or a host name: ''"),
+        ({"extra_args": "--cors"}, "ds4_extra_args must be a list of strings: '--cors'"),
+        ({"extra_args": ["--port", "9000"]}, "ds4_extra_args must not contain '--port': set ds4_port"),
+        ({"extra_args": ["--port=9000"]}, "ds4_extra_args must not contain '--port=9000': set ds4_port"),
+        ({"extra_args": ["-c", "8192"]}, "ds4_extra_args must not contain '-c': set ds4_ctx"),
+        ({"extra_args": ["--no-spec"]}, "ds4_extra_args must not contain '--no-spec': set ds4_speculation"),
+        (
+            {"extra_args": ["--dspark", DRAFTER]},
+            "ds4_extra_args must not contain '--dspark': set ds4_speculation",
+        ),
+        (
+            {"extra_args": ["-m", BASE]},
+            "ds4_extra_args must not contain '-m': the model is passed from the model settings",
+        ),
+        (
+            {"extra_args": ["--version"]},
+            "ds4_extra_args must not contain '--version': it makes ds4-server exit instead of serving",
+        ),
+        ({"extra_args": [True]}, "ds4_extra_args items must be a string: True"),
+        (
+            {"extra_args": ["--cors\n--port"]},
+            "ds4_extra_args items must not contain control characters such as a newline: '--cors\\n--port'",
+        ),
+        ({"extra_env": ["A=1"]}, "ds4_extra_env must be a mapping of variable names to strings: ['A=1']"),
+        (
+            {"extra_env": {"cuda_visible_devices": "0"}},
+            "ds4_extra_env names must be UPPERCASE letters, digits and _, not starting with a digit: "
+            "'cuda_visible_devices'",
+        ),
+        (
+            {"extra_env": {"1X": "0"}},
+            "ds4_extra_env names must be UPPERCASE letters, digits and _, not starting with a digit: '1X'",
+        ),
+        (
+            {"extra_env": {"A-B": "0"}},
+            "ds4_extra_env names must be UPPERCASE letters, digits and _, not starting with a digit: 'A-B'",
+        ),
+        (
+            {"extra_env": {"DS4_LOCK_FILE": "/tmp/x"}},
+            "ds4_extra_env must not set DS4_LOCK_FILE, which ds4-fleet manages: set ds4_lock_file",
+        ),
+        (
+            {"extra_env": {"DS4_NO_UPDATE_CHECK": "0"}},
+            "ds4_extra_env must not set DS4_NO_UPDATE_CHECK, which ds4-fleet manages: "
+            "the engine's own update check stays off; the ds4-update-check timer replaces it",
+        ),
+        (
+            {"extra_env": {"DS4_CONT_DSPARK": "0"}},
+            "ds4_extra_env must not set DS4_CONT_DSPARK, which ds4-fleet manages: set ds4_speculation",
+        ),
+        ({"extra_env": {"X": False}}, "ds4_extra_env value of X must be a string: False"),
+        ({"extra_env": {"X": None}}, "ds4_extra_env value of X must be a string: None"),
+        (
+            {"extra_env": {"X": "a\nDS4_LOCK_FILE=/tmp/x"}},
+            "ds4_extra_env value of X must not contain control characters such as a newline: "
+            "'a\\nDS4_LOCK_FILE=/tmp/x'",
+        ),
+        ({"prot": 9000}, "unknown launch settings: 'prot'"),
+    ],
+)
+def test_launch_config_refuses(changes, message):
+    with pytest.raises(LaunchConfigError) as info:
+        launch_config(settings(**changes))
+    assert info.value.errors == [message]
+    assert str(info.value) == message
+
+
+def test_mtp_needs_its_file():
+    with pytest.raises(LaunchConfigError) as info:
+        launch_config(settings(LEGACY, speculation="mtp", mtp_model=None))
+    assert info.value.errors == ["ds4_mtp_model must be an absolute path to the MTP GGUF for mtp: None"]
+
+
+def test_all_errors_are_reported_together():
+    with pytest.raises(LaunchConfigError) as info:
+        launch_config(settings(port=70000, ctx="abc", extra_args=["--port", "1"]))
+    assert info.value.errors == [
+        "ds4_ctx must be a positive whole number of tokens: 'abc'",
+        "ds4_port must be a port number from 1 to 65535: 70000",
+        "ds4_extra_args must not contain '--port': set ds4_port",
+    ]
+    assert str(info.value) == "; ".join(info.value.errors)
+
+
+def test_settings_must_be_a_mapping():
+    with pytest.raises(LaunchConfigError, match=r"launch settings must be a mapping: \['port'\]"):
+        launch_config(["port"])
+
+
+AWKWARD = {
+    "PLAIN": "/a/b.gguf",
+    "SPACES": "two words",
+    "QUOTES": 'it\'s "quoted"',
+    "SHELLISH": "$HOME `id` \\n %i ${X}",
+    "EMPTY": "",
+    "HASH": "#not-a-comment",
+    "UNICODE": "modèle",
+}
+
+
+def test_env_file_quoting():
+    lines = launch_config(settings(extra_env=AWKWARD))["env_lines"][4:]
+    assert lines == [
+        'EMPTY=""',
+        'HASH="#not-a-comment"',
+        "PLAIN=/a/b.gguf",
+        'QUOTES="it\'s \\"quoted\\""',
+        'SHELLISH="\\$HOME \\`id\\` \\\\n %i \\${X}"',
+        'SPACES="two words"',
+        'UNICODE="modèle"',
+    ]
+
+
+def test_env_file_reads_back_in_a_shell(tmp_path):
+    # systemd's EnvironmentFile= and a POSIX shell agree on bare words and on double quotes with
+    # \\ \" \$ \` escaped, the only forms written; a shell proves the file reads back value for value.
+    env_file = tmp_path / "ds4.env"
+    env_file.write_text(launch_config(settings(extra_env=AWKWARD))["env_content"], encoding="utf-8")
+    dump = f"import json, os; print(json.dumps({{k: os.environ[k] for k in {sorted(AWKWARD)!r}}}))"
+    out = subprocess.run(
+        ["sh", "-c", 'set -a; . "$1"; exec python3 -c "$2"', "sh", str(env_file), dump],
+        env={"PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert json.loads(out) == AWKWARD
+
+
+def test_exec_start_quoting():
+    result = launch_config(
+        settings(
+            base_model="/models/my model.gguf",
+            extra_args=["--tag", 'say "hi"', "100%", "$HOME", "a\\b", ";", ""],
+        )
+    )
+    assert result["args"][2] == "/models/my model.gguf"
+    assert result["exec_start"] == (
+        '/opt/ds4/current/ds4-server --cuda -m "/models/my model.gguf" -c 524288 --host 127.0.0.1 '
+        "--port 8000 --kv-disk-dir /var/lib/ds4/kv --kv-disk-space-mb 4096 --mem-floor-gb 4 "
+        '--tag "say \\"hi\\"" "100%%" "$$HOME" "a\\\\b" ";" ""'
+    )
+
+
+class _Exit(Exception):
+    pass
+
+
+def _run_module(monkeypatch, args):
+    """Run the module's main() and return its JSON result (exit_json and fail_json both exit)."""
+    printed = []
+    monkeypatch.setattr("builtins.print", lambda text, **_: printed.append(text))
+    monkeypatch.setattr("sys.exit", lambda code=0: (_ for _ in ()).throw(_Exit(code)))
+    with patch_module_args(args), pytest.raises(_Exit):
+        ds4_launch_config.main()
+    return json.loads(printed[-1])
+
+
+def test_module_returns_the_launch(monkeypatch):
+    result = _run_module(monkeypatch, {**MINIMAL, "port": "9000", "_ansible_check_mode": True})
+    assert result["changed"] is False
+    assert "failed" not in result
+    expected = launch_config({**MINIMAL, "port": "9000"})
+    for key in ("env", "env_lines", "env_content", "binary", "args", "exec_start", "settings"):
+        assert result[key] == expected[key]
+
+
+def test_module_fails_naming_the_variable(monkeypatch):
+    result = _run_module(monkeypatch, {**MINIMAL, "port": 70000, "ctx": "abc"})
+    assert result["failed"] is True
+    assert result["msg"] == (
+        "ds4_ctx must be a positive whole number of tokens: 'abc'; "
+        "ds4_port must be a port number from 1 to 65535: 70000"
+    )
+    assert len(result["errors"]) == 2
+
+
+def test_module_keeps_a_string_extra_args_for_its_own_message(monkeypatch):
+    result = _run_module(monkeypatch, {**MINIMAL, "extra_args": "--cors,--port=1"})
+    assert result["msg"] == "ds4_extra_args must be a list of strings: '--cors,--port=1'"
