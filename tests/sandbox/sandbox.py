@@ -94,7 +94,14 @@ def ensure_image() -> None:
     subprocess.run(["rm", "-rf", str(rootfs)], check=True)
     rootfs.mkdir(parents=True)
     subprocess.run(
-        ["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", "bookworm", str(rootfs), mirror],
+        [
+            "debootstrap",
+            "--variant=minbase",
+            "--include=" + ",".join(PACKAGES),
+            "bookworm",
+            str(rootfs),
+            mirror,
+        ],
         check=True,
         stdout=subprocess.DEVNULL,
     )
@@ -155,8 +162,12 @@ def ensure_forge_data() -> Path:
     log("building the stand-in engine repository and hub data")
     subprocess.run(["rm", "-rf", str(data)], check=True)
     data.mkdir(parents=True)
-    subprocess.run([sys.executable, str(STANDINS / "engine" / "make_repo.py"), "--out", str(data / "git")], check=True)
-    subprocess.run([sys.executable, str(STANDINS / "hub" / "make_weights.py"), "--out", str(data / "hub")], check=True)
+    subprocess.run(
+        [sys.executable, str(STANDINS / "engine" / "make_repo.py"), "--out", str(data / "git")], check=True
+    )
+    subprocess.run(
+        [sys.executable, str(STANDINS / "hub" / "make_weights.py"), "--out", str(data / "hub")], check=True
+    )
     stamp.write_text(digest)
     return data
 
@@ -207,7 +218,9 @@ def wait_booted(container: str, timeout: float = 60) -> None:
 def set_persona(container: str, persona: str) -> None:
     """Install the stand-in GPU/CUDA tools of a persona (gb10, h200, rtx-pro-6000, gb10-cuda12, none)."""
     podman("cp", str(STANDINS / "gpu"), f"{container}:/usr/local/lib/ds4-standin-gpu")
-    exec_in(container, "python3", "/usr/local/lib/ds4-standin-gpu/install.py", "--root", "/", "--persona", persona)
+    exec_in(
+        container, "python3", "/usr/local/lib/ds4-standin-gpu/install.py", "--root", "/", "--persona", persona
+    )
 
 
 def ensure_spark(names: Names, host: str, ssh_port: int | None, persona: str, small_disk: str | None) -> None:
@@ -321,7 +334,9 @@ def show(args: argparse.Namespace) -> None:
         "-d", body, "http://127.0.0.1:8000/v1/chat/completions", check=False,
     )  # fmt: skip
     if answer.returncode != 0:
-        raise SystemExit(f"sandbox: the engine on {args.host} did not answer: {answer.stderr.decode().strip()}")
+        raise SystemExit(
+            f"sandbox: the engine on {args.host} did not answer: {answer.stderr.decode().strip()}"
+        )
     reply = json.loads(answer.stdout)["choices"][0]["message"]["content"]
     print(f"{args.host} was asked: {question}\n{args.host} answered: {reply}")
 
