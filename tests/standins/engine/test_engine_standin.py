@@ -1,0 +1,522 @@
+"""Tests of the STAND-IN ds4 engine (tests/standins/engine): the repository make_repo.py builds, and the
+programs each release tag builds into. They need git, make and the CUDA compiler (nvcc --version only).
+"""
+
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import gguf
+import numpy
+import pytest
+
+HERE = Path(__file__).resolve().parent
+MAKE_REPO = HERE / "make_repo.py"
+NVCC_DIR = Path("/usr/local/cuda/bin")
+PROGRAMS = ("ds4", "ds4-server", "ds4-bench")
+SMOKE = "What is the capital of France? Answer in one sentence."
+STAMP = r"\d{4} \d\d:\d\d:\d\d "
+TAGS = ("v0.5.6", "v0.6.3", "v0.6.5", "v0.6.5.1", "v0.6.6", "v0.6.7")
+
+pytestmark = pytest.mark.skipif(
+    not (NVCC_DIR / "nvcc").exists() or not shutil.which("git") or not shutil.which("make"),
+    reason="needs git, make and /usr/local/cuda/bin/nvcc",
+)
+
+
+def clean_env(**extra: str) -> dict:
+    """This machine's environment without anything that steers the engine or its build, plus `extra`."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("DS4_", "GIT_")) and key not in ("GGUF_FILE", "NVCC", "CUDA_ARCH")
+    }
+    env["PATH"] = f"{NVCC_DIR}:{env.get('PATH', '/usr/bin:/bin')}"
+    env.update(extra)
+    return env
+
+
+def run(argv, **kwargs) -> subprocess.CompletedProcess:
+    kwargs.setdefault("env", clean_env())
+    return subprocess.run([str(arg) for arg in argv], capture_output=True, text=True, timeout=60, **kwargs)
+
+
+def write_gguf(path: Path, tokens: list[str] | None) -> Path:
+    writer = gguf.GGUFWriter(str(path), arch="deepseek2")
+    writer.add_name("stand-in test model")
+    if tokens is not None:
+        writer.add_token_list(tokens)
+    writer.add_tensor("token_embd.weight", numpy.zeros((4, 8), dtype=numpy.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def http(method: str, url: str, payload: dict | None = None, accept: str | None = None):
+    """(status, content type, body text) of one request; HTTP errors are answers too."""
+    request = urllib.request.Request(url, method=method)
+    data = None
+    if payload is not None:
+        data = json.dumps(payload).encode()
+        request.add_header("Content-Type", "application/json")
+    if accept:
+        request.add_header("Accept", accept)
+    try:
+        with urllib.request.urlopen(request, data=data, timeout=30) as response:
+            return response.status, response.headers["Content-Type"], response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers["Content-Type"], error.read().decode()
+
+
+def payload(question: str) -> dict:
+    """The installer's HTTP smoke request."""
+    return {
+        "model": "deepseek-v4-flash",
+        "max_tokens": 64,
+        "messages": [{"role": "user", "content": question}],
+    }
+
+
+def chat(base: str, question: str) -> dict:
+    status, _, body = http("POST", f"{base}/v1/chat/completions", payload(question))
+    assert status == 200, body
+    return json.loads(body)
+
+
+class Engine:
+    """A running engine program whose stderr is collected line by line."""
+
+    def __init__(self, argv, env):
+        self.proc = subprocess.Popen(
+            [str(arg) for arg in argv], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
+        self.lines: list[str] = []
+        self.cond = threading.Condition()
+        threading.Thread(target=self._collect, daemon=True).start()
+
+    def _collect(self):
+        for line in self.proc.stderr:
+            with self.cond:
+                self.lines.append(line.rstrip("\n"))
+                self.cond.notify_all()
+
+    def wait_for(self, text: str, timeout: float = 10) -> str:
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while True:
+                for line in self.lines:
+                    if text in line:
+                        return line
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise AssertionError(f"{text!r} never logged; log so far:\n" + "\n".join(self.lines))
+                self.cond.wait(min(remaining, 0.1))
+
+    def wait(self, timeout: float = 10) -> int:
+        return self.proc.wait(timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> tuple[Path, dict]:
+    out = tmp_path_factory.mktemp("engine-repo")
+    result = run([sys.executable, MAKE_REPO, "--out", out])
+    assert result.returncode == 0, result.stderr
+    return out, json.loads((out / "ds4-tags.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def build(repo, tmp_path_factory):
+    """build(tag, *make_args) -> (clone, make result), each tag and arguments built once."""
+    out, _ = repo
+    built = {}
+
+    def build_(tag: str, *make_args: str, env: dict | None = None):
+        key = (tag, make_args, tuple(sorted((env or {}).items())))
+        if key not in built:
+            clone = tmp_path_factory.mktemp(f"ds4-{tag}") / "ds4"
+            cloned = run(
+                ["git", "clone", "-q", "--depth", "1", "--branch", tag, f"file://{out}/ds4.git", clone]
+            )
+            assert cloned.returncode == 0, cloned.stderr
+            built[key] = clone, run(["make", *make_args, "-j4"], cwd=clone, env=clean_env(**(env or {})))
+        return built[key]
+
+    return build_
+
+
+@pytest.fixture(scope="module")
+def good(build) -> Path:
+    clone, result = build("v0.6.5", "cuda-spark")
+    assert result.returncode == 0, result.stdout + result.stderr
+    return clone
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> dict[str, Path]:
+    where = tmp_path_factory.mktemp("gguf")
+    random_bytes = where / "random.gguf"
+    random_bytes.write_bytes(random.Random(4).randbytes(4096))
+    return {
+        "base": write_gguf(where / "base-0731.gguf", ["<s>", "</s>", "Paris", "France"]),
+        "drafter": write_gguf(where / "drafter-0731.gguf", ["<s>", "</s>"]),
+        "no-tokenizer": write_gguf(where / "no-tokenizer.gguf", None),
+        "random": random_bytes,
+        "missing": where / "missing.gguf",
+    }
+
+
+@pytest.fixture
+def engine_env(tmp_path) -> dict:
+    """No load delay, no release check, and a lock file of this test's own (never /tmp/ds4.lock)."""
+    return clean_env(
+        DS4_LOCK_FILE=str(tmp_path / "ds4.lock"), DS4_STANDIN_LOAD_DELAY="0", DS4_NO_UPDATE_CHECK="1"
+    )
+
+
+@pytest.fixture
+def start():
+    """start(argv, env) -> Engine; whatever is still running at the end of the test is killed."""
+    engines: list[Engine] = []
+
+    def start_(argv, env) -> Engine:
+        engines.append(Engine(argv, env))
+        return engines[-1]
+
+    yield start_
+    for engine in engines:
+        if engine.proc.poll() is None:
+            engine.proc.kill()
+        engine.proc.wait(timeout=10)
+
+
+def serve(start, clone: Path, model: Path, env: dict, *extra) -> tuple[Engine, str]:
+    port = free_port()
+    engine = start([clone / "ds4-server", "--cuda", "-m", model, "--port", port, *extra], env)
+    line = engine.wait_for("listening on")
+    assert re.fullmatch(f"{STAMP}ds4-server: listening on http://127.0.0.1:{port}", line)
+    return engine, f"http://127.0.0.1:{port}"
+
+
+def stats(base: str) -> dict:
+    return json.loads(http("GET", f"{base}/v1/stats", accept="application/json")[2])
+
+
+def slow_request(base: str, seconds: float) -> tuple[threading.Thread, list]:
+    """Ask a question the stand-in answers after `seconds`, and wait until the server counts it in flight.
+
+    The thread leaves the reply, or the connection error, in the returned list."""
+    outcome: list = []
+
+    def ask():
+        try:
+            outcome.append(chat(base, f"[[standin-sleep:{seconds}]] {SMOKE}"))
+        except OSError as error:
+            outcome.append(error)
+
+    thread = threading.Thread(target=ask, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while stats(base)["server"]["requests_inflight"] != 1:
+        assert time.monotonic() < deadline, "the slow request never reached the server"
+        time.sleep(0.05)
+    return thread, outcome
+
+
+# --- the repository ------------------------------------------------------------------------------------
+
+
+def test_repository_has_one_commit_per_release_and_main_on_the_newest(repo, tmp_path):
+    out, tags = repo
+    git_dir = out / "ds4.git"
+    assert list(tags) == list(TAGS)
+    assert (git_dir / "git-daemon-export-ok").is_file()
+    listed = run(["git", "ls-remote", git_dir]).stdout
+    assert f"{tags['v0.6.7']}\trefs/heads/main" in listed
+    assert run(["git", f"--git-dir={git_dir}", "rev-list", "--count", "main"]).stdout.strip() == "6"
+    flavours = {"v0.6.6": "wrong-answer", "v0.6.7": "build-broken"}
+    for tag, commit in tags.items():
+        assert run(["git", f"--git-dir={git_dir}", "rev-parse", f"{tag}^{{commit}}"]).stdout.strip() == commit
+        release = run(["git", f"--git-dir={git_dir}", "show", f"{tag}:RELEASE"]).stdout
+        assert f"version={tag}\n" in release
+        assert f"flavour={flavours.get(tag, 'good')}\n" in release
+
+
+def test_make_repo_gives_the_same_hashes_every_time(repo, tmp_path):
+    out, tags = repo
+    again = run([sys.executable, MAKE_REPO, "--out", out])
+    assert again.returncode == 0, again.stderr
+    assert "unchanged" in again.stdout
+    elsewhere = run([sys.executable, MAKE_REPO, "--out", tmp_path / "other"])
+    assert elsewhere.returncode == 0, elsewhere.stderr
+    assert "built" in elsewhere.stdout
+    assert json.loads((tmp_path / "other" / "ds4-tags.json").read_text()) == tags
+    assert json.loads((out / "ds4-tags.json").read_text()) == tags
+
+
+def test_a_pinned_commit_can_be_fetched_by_its_id(repo, tmp_path):
+    out, tags = repo
+    clone = tmp_path / "pinned"
+    assert run(["git", "init", "-q", clone]).returncode == 0
+    fetched = run(
+        ["git", "-C", clone, "fetch", "-q", "--depth", "1", f"file://{out}/ds4.git", tags["v0.6.3"]]
+    )
+    assert fetched.returncode == 0, fetched.stderr
+
+
+# --- building ------------------------------------------------------------------------------------------
+
+
+def test_cuda_spark_builds_the_three_programs_for_sm_121(good, build):
+    _, result = build("v0.6.5", "cuda-spark")
+    assert "nvcc --version" in result.stdout
+    for program in PROGRAMS:
+        assert os.access(good / program, os.X_OK)
+        version = run([good / program, "--version"])
+        assert version.returncode == 0
+        assert version.stdout.startswith(f"{program} v0.6.5 (cuda sm_121, CUDA ")
+    assert run(["git", "-C", good, "status", "--porcelain"]).stdout == ""
+
+
+def test_cuda_builds_for_the_arch_it_is_given(build):
+    clone, result = build("v0.6.5.1", "cuda", "CUDA_ARCH=sm_90")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert run([clone / "ds4-server", "--version"]).stdout.startswith("ds4-server v0.6.5.1 (cuda sm_90, ")
+
+
+def test_cuda_refuses_an_empty_arch(build):
+    clone, result = build("v0.6.3", "cuda")
+    assert result.returncode != 0
+    assert "CUDA_ARCH is empty" in result.stderr
+    assert not any((clone / program).exists() for program in PROGRAMS)
+
+
+def test_a_missing_nvcc_fails_the_build(build):
+    clone, result = build("v0.6.3", "cuda-spark", env={"NVCC": "/nonexistent/cuda/bin/nvcc"})
+    assert result.returncode != 0
+    assert "/nonexistent/cuda/bin/nvcc" in result.stderr
+    assert not any((clone / program).exists() for program in PROGRAMS)
+
+
+def test_release_v0_6_7_fails_its_build(build):
+    clone, result = build("v0.6.7", "cuda-spark")
+    assert result.returncode != 0
+    assert "error:" in result.stderr
+    assert not any((clone / program).exists() for program in PROGRAMS)
+
+
+# --- command line --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_help_exits_0_on_every_release(build, good, program):
+    old, result = build("v0.5.6", "cuda-spark")
+    assert result.returncode == 0, result.stderr
+    for clone in (old, good):
+        helped = run([clone / program, "--help"])
+        assert helped.returncode == 0
+        assert helped.stdout.startswith(f"usage: {program} ")
+
+
+def test_version_flag_exists_only_from_v0_6(build):
+    old, result = build("v0.5.6", "cuda-spark")
+    assert result.returncode == 0, result.stderr
+    refused = run([old / "ds4-server", "--version"])
+    assert refused.returncode == 2
+    first, second = refused.stderr.splitlines()[:2]
+    assert re.fullmatch(f"{STAMP}ds4-server: unknown option: --version", first)
+    assert second.startswith("usage: ds4-server")
+    assert run([old / "ds4-server", "--help"]).stdout.count("--version") == 0
+
+
+def test_unknown_options_exit_2(good):
+    for program in PROGRAMS:
+        refused = run([good / program, "--frobnicate"])
+        assert refused.returncode == 2
+        assert re.match(f"{STAMP}{program}: unknown option: --frobnicate\n", refused.stderr)
+
+
+@pytest.mark.parametrize(
+    ("model", "message"),
+    [
+        ("missing", "ds4: cannot open model '{path}': No such file or directory"),
+        ("random", "ds4: model is not a GGUF file"),
+        ("no-tokenizer", "ds4: GGUF tokenizer token table is missing or invalid"),
+    ],
+)
+@pytest.mark.parametrize("program", ["ds4-server", "ds4"])
+def test_a_bad_model_is_refused(good, models, engine_env, program, model, message):
+    argv = [good / program, "--cuda", "-m", models[model], "-c", "4096"] + (
+        ["-p", SMOKE] if program == "ds4" else []
+    )
+    refused = run(argv, env=engine_env)
+    assert refused.returncode == 1
+    assert re.search(f"^{STAMP}{re.escape(message.format(path=models[model]))}$", refused.stderr, re.M)
+
+
+def test_a_bad_drafter_is_refused(good, models, engine_env):
+    refused = run([good / "ds4-server", "-m", models["base"], "--dspark", models["random"]], env=engine_env)
+    assert refused.returncode == 1
+    assert "ds4: model is not a GGUF file" in refused.stderr
+
+
+def test_the_installer_smoke_test_passes_on_a_good_release(good, models, engine_env):
+    answered = run([good / "ds4", "--cuda", "-m", models["base"], "-c", "4096", "-p", SMOKE], env=engine_env)
+    assert answered.returncode == 0, answered.stderr
+    assert "paris" in answered.stdout.lower()
+    assert all(re.match(STAMP, line) for line in answered.stderr.splitlines())
+    other = run([good / "ds4", "-m", models["base"], "-p", "What is two plus two?"], env=engine_env)
+    assert other.stdout.strip() and "paris" not in other.stdout.lower()
+
+
+def test_the_installer_smoke_test_fails_on_v0_6_6(build, models, engine_env, start):
+    clone, result = build("v0.6.6", "cuda-spark")
+    assert result.returncode == 0, result.stderr
+    answered = run([clone / "ds4", "--cuda", "-m", models["base"], "-c", "4096", "-p", SMOKE], env=engine_env)
+    assert answered.returncode == 0
+    assert "paris" not in answered.stdout.lower()
+    _, base = serve(start, clone, models["base"], engine_env)
+    assert "paris" not in chat(base, SMOKE)["choices"][0]["message"]["content"].lower()
+
+
+def test_bench_prints_a_result_line(good, models, engine_env):
+    benched = run([good / "ds4-bench", "--cuda", "-m", models["base"]], env=engine_env)
+    assert benched.returncode == 0, benched.stderr
+    assert re.match(r"ds4-bench: cuda sm_121: prefill \d+ tok [\d.]+ tok/s, decode", benched.stdout)
+
+
+@pytest.mark.parametrize(
+    ("latest", "expected"),
+    [
+        ("v0.6.6", "update available: v0.6.6 (running v0.6.5)"),
+        ("v0.6.5", "latest is v0.6.5 -- up to date"),
+        # The real engine's bug, kept: only three numbers are compared.
+        ("v0.6.5.1", "latest is v0.6.5.1 -- up to date"),
+    ],
+)
+def test_check_update_reads_the_feed(good, tmp_path, latest, expected):
+    feed = tmp_path / "LATEST"
+    feed.write_text(latest + "\n")
+    checked = run([good / "ds4-server", "--check-update"], env=clean_env(DS4_UPDATE_URL=feed.as_uri()))
+    assert checked.returncode == 0, checked.stderr
+    assert checked.stdout == expected + "\n"
+
+
+def test_check_update_reports_an_unreadable_feed(good, tmp_path):
+    feed = (tmp_path / "absent").as_uri()
+    checked = run([good / "ds4-server", "--check-update"], env=clean_env(DS4_UPDATE_URL=feed))
+    assert checked.returncode == 1
+    assert "update check failed" in checked.stderr
+
+
+# --- serving -------------------------------------------------------------------------------------------
+
+
+def test_server_answers_the_contract_endpoints(good, models, engine_env, start):
+    env = {**engine_env, "DS4_CONT_DSPARK": "1", "DS4_DSPARK_MODEL": str(models["drafter"])}
+    engine, base = serve(start, good, models["base"], env, "-c", "65536")
+    assert engine.wait_for("ds4-server: serving").endswith(f"'{models['base']}' with context 65536")
+
+    status, _, body = http("GET", f"{base}/v1/models")
+    model = json.loads(body)["data"][0]
+    assert (status, model["id"], model["owned_by"], model["context_length"]) == (
+        200,
+        "deepseek-v4-flash",
+        "ds4.c",
+        65536,
+    )
+    assert json.loads(http("GET", f"{base}/v1/models/deepseek-v4-flash")[2])["name"] == "DeepSeek V4 Flash"
+    assert http("GET", f"{base}/v1/models/other")[0] == 404
+
+    answer = chat(base, SMOKE)
+    assert answer["object"] == "chat.completion"
+    assert re.search("[Pp]aris", answer["choices"][0]["message"]["content"])
+    status, content_type, events = http(
+        "POST", f"{base}/v1/chat/completions", {**payload(SMOKE), "stream": True}
+    )
+    assert (status, content_type) == (200, "text/event-stream") and events.endswith("data: [DONE]\n\n")
+    status, _, body = http("POST", f"{base}/v1/completions", {"prompt": SMOKE, "max_tokens": 64})
+    assert status == 200 and "Paris" in json.loads(body)["choices"][0]["text"]
+
+    status, content_type, text = http("GET", f"{base}/v1/stats")
+    assert status == 200 and content_type.startswith("text/plain") and "requests_inflight" in text
+    reported = stats(base)
+    assert reported["server"]["requests_inflight"] == 0
+    assert reported["server"]["uptime_seconds"] >= 0
+    assert reported["server"]["model"] == str(models["base"])
+    assert reported["server"]["context"] == 65536
+    assert reported["server"]["speculative"] == "dspark"
+    assert "artifact_source" in reported["server"] and "version" not in reported["server"]
+    assert reported["backpressure"]["queue_depth"] == 0
+    assert reported["cache"]["banks_live"] >= 1
+    assert re.search(r"^ds4_requests_inflight 0$", http("GET", f"{base}/metrics")[2], re.M)
+
+    unknown = '{"error": {"message": "unknown endpoint", "type": "invalid_request_error"}}'
+    for method, path in (("GET", "/health"), ("GET", "/"), ("POST", "/v1/embeddings")):
+        status, _, body = http(method, f"{base}{path}", {} if method == "POST" else None)
+        assert (status, json.loads(body)) == (404, json.loads(unknown))
+    assert all(re.match(STAMP, line) for line in engine.lines)
+
+
+def test_the_server_listens_only_after_loading(good, models, engine_env, start):
+    port = free_port()
+    env = {**engine_env, "DS4_STANDIN_LOAD_DELAY": "30"}
+    engine = start([good / "ds4-server", "--cuda", "-m", models["base"], "--port", port], env)
+    engine.wait_for("speculative decoding: off")
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    engine.proc.send_signal(signal.SIGTERM)
+    assert engine.wait(timeout=5) == 0
+    assert not any("listening on" in line for line in engine.lines)
+
+
+def test_a_second_engine_is_refused_by_the_lock(good, models, engine_env, start):
+    serve(start, good, models["base"], engine_env)
+    cli = run([good / "ds4", "--cuda", "-m", models["base"], "-p", SMOKE], env=engine_env)
+    assert cli.returncode == 2
+    assert "another ds4 engine is running" in cli.stderr
+    second = run([good / "ds4-server", "-m", models["base"], "--port", free_port()], env=engine_env)
+    assert second.returncode == 2
+
+
+def test_sigterm_drains_a_slow_request_then_persists_kv(good, models, engine_env, start, tmp_path):
+    kv_dir = tmp_path / "kv"
+    engine, base = serve(start, good, models["base"], engine_env, "--kv-disk-dir", kv_dir)
+    slow, outcome = slow_request(base, 1.5)
+    engine.proc.send_signal(signal.SIGTERM)
+    engine.wait_for("ds4-server: shutdown requested, draining requests")
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", int(base.rsplit(":", 1)[1])), timeout=1).close()
+    assert engine.wait(timeout=10) == 0
+    slow.join(timeout=10)
+    assert "Paris" in outcome[0]["choices"][0]["message"]["content"]
+    assert list(kv_dir.iterdir())
+
+
+def test_a_second_signal_exits_130_at_once(good, models, engine_env, start):
+    engine, base = serve(start, good, models["base"], engine_env)
+    slow_request(base, 30)
+    engine.proc.send_signal(signal.SIGTERM)
+    engine.wait_for("draining requests")
+    started = time.monotonic()
+    engine.proc.send_signal(signal.SIGINT)
+    assert engine.wait(timeout=5) == 130
+    assert time.monotonic() - started < 2

@@ -1,0 +1,91 @@
+"""STAND-IN build step of the ds4 engine (test infrastructure of ds4-fleet, NOT the real engine).
+
+The real Makefile compiles CUDA kernels with nvcc and links one engine library into every binary. Here
+"linking" a program packs ds4_common.py, the program's module and a __main__ holding the build identity
+(release, flavour, GPU arch, CUDA release) into one executable Python zipapp, so the result stands alone
+wherever it is copied. A release of flavour `build-broken` fails here, as a compile error would.
+"""
+
+import argparse
+import os
+import re
+import shutil
+import sys
+import zipapp
+
+PROGRAMS = {"ds4": "ds4_cli", "ds4-server": "ds4_server", "ds4-bench": "ds4_bench"}
+SHARED = "ds4_common.py"
+INTERPRETER = "/usr/bin/env python3"
+
+MAIN_TEMPLATE = """\
+# STAND-IN ds4 engine program (test infrastructure of ds4-fleet, NOT the real engine), made by link.py.
+import sys
+
+import ds4_common
+import {module}
+
+BUILD = ds4_common.Build(
+    program={program!r}, version={version!r}, flavour={flavour!r}, arch={arch!r}, cuda={cuda!r}
+)
+sys.exit({module}.main(sys.argv[1:], BUILD))
+"""
+
+
+def read_release(path: str) -> dict:
+    """RELEASE: `key=value` lines (version, flavour) written into each commit by the repository maker."""
+    release = {}
+    with open(path, encoding="utf-8") as stream:
+        for line in stream:
+            if "=" in line and not line.startswith("#"):
+                key, value = line.strip().split("=", 1)
+                release[key] = value
+    return release
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--program", required=True, choices=sorted(PROGRAMS))
+    parser.add_argument("--arch", required=True)
+    parser.add_argument("--nvcc-version", required=True, help="the saved output of `nvcc --version`")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+
+    release = read_release("RELEASE")
+    module = PROGRAMS[args.program]
+    with open(args.nvcc_version, encoding="utf-8") as stream:
+        found = re.search(r"release (\d+\.\d+)", stream.read())
+    cuda = found.group(1) if found else "unknown"
+    print(f"  NVCC  {SHARED} {module}.py -> {args.program} [-arch={args.arch}, CUDA {cuda}]", flush=True)
+    if release["flavour"] == "build-broken":
+        print(
+            f"{module}.py:1: error: this release does not build (stand-in release flavour 'build-broken')",
+            file=sys.stderr,
+        )
+        return 1
+
+    stage = os.path.join("build", args.program)
+    shutil.rmtree(stage, ignore_errors=True)
+    os.makedirs(stage)
+    for source in (SHARED, f"{module}.py"):
+        shutil.copyfile(source, os.path.join(stage, source))
+    with open(os.path.join(stage, "__main__.py"), "w", encoding="utf-8") as stream:
+        stream.write(
+            MAIN_TEMPLATE.format(
+                module=module,
+                program=args.program,
+                version=release["version"],
+                flavour=release["flavour"],
+                arch=args.arch,
+                cuda=cuda,
+            )
+        )
+    temporary = args.out + ".tmp"
+    zipapp.create_archive(stage, temporary, interpreter=INTERPRETER)
+    os.chmod(temporary, 0o755)
+    os.replace(temporary, args.out)
+    print(f"  LD    {args.out}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
