@@ -1,0 +1,24 @@
+"""Filters on CUDA builds; the rule itself lives in module_utils/ds4_cuda_arch.py.
+
+- `compute_cap | ds4.fleet.cuda_build_target(override=None)` -> the engine build for that GPU:
+  `'12.1'` (GB10) -> `{"arch": "sm_121", "make_target": "cuda-spark", "make_args": []}`,
+  `'9.0'` -> `{"arch": "sm_90", "make_target": "cuda", "make_args": ["CUDA_ARCH=sm_90"]}`.
+  `override` (`sm_120`, `sm_90a`) builds for that arch instead; compute_cap may then be null.
+"""
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_cuda_arch import (
+    cuda_build_target as _build_target,
+)
+
+
+def cuda_build_target(compute_cap, override=None):
+    try:
+        return _build_target(compute_cap, override)
+    except ValueError as exc:
+        raise AnsibleFilterError(f"ds4.fleet.cuda_build_target: {exc}") from exc
+
+
+class FilterModule:
+    def filters(self):
+        return {"cuda_build_target": cuda_build_target}
