@@ -1,0 +1,54 @@
+"""Filters over the model catalog (ds4_model_catalog).
+
+model_generation(filename, catalog=None)
+    "0731" or "legacy" for a GGUF name or path; without a catalog, the collection's default catalog
+    answers. Fails for a name it cannot place.
+model_files(catalog, generation, speculation)
+    The catalog entries (plus role and generation) that ds4_speculation needs on ds4_model_generation,
+    base first; fails for impossible pairs such as mtp on 0731.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from ansible.errors import AnsibleFilterError
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_catalog import (
+    CatalogError,
+    generation_of,
+    model_files,
+)
+
+# The catalog lives once, as role data; the filter reads the same file when no catalog is passed.
+_DEFAULTS = Path(__file__).resolve().parents[2] / "roles" / "ds4_common" / "defaults" / "main.yml"
+
+
+def _default_catalog():
+    with open(_DEFAULTS, encoding="utf-8") as f:
+        return yaml.safe_load(f)["ds4_model_catalog"]
+
+
+def model_generation(filename, catalog=None):
+    try:
+        generation = generation_of(filename, _default_catalog() if catalog is None else catalog)
+    except CatalogError as e:
+        raise AnsibleFilterError(f"model_generation: {e}") from e
+    if generation is None:
+        raise AnsibleFilterError(
+            f"model_generation: cannot tell the generation of {filename!r}: it is not a file of "
+            "ds4_model_catalog and its name lacks '-0731'"
+        )
+    return generation
+
+
+def model_files_filter(catalog, generation, speculation):
+    try:
+        return model_files(catalog, generation, speculation)
+    except CatalogError as e:
+        raise AnsibleFilterError(f"model_files: {e}") from e
+
+
+class FilterModule:
+    def filters(self):
+        return {"model_generation": model_generation, "model_files": model_files_filter}

@@ -1,0 +1,133 @@
+"""What the host has, for the disk plan: sizes of the catalog's files, parts, free space, open files.
+
+Reads only; ds4_disk_plan.plan() decides. Only file names the catalog lists are ever looked at.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_disk_plan import part_name, sidecar_name
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import read_record
+
+
+def _regular(path):
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return st if stat.S_ISREG(st.st_mode) else None
+
+
+def _existing_ancestor(path):
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
+    return path
+
+
+def open_paths(proc="/proc"):
+    """Every path some process has mapped or open (the engine mmaps its GGUFs), as far as readable."""
+    found = set()
+    for pid in os.listdir(proc):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"{proc}/{pid}/maps", encoding="utf-8", errors="replace") as maps:
+                for line in maps:
+                    fields = line.rstrip("\n").split(None, 5)
+                    if len(fields) == 6 and fields[5].startswith("/"):
+                        found.add(fields[5].removesuffix(" (deleted)"))
+        except OSError:
+            pass
+        try:
+            fds = os.listdir(f"{proc}/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                found.add(os.readlink(f"{proc}/{pid}/fd/{fd}"))
+    return found
+
+
+def survey(gguf_dir, wanted, other, size_of, adopt_dirs=(), in_use=(), proc="/proc"):
+    """The keyword arguments of ds4_disk_plan.plan() for this host.
+
+    wanted    catalog entries (model_files); a null size is taken from the file's verification record
+              or, failing that, from `size_of(entry)` (the hub's metadata)
+    other     names of the other generation's files
+    in_use    paths the caller knows the service uses; files open in any process are added
+    """
+    gguf_dir = os.path.normpath(gguf_dir)
+    anchor = _existing_ancestor(gguf_dir)
+    fs = os.statvfs(anchor)
+    dev = os.stat(anchor).st_dev
+    names = [w["name"] for w in wanted] + list(other)
+
+    present, partial = {}, {}
+    for name in names:
+        st = _regular(os.path.join(gguf_dir, name))
+        if st:
+            present[name] = st.st_size
+        st = _regular(os.path.join(gguf_dir, part_name(name)))
+        if st:
+            partial[name] = st.st_size
+
+    sized = []
+    for entry in wanted:
+        entry = dict(entry)
+        if entry.get("size") is not None:
+            entry["size_source"] = "catalog"
+        else:
+            path = os.path.join(gguf_dir, entry["name"])
+            st = _regular(path)
+            record = read_record(os.path.join(gguf_dir, sidecar_name(entry["name"])), st) if st else None
+            if record:
+                entry.update(size=record["size"], size_source="verification record")
+            else:
+                entry.update(size=size_of(entry), size_source="hub")
+        sized.append(entry)
+
+    busy = {os.path.realpath(p) for p in in_use} | open_paths(proc)
+    real_dir = os.path.realpath(gguf_dir)
+    in_use_here = [
+        os.path.join(gguf_dir, n)
+        for name in names
+        for n in (name, part_name(name))
+        if os.path.join(real_dir, n) in busy
+    ]
+
+    adoptable = []
+    for entry in sized:
+        if entry["name"] in present:
+            continue
+        for directory in adopt_dirs:
+            if os.path.realpath(directory) == real_dir:
+                continue
+            found = None
+            for candidate in (entry["name"], part_name(entry["name"])):
+                path = os.path.join(directory, candidate)
+                st = _regular(path)
+                if st:
+                    found = {
+                        "name": entry["name"],
+                        "path": path,
+                        "size": st.st_size,
+                        "same_fs": st.st_dev == dev,
+                    }
+                    break
+            if found:
+                adoptable.append(found)
+                break
+
+    return {
+        "gguf_dir": gguf_dir,
+        "wanted": sized,
+        "free_bytes": fs.f_bavail * fs.f_frsize,
+        "present": present,
+        "partial": partial,
+        "other": list(other),
+        "in_use": in_use_here,
+        "adoptable": adoptable,
+    }

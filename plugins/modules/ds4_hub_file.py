@@ -1,0 +1,233 @@
+#!/usr/bin/python
+"""Bring one weight file from the hub to a verified state: a thin shell over module_utils/ds4_hub.py."""
+
+from __future__ import annotations
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_disk_plan import progress_name
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import (
+    FileRef,
+    HubError,
+    HubFile,
+    NoSpaceError,
+)
+
+DOCUMENTATION = r"""
+module: ds4_hub_file
+short_description: Fetch one weight file from the hub, resumably, and verify it
+description:
+  - Brings O(dest)/O(file) to a verified state from C({endpoint}/{repo}/resolve/{revision}/{file}).
+  - Reads the size, the sha256 (C(X-Linked-Etag)) and the commit (C(X-Repo-Commit)) from the hub's answer
+    to a HEAD, following redirects only while they stay on the hub; when O(size) or O(sha256) are given
+    too, the hub's values must agree with them.
+  - Downloads into C(<file>.part), resuming an existing part with a Range request; the part already there
+    is hashed once and the rest is hashed as it is written. The part is fsynced and renamed into place only
+    once its size and sha256 match; a part whose hash does not match is discarded and fetched once more.
+  - Transient failures (connection errors, cut transfers, HTTP 429 and 5xx) are retried with exponential
+    backoff, resuming where the transfer stopped.
+  - Records each verified file in C(.<file>.verified.json) beside it, keyed by size, mtime_ns, inode and
+    device, so a later run neither hashes it again nor, when O(sha256) is given or O(revision) is a
+    commit, asks the hub. A changed file no longer matches its record and is hashed again.
+  - Refuses before the first byte when the free space of O(dest) is short of the bytes to fetch.
+  - Writes its progress to O(progress_file) for a poller; see docs/weights.md for the format.
+version_added: 0.1.0
+author: ds4-fleet developers
+attributes:
+  check_mode:
+    support: full
+    details: Asks the hub for the metadata and says what it would fetch (RV(bytes_to_fetch)); hashes nothing.
+  diff_mode:
+    support: full
+options:
+  endpoint:
+    description: The hub, or a mirror serving the same C(resolve) URLs (C(ds4_hf_endpoint)).
+    type: str
+    default: https://huggingface.co
+  repo:
+    description: Hub repository, C(owner/name).
+    type: str
+    required: true
+  revision:
+    description: Branch, tag or commit; a 40-hex commit pins the file.
+    type: str
+    default: main
+  file:
+    description: File name in the repository and in O(dest).
+    type: str
+    required: true
+  dest:
+    description: Existing directory the file goes in.
+    type: path
+    required: true
+  token:
+    description: Hub token (C(ds4_hf_token)), sent as a bearer token to the hub only; never logged.
+    type: str
+    default: ""
+  size:
+    description: Expected size in bytes (the catalog's); the hub's must match.
+    type: int
+  sha256:
+    description: Expected sha256 (the catalog's); the hub's must match.
+    type: str
+  progress_file:
+    description: Where to write progress JSON; defaults to C(.<file>.progress.json) in O(dest).
+    type: path
+  progress_interval:
+    description: Seconds between progress writes during a transfer or a hash.
+    type: float
+    default: 2.0
+  retries:
+    description: Retries of a transient failure, per request, before giving up (the part is kept).
+    type: int
+    default: 5
+  retry_delay:
+    description: First backoff in seconds; it doubles per retry, up to 60.
+    type: float
+    default: 2.0
+  timeout:
+    description: Seconds to wait for the hub to connect or to send the next bytes.
+    type: float
+    default: 30.0
+extends_documentation_fragment:
+  - ansible.builtin.files
+"""
+
+EXAMPLES = r"""
+- name: Fetch the 0731 base weights and verify them
+  ds4.fleet.ds4_hub_file:
+    endpoint: "{{ ds4_hf_endpoint }}"
+    repo: antirez/deepseek-v4-gguf
+    revision: main
+    file: DeepSeek-V4-Flash-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8-chat-v2-imatrix-0731.gguf
+    size: 86720111488
+    sha256: ca22ae2f838e14077c22bc1c1417b71b45b5e5a3687bd96c2ac6e17fdb6261c0
+    dest: /var/lib/ds4/gguf
+    token: "{{ ds4_hf_token }}"
+    mode: "0644"
+  async: 86400
+  poll: 0
+  register: __ds4_fetch
+"""
+
+RETURN = r"""
+action:
+  description: >-
+    What happened: V(verified) (already verified, nothing done), V(hashed) (a file in place matched and was
+    recorded), V(fetched), V(resumed); in check mode V(would_verify), V(would_fetch), V(would_resume).
+  returned: always
+  type: str
+path:
+  description: The file.
+  returned: always
+  type: str
+size:
+  description: Its size in bytes (the target size in check mode).
+  returned: always
+  type: int
+sha256:
+  description: Its verified sha256 (the target in check mode).
+  returned: always
+  type: str
+commit:
+  description: The commit the hub resolved O(revision) to (C(X-Repo-Commit)), or the recorded one.
+  returned: always
+  type: str
+bytes_fetched:
+  description: Bytes downloaded by this run.
+  returned: unless check mode
+  type: int
+bytes_to_fetch:
+  description: Bytes a real run would download.
+  returned: check mode, when the file is not verified
+  type: int
+resumed_from:
+  description: Size of the part this run resumed (0 for a fresh download).
+  returned: when fetched
+  type: int
+verify_failures:
+  description: Downloads discarded for a wrong sha256 before the one that verified.
+  returned: when fetched
+  type: int
+rate_bps:
+  description: Average transfer rate of this run, bytes per second.
+  returned: when fetched
+  type: int
+attempts:
+  description: HTTP requests made, retries included.
+  returned: always
+  type: int
+sidecar:
+  description: The verification record, C(.<file>.verified.json).
+  returned: always
+  type: str
+progress_file:
+  description: The progress file.
+  returned: always
+  type: str
+shortfall_bytes:
+  description: On a refusal for space, the bytes missing.
+  returned: failure for lack of space
+  type: int
+"""
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            endpoint=dict(type="str", default="https://huggingface.co"),
+            repo=dict(type="str", required=True),
+            revision=dict(type="str", default="main"),
+            file=dict(type="str", required=True),
+            dest=dict(type="path", required=True),
+            token=dict(type="str", default="", no_log=True),
+            size=dict(type="int"),
+            sha256=dict(type="str"),
+            progress_file=dict(type="path"),
+            progress_interval=dict(type="float", default=2.0),
+            retries=dict(type="int", default=5),
+            retry_delay=dict(type="float", default=2.0),
+            timeout=dict(type="float", default=30.0),
+        ),
+        supports_check_mode=True,
+        add_file_common_args=True,
+    )
+    p = module.params
+    if not os.path.isdir(p["dest"]):
+        module.fail_json(msg=f"dest {p['dest']} is not a directory: create it (with its owner) first")
+    progress_file = p["progress_file"] or os.path.join(p["dest"], progress_name(p["file"]))
+    try:
+        result = HubFile(
+            FileRef(p["endpoint"], p["repo"], p["revision"], p["file"]),
+            p["dest"],
+            token=p["token"],
+            expected_size=p["size"],
+            expected_sha256=p["sha256"],
+            progress_path=progress_file,
+            progress_interval=p["progress_interval"],
+            retries=p["retries"],
+            retry_delay=p["retry_delay"],
+            timeout=p["timeout"],
+        ).ensure(check_mode=module.check_mode)
+    except NoSpaceError as e:
+        module.fail_json(msg=str(e), shortfall_bytes=e.shortfall_bytes, progress_file=progress_file)
+    except HubError as e:
+        module.fail_json(msg=str(e), error=type(e).__name__, progress_file=progress_file)
+    except OSError as e:
+        module.fail_json(msg=f"{p['dest']}/{p['file']}: {e}", progress_file=progress_file)
+
+    for warning in result.pop("warnings"):
+        module.warn(warning)
+    before = result.pop("before")
+    if os.path.exists(result["path"]):
+        file_args = module.load_file_common_arguments(module.params, path=result["path"])
+        result["changed"] = module.set_fs_attributes_if_different(file_args, result["changed"])
+    if module._diff:
+        after = {"path": result["path"], "size": result["size"], "sha256": result["sha256"]}
+        result["diff"] = {"before": before, "after": after}
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+"""Shared fixtures of the unit tests: the weight hub stand-in, started once over its generated data."""
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HUB_STANDIN = Path(__file__).resolve().parents[1] / "standins" / "hub"
+
+
+@pytest.fixture(scope="session")
+def hub_data(tmp_path_factory):
+    """The directory make_weights.py writes: small real GGUFs under the contract's names, and hub.json."""
+    out = tmp_path_factory.mktemp("hub-data")
+    subprocess.run(
+        [sys.executable, str(HUB_STANDIN / "make_weights.py"), "--out", str(out)],
+        check=True,
+        capture_output=True,
+    )
+    return out
+
+
+@pytest.fixture(scope="session")
+def hub_files(hub_data):
+    """File name -> {repo, commit, size, sha256, role, generation, path} as the stand-in serves them."""
+    doc = json.loads((hub_data / "hub.json").read_text())
+    files = {}
+    for repo, content in doc["repos"].items():
+        commit = content["refs"]["main"]
+        for name, entry in content["commits"][commit]["files"].items():
+            files[name] = dict(entry, repo=repo, commit=commit, path=hub_data / entry["blob"])
+    return files
+
+
+@pytest.fixture(scope="session")
+def hub_server(hub_data):
+    # Loaded by path: the stand-ins are not a package, and the product never imports them.
+    spec = importlib.util.spec_from_file_location("hubstandin", HUB_STANDIN / "hubstandin.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    standin = module.HubStandin(hub_data).start()
+    yield standin
+    standin.stop()
+
+
+@pytest.fixture
+def hub(hub_server):
+    """The running stand-in, with no fault left behind by the test."""
+    hub_server.clear_faults()
+    yield hub_server
+    hub_server.clear_faults()

@@ -1,0 +1,281 @@
+"""The hub client (module_utils/ds4_hub.py) against the hub stand-in: metadata, resume, verify, errors."""
+
+import hashlib
+import json
+import os
+import threading
+import time
+
+import pytest
+from ansible_collections.ds4.fleet.plugins.module_utils import ds4_hub
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import (
+    FileRef,
+    HubAuthError,
+    HubFile,
+    HubMismatchError,
+    HubNotFoundError,
+    HubTransientError,
+    NoSpaceError,
+    fetch_metadata,
+    new_session,
+)
+
+BASE = "DeepSeek-V4-Flash-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8-chat-v2-imatrix-0731.gguf"
+LEGACY_BASE = "DeepSeek-V4-Flash-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8-chat-v2-imatrix.gguf"
+DRAFTER = "DSpark-drafter-Q2K-Q8-0731.gguf"
+MTP = "DeepSeek-V4-Flash-MTP-Q4K-Q8_0-F32.gguf"
+GATED = "ds4-standin-gated.gguf"
+TOKEN = "hf_standin_token"
+
+
+def ref(hub, hub_files, name, revision="main", repo=None):
+    return FileRef(hub.endpoint, repo or hub_files[name]["repo"], revision, name)
+
+
+def hub_file(hub, hub_files, name, dest, **kw):
+    kw.setdefault("retry_delay", 0.01)
+    return HubFile(ref(hub, hub_files, name, kw.pop("revision", "main")), str(dest), **kw)
+
+
+def sha256_of(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+class NoNetwork:
+    """A session that fails the test if anything asks the hub."""
+
+    headers = {}
+
+    def head(self, *a, **kw):
+        raise AssertionError("asked the hub")
+
+    get = head
+
+
+def test_metadata_comes_from_the_redirect_that_leaves_the_hub(hub, hub_files):
+    for name in (BASE, LEGACY_BASE, DRAFTER, MTP):
+        meta = fetch_metadata(new_session(), ref(hub, hub_files, name), 5)
+        want = hub_files[name]
+        assert (meta.size, meta.sha256, meta.commit) == (want["size"], want["sha256"], want["commit"])
+
+
+def test_fetch_writes_verified_file_record_and_progress(hub, hub_files, tmp_path):
+    want = hub_files[DRAFTER]
+    result = hub_file(hub, hub_files, DRAFTER, tmp_path, progress_path=str(tmp_path / "p.json")).ensure()
+    path = tmp_path / DRAFTER
+    assert result["action"] == "fetched" and result["changed"] is True
+    assert sha256_of(path) == want["sha256"] == result["sha256"]
+    assert result["bytes_fetched"] == want["size"] and result["resumed_from"] == 0
+    assert result["commit"] == want["commit"]
+    assert not (tmp_path / f"{DRAFTER}.part").exists()
+    record = json.loads((tmp_path / f".{DRAFTER}.verified.json").read_text())
+    st = path.stat()
+    assert record["sha256"] == want["sha256"] and record["commit"] == want["commit"]
+    assert (record["size"], record["mtime_ns"], record["ino"]) == (st.st_size, st.st_mtime_ns, st.st_ino)
+    progress = json.loads((tmp_path / "p.json").read_text())
+    assert progress["state"] == "done" and progress["bytes_done"] == progress["total"] == want["size"]
+
+
+def test_a_cut_at_half_resumes_in_the_same_run(hub, hub_files, tmp_path):
+    want = hub_files[BASE]
+    hub.set_fault(BASE, cut_after=want["size"] // 2)
+    result = hub_file(hub, hub_files, BASE, tmp_path, retries=2).ensure()
+    assert result["action"] == "fetched"
+    assert result["attempts"] == 3  # HEAD, the cut GET, the ranged GET
+    assert sha256_of(tmp_path / BASE) == want["sha256"]
+
+
+def test_a_cut_at_half_resumes_on_the_next_run_hashing_the_part_once(hub, hub_files, tmp_path, monkeypatch):
+    want = hub_files[BASE]
+    half = want["size"] // 2
+    hub.set_fault(BASE, cut_after=half)
+    with pytest.raises(HubTransientError, match=f"ended at byte {half:,} of {want['size']:,}"):
+        hub_file(hub, hub_files, BASE, tmp_path, retries=0).ensure()
+    assert (tmp_path / f"{BASE}.part").stat().st_size == half
+    assert not (tmp_path / BASE).exists()
+
+    hashed = []
+    real = ds4_hub._hash_file
+    monkeypatch.setattr(
+        ds4_hub, "_hash_file", lambda f, n, *a, **kw: hashed.append(n) or real(f, n, *a, **kw)
+    )
+    result = hub_file(hub, hub_files, BASE, tmp_path).ensure()
+    assert result["action"] == "resumed"
+    assert result["resumed_from"] == half and result["bytes_fetched"] == want["size"] - half
+    assert hashed == [half], "the part is hashed once, the rest as it is written"
+    assert sha256_of(tmp_path / BASE) == want["sha256"]
+
+
+def test_a_flipped_byte_is_caught_discarded_and_fetched_again(hub, hub_files, tmp_path):
+    want = hub_files[BASE]
+    hub.set_fault(BASE, flip_offset=want["size"] // 3)
+    result = hub_file(hub, hub_files, BASE, tmp_path).ensure()
+    assert result["action"] == "fetched" and result["verify_failures"] == 1
+    assert any("discarded it, fetching again" in w for w in result["warnings"])
+    assert sha256_of(tmp_path / BASE) == want["sha256"]
+
+
+def test_a_corrupt_part_is_discarded_and_fetched_again(hub, hub_files, tmp_path):
+    want = hub_files[DRAFTER]
+    data = bytearray(want["path"].read_bytes()[: want["size"] // 2])
+    data[100] ^= 0xFF
+    (tmp_path / f"{DRAFTER}.part").write_bytes(data)
+    result = hub_file(hub, hub_files, DRAFTER, tmp_path).ensure()
+    assert result["verify_failures"] == 1 and result["resumed_from"] == len(data)
+    assert sha256_of(tmp_path / DRAFTER) == want["sha256"]
+
+
+def test_content_that_never_matches_fails_and_leaves_no_part(hub, hub_files, tmp_path):
+    hub.set_fault(MTP, flip_offset=10, times=2)
+    with pytest.raises(HubMismatchError, match="came down 2 times with sha256"):
+        hub_file(hub, hub_files, MTP, tmp_path, progress_path=str(tmp_path / "p.json")).ensure()
+    assert os.listdir(tmp_path) == ["p.json"]
+    assert json.loads((tmp_path / "p.json").read_text())["state"] == "failed"
+
+
+@pytest.mark.parametrize(
+    "name, revision, repo, code",
+    [
+        ("missing.gguf", "main", "antirez/deepseek-v4-gguf", "EntryNotFound"),
+        (BASE, "v9.9", "antirez/deepseek-v4-gguf", "RevisionNotFound"),
+        (BASE, "main", "antirez/no-such-repo", "RepoNotFound"),
+    ],
+)
+def test_404_names_repo_revision_and_file(hub, tmp_path, name, revision, repo, code):
+    with pytest.raises(HubNotFoundError) as e:
+        HubFile(FileRef(hub.endpoint, repo, revision, name), str(tmp_path)).ensure()
+    for word in (f"repo {repo}", f"revision {revision}", f"file {name}", code, "HTTP 404"):
+        assert word in str(e.value)
+    assert os.listdir(tmp_path) == []
+
+
+def test_401_says_to_set_the_token(hub, hub_files, tmp_path):
+    with pytest.raises(HubAuthError, match=r"HTTP 401 .*set ds4_hf_token to a token that can read it"):
+        hub_file(hub, hub_files, GATED, tmp_path).ensure()
+
+
+def test_a_refused_token_says_so_and_is_never_in_the_message(hub, hub_files, tmp_path):
+    with pytest.raises(HubAuthError, match=r"HTTP 403 .*the token in ds4_hf_token was refused") as e:
+        hub_file(hub, hub_files, GATED, tmp_path, token="hf_wrong_token").ensure()
+    assert "hf_wrong_token" not in str(e.value)
+
+
+def test_the_token_opens_a_gated_repo(hub, hub_files, tmp_path):
+    result = hub_file(hub, hub_files, GATED, tmp_path, token=TOKEN).ensure()
+    assert result["action"] == "fetched"
+    assert sha256_of(tmp_path / GATED) == hub_files[GATED]["sha256"]
+
+
+def test_no_space_is_refused_before_any_byte(hub, hub_files, tmp_path, monkeypatch):
+    monkeypatch.setattr(ds4_hub, "free_bytes", lambda path: 1000)
+    size = hub_files[BASE]["size"]
+    with pytest.raises(NoSpaceError) as e:
+        hub_file(hub, hub_files, BASE, tmp_path).ensure()
+    assert e.value.shortfall_bytes == size - 1000
+    assert f"not enough space in {tmp_path} to fetch {BASE}: it needs {size:,} bytes" in str(e.value)
+    assert os.listdir(tmp_path) == []
+
+
+def test_transient_errors_are_retried(hub, hub_files, tmp_path):
+    hub.set_fault(MTP, status=500, times=2)
+    result = hub_file(hub, hub_files, MTP, tmp_path).ensure()
+    assert result["action"] == "fetched" and result["attempts"] == 4
+
+
+def test_retries_are_bounded(hub, hub_files, tmp_path):
+    hub.set_fault(MTP, status=502, times=None)
+    with pytest.raises(HubTransientError, match="HTTP 502"):
+        hub_file(hub, hub_files, MTP, tmp_path, retries=2).ensure()
+
+
+def test_check_mode_says_what_it_would_fetch_and_writes_nothing(hub, hub_files, tmp_path):
+    size = hub_files[BASE]["size"]
+    result = hub_file(hub, hub_files, BASE, tmp_path).ensure(check_mode=True)
+    assert (result["action"], result["bytes_to_fetch"], result["changed"]) == ("would_fetch", size, True)
+    assert f"would fetch {BASE}: {size:,} bytes" in result["msg"]
+    assert os.listdir(tmp_path) == []
+    (tmp_path / f"{BASE}.part").write_bytes(hub_files[BASE]["path"].read_bytes()[:1000])
+    result = hub_file(hub, hub_files, BASE, tmp_path).ensure(check_mode=True)
+    assert (result["action"], result["bytes_to_fetch"], result["resumed_from"]) == (
+        "would_resume",
+        size - 1000,
+        1000,
+    )
+
+
+def test_a_recorded_file_is_neither_hashed_nor_fetched_again(hub, hub_files, tmp_path, monkeypatch):
+    want = hub_files[DRAFTER]
+    hub_file(hub, hub_files, DRAFTER, tmp_path).ensure()
+    monkeypatch.setattr(ds4_hub, "_hash_file", lambda *a, **kw: pytest.fail("hashed again"))
+    # Expected hash given: the record suffices, the hub is not asked.
+    result = hub_file(
+        hub, hub_files, DRAFTER, tmp_path, expected_sha256=want["sha256"], session=NoNetwork()
+    ).ensure()
+    assert (result["action"], result["changed"]) == ("verified", False)
+    # A branch without an expected hash: the hub is asked (it may have moved), the file is not hashed.
+    result = hub_file(hub, hub_files, DRAFTER, tmp_path).ensure()
+    assert (result["action"], result["changed"], result["commit"]) == ("verified", False, want["commit"])
+
+
+def test_a_pinned_commit_needs_no_hub(hub, hub_files, tmp_path):
+    commit = hub_files[MTP]["commit"]
+    hub_file(hub, hub_files, MTP, tmp_path, revision=commit).ensure()
+    result = hub_file(hub, hub_files, MTP, tmp_path, revision=commit, session=NoNetwork()).ensure()
+    assert result["action"] == "verified"
+
+
+def test_a_changed_file_is_noticed(hub, hub_files, tmp_path):
+    hub_file(hub, hub_files, MTP, tmp_path).ensure()
+    path = tmp_path / MTP
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 1))
+    assert hub_file(hub, hub_files, MTP, tmp_path).ensure()["action"] == "hashed"
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF
+    path.write_bytes(data)
+    result = hub_file(hub, hub_files, MTP, tmp_path).ensure()
+    assert result["action"] == "fetched" and any("does not match" in w for w in result["warnings"])
+    assert sha256_of(path) == hub_files[MTP]["sha256"]
+
+
+def test_an_adopted_file_is_hashed_once_not_downloaded(hub, hub_files, tmp_path):
+    (tmp_path / DRAFTER).write_bytes(hub_files[DRAFTER]["path"].read_bytes())
+    result = hub_file(hub, hub_files, DRAFTER, tmp_path).ensure()
+    assert (result["action"], result["bytes_fetched"]) == ("hashed", 0)
+    assert hub_file(hub, hub_files, DRAFTER, tmp_path).ensure()["action"] == "verified"
+
+
+def test_a_hub_outage_keeps_a_verified_file(hub, hub_files, tmp_path):
+    hub_file(hub, hub_files, MTP, tmp_path).ensure()
+    down = HubFile(
+        FileRef("http://127.0.0.1:1", hub_files[MTP]["repo"], "main", MTP), str(tmp_path), retries=0
+    )
+    result = down.ensure()
+    assert result["action"] == "verified"
+    assert "without checking the hub" in result["warnings"][0]
+
+
+def test_the_catalog_must_agree_with_the_hub(hub, hub_files, tmp_path):
+    with pytest.raises(HubMismatchError, match=r"has sha256 [0-9a-f]{64}, ds4_model_catalog expects 0{64}"):
+        hub_file(hub, hub_files, MTP, tmp_path, expected_sha256="0" * 64).ensure()
+    with pytest.raises(HubMismatchError, match=r"has size \d+, ds4_model_catalog expects 5"):
+        hub_file(hub, hub_files, MTP, tmp_path, expected_size=5).ensure()
+
+
+def test_progress_is_written_during_a_slow_fetch(hub, hub_files, tmp_path):
+    size = hub_files[MTP]["size"]
+    hub.set_fault(MTP, throttle_bps=size // 2)  # about two seconds
+    progress = tmp_path / "p.json"
+    fetch = hub_file(hub, hub_files, MTP, tmp_path, progress_path=str(progress), progress_interval=0.1)
+    worker = threading.Thread(target=fetch.ensure)
+    worker.start()
+    seen = []
+    while worker.is_alive():
+        if progress.exists():
+            seen.append(json.loads(progress.read_text()))
+        time.sleep(0.05)
+    worker.join()
+    midway = [p for p in seen if p["state"] == "fetching" and 0 < p["bytes_done"] < size]
+    assert len(midway) >= 5
+    last = midway[-1]
+    assert last["total"] == size and last["rate_bps"] > 0 and last["eta_s"] > 0 and last["file"] == MTP
+    assert json.loads(progress.read_text())["state"] == "done"
