@@ -18,6 +18,8 @@ what is running alone; `down` removes every container and network of the prefix.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import hashlib
 import json
 import subprocess
@@ -39,6 +41,7 @@ PACKAGES = [
     "dbus",
     "python3",
     "python3-apt",
+    "python3-requests",
     "openssh-server",
     "sudo",
     "iproute2",
@@ -268,6 +271,15 @@ def wait_forge(names: Names, from_container: str, timeout: float = 30) -> None:
     raise SystemExit(f"sandbox: the forge ({names.forge}) did not answer within {timeout:.0f} s")
 
 
+@contextlib.contextmanager
+def build_lock():
+    """Scenarios may come up side by side; only one may build the shared image and forge data."""
+    STATE.mkdir(exist_ok=True)
+    with open(STATE / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def up(args: argparse.Namespace) -> None:
     names = Names(args.prefix)
     personas = dict(p.split("=", 1) for p in args.persona)
@@ -278,9 +290,10 @@ def up(args: argparse.Namespace) -> None:
         args.hosts = [p["name"] for p in platforms]
         personas.update({p["name"]: p["persona"] for p in platforms if "persona" in p})
         small.update({p["name"]: p["small_disk"] for p in platforms if "small_disk" in p})
-    ensure_image()
-    ensure_ssh_key()
-    data = ensure_forge_data()
+    with build_lock():
+        ensure_image()
+        ensure_ssh_key()
+        data = ensure_forge_data()
     ensure_network(names)
     ensure_forge(names, data)
     for host in args.hosts:
