@@ -1,0 +1,272 @@
+"""Build one ds4 engine release beside the others, so that nothing but a finished, checked release appears.
+
+The release is cloned at its tag into a hidden staging directory (releases/.build-<tag>), its commit is
+checked against the one the tag resolved to, it is built with make, its programs must answer `--help`,
+and its stamp is written; only then is it renamed to releases/<tag>. A failure at any step removes the
+staging directory and leaves every release, `current` and `previous` as they were. Every step's
+command and output go to one build log, whose last lines the error carries.
+
+Builds on one host take turns through an flock on releases/.build.lock, which also makes it safe to
+clear what an interrupted build left behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_plan import (
+    PROGRAMS,
+    RELEASES_DIR,
+    STAGING_PREFIX,
+    STAMP_NAME,
+    ReleaseError,
+    build_log_path,
+    release_state,
+)
+
+LOCK_NAME = ".build.lock"
+# A release being replaced (rebuilt with a new stamp) is moved aside under this prefix, then removed.
+RETIRING_PREFIX = ".old-"
+LOG_TAIL_LINES = 25
+# `--help` and `--version` print and exit at once; a program that hangs is a broken build.
+CHECK_TIMEOUT = 120
+# Modules run on the host's python3, which is 3.10 on Ubuntu 22.04 (DGX OS 6): no datetime.UTC there.
+_UTC = datetime.timezone.utc  # noqa: UP017
+
+
+class BuildError(ReleaseError):
+    """A build that failed; carries the build log's path and last lines."""
+
+    def __init__(self, message, log_path, log_tail):
+        super().__init__(message)
+        self.log_path = log_path
+        self.log_tail = log_tail
+
+
+class _StepFailed(Exception):
+    pass
+
+
+def make_argv(make, build_target, jobs, nvcc):
+    """`make cuda-spark -jN` (sm_121) or `make cuda CUDA_ARCH=sm_NNN -jN`, as the shell installer runs it.
+    NVCC on the command line overrides any assignment in the Makefile, so the toolkit the host facts
+    found is the one that compiles, whether or not its bin/ is on PATH."""
+    return [make, build_target["make_target"], *build_target["make_args"], f"-j{jobs}", f"NVCC={nvcc}"]
+
+
+def build_env(nvcc, base):
+    """The environment of every build step: the toolkit's bin/ first on PATH (the Makefile may call
+    other CUDA tools by name), the C locale for readable logs, and no prompt from git or the engine."""
+    env = dict(base)
+    env["PATH"] = os.pathsep.join([os.path.dirname(nvcc), env.get("PATH") or "/usr/bin:/bin"])
+    env.update(LC_ALL="C", LANG="C", GIT_TERMINAL_PROMPT="0", DS4_NO_UPDATE_CHECK="1")
+    return env
+
+
+def default_jobs():
+    """The CPUs this process may use (a cgroup or taskset may allow fewer than the machine has)."""
+    return len(os.sched_getaffinity(0))
+
+
+def log_tail(path, lines=LOG_TAIL_LINES):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read().splitlines()[-lines:]
+    except OSError:
+        return []
+
+
+class _Log:
+    """The build log: each command is written before it runs, then its output and exit status."""
+
+    def __init__(self, handle, env):
+        self.handle = handle
+        self.env = env
+
+    def note(self, text):
+        self.handle.write(f"== {text}\n")
+        self.handle.flush()
+
+    def run(self, argv, cwd, timeout=None):
+        self.note("$ " + " ".join(argv))
+        try:
+            rc = subprocess.run(
+                argv,
+                cwd=cwd,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=self.handle,
+                stderr=subprocess.STDOUT,
+                timeout=timeout,
+                check=False,
+            ).returncode
+        except subprocess.TimeoutExpired:
+            self.note(f"no exit within {timeout} s")
+            raise _StepFailed(f"`{' '.join(argv)}` did not exit within {timeout} s") from None
+        self.note(f"exit {rc}")
+        return rc
+
+    def capture(self, argv, cwd, timeout=None):
+        self.note("$ " + " ".join(argv))
+        try:
+            proc = subprocess.run(
+                argv,
+                cwd=cwd,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            self.note(f"no exit within {timeout} s")
+            raise _StepFailed(f"`{' '.join(argv)}` did not exit within {timeout} s") from None
+        self.handle.write(proc.stdout + proc.stderr)
+        self.note(f"exit {proc.returncode}")
+        return proc.returncode, proc.stdout
+
+
+@contextlib.contextmanager
+def _locked(path):
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def _remove_leftovers(releases):
+    """Staging and retiring directories of an interrupted build; only called under the build lock."""
+    for name in os.listdir(releases):
+        if name.startswith((STAGING_PREFIX, RETIRING_PREFIX)):
+            shutil.rmtree(os.path.join(releases, name), ignore_errors=True)
+
+
+def _build_in(staging, log, *, release, commit, repo, build_target, nvcc, jobs, git, make):
+    """Clone, build and check RELEASE in STAGING; returns (make command, version output or None)."""
+    clone = [
+        git,
+        "-c",
+        "advice.detachedHead=false",
+        "clone",
+        "--depth",
+        "1",
+        "--branch",
+        release,
+        repo,
+        staging,
+    ]
+    rc = log.run(clone, cwd="/")
+    if rc != 0:
+        raise _StepFailed(f"cloning tag {release} of {repo} failed (git exited {rc})")
+    rc, head = log.capture([git, "-C", staging, "rev-parse", "HEAD"], cwd=staging)
+    head = head.strip().lower()
+    if rc != 0 or head != commit:
+        raise _StepFailed(
+            f"the clone of tag {release} is at commit {head or '(unknown)'}, not at {commit}, the commit "
+            "the tag resolved to before the build: the tag moved meanwhile"
+        )
+    argv = make_argv(make, build_target, jobs, nvcc)
+    rc = log.run(argv, cwd=staging)
+    if rc != 0:
+        raise _StepFailed(f"`{' '.join(argv)}` exited {rc}")
+    for program in PROGRAMS:
+        path = os.path.join(staging, program)
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            raise _StepFailed(f"the build did not produce the executable {program}")
+        rc = log.run([path, "--help"], cwd=staging, timeout=CHECK_TIMEOUT)
+        if rc != 0:
+            raise _StepFailed(f"the built {program} --help exited {rc}")
+    # --version exists only in newer releases (older ones refuse it as an unknown option): recorded
+    # where it answers, never required.
+    rc, out = log.capture(
+        [os.path.join(staging, "ds4-server"), "--version"], cwd=staging, timeout=CHECK_TIMEOUT
+    )
+    lines = out.strip().splitlines()
+    return argv, (lines[0] if rc == 0 and lines else None)
+
+
+def _swap_in(staging, target, release):
+    """Put the checked build in place; a release it replaces (never current nor previous) goes."""
+    if os.path.lexists(target):
+        retiring = os.path.join(os.path.dirname(target), RETIRING_PREFIX + release)
+        os.rename(target, retiring)
+        os.rename(staging, target)
+        shutil.rmtree(retiring)
+    else:
+        os.rename(staging, target)
+
+
+def build_release(
+    *, root, release, commit, repo, build_target, cuda_version, nvcc, jobs, log_dir, git, make, env, now=None
+):
+    """Build RELEASE at COMMIT into ROOT/releases/RELEASE unless its stamp already matches.
+
+    Returns {'built': bool, 'state': release_state(), 'stamp': the release's stamp, 'log_path'}.
+    Raises ReleaseError when the release is the running or rollback one and would need a rebuild, and
+    BuildError (with the log's tail) when a step fails.
+    """
+    releases = os.path.join(root, RELEASES_DIR)
+    os.makedirs(releases, mode=0o755, exist_ok=True)
+    os.makedirs(log_dir, mode=0o755, exist_ok=True)
+    log_path = build_log_path(log_dir, release)
+    with _locked(os.path.join(releases, LOCK_NAME)):
+        # Checked again under the lock: another run may have built it, or activated it, meanwhile.
+        state = release_state(root, release, commit, build_target, cuda_version)
+        if not state["build"]:
+            return {"built": False, "state": state, "stamp": state["stamp"], "log_path": None}
+        _remove_leftovers(releases)
+        staging = os.path.join(releases, STAGING_PREFIX + release)
+        try:
+            with open(log_path, "w", encoding="utf-8") as handle:
+                log = _Log(handle, build_env(nvcc, env))
+                log.note(f"ds4 engine release {release} (commit {commit}) from {repo}, {state['reason']}")
+                make_command, version_output = _build_in(
+                    staging,
+                    log,
+                    release=release,
+                    commit=commit,
+                    repo=repo,
+                    build_target=build_target,
+                    nvcc=nvcc,
+                    jobs=jobs,
+                    git=git,
+                    make=make,
+                )
+                stamp = dict(
+                    state["wanted"],
+                    built_at=(now or datetime.datetime.now(_UTC)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    version_output=version_output,
+                    engine_repo=repo,
+                    make_command=" ".join(make_command),
+                )
+                with open(os.path.join(staging, STAMP_NAME), "w", encoding="utf-8") as stamp_file:
+                    json.dump(stamp, stamp_file, indent=2, sort_keys=True)
+                    stamp_file.write("\n")
+                os.chmod(staging, 0o755)
+                try:
+                    # The last look before the swap: an activation may have made it current meanwhile.
+                    release_state(root, release, commit, build_target, cuda_version)
+                except ReleaseError as exc:
+                    raise _StepFailed(str(exc)) from None
+                log.note(f"checks passed; moving {staging} to {state['path']}")
+        except _StepFailed as exc:
+            shutil.rmtree(staging, ignore_errors=True)
+            tail = log_tail(log_path)
+            raise BuildError(
+                f"building release {release} failed: {exc}. The running release and every other release "
+                f"are untouched. Last {len(tail)} lines of the build log {log_path}:\n" + "\n".join(tail),
+                log_path,
+                tail,
+            ) from None
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        _swap_in(staging, state["path"], release)
+    return {"built": True, "state": state, "stamp": stamp, "log_path": log_path}

@@ -1,0 +1,214 @@
+#!/usr/bin/python
+"""Build an engine release beside the others: a thin shell over module_utils/ds4_release_build.py."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: ds4_release_build
+short_description: Build a ds4 engine release into its own directory, beside the running one
+description:
+  - Makes C(ROOT/releases/RELEASE) the release O(release) at O(commit), built with O(build_target) by the
+    CUDA O(cuda_version) toolkit's O(nvcc), unless its build stamp (C(.ds4-build.json)) already says so.
+  - Builds in C(ROOT/releases/.build-RELEASE) (shallow clone of the tag, whose commit must be O(commit),
+    then C(make)); checks that C(ds4), C(ds4-server) and C(ds4-bench) were produced and answer C(--help);
+    records C(ds4-server --version) where the release has it; writes the stamp; and only then renames the
+    build into place.
+  - Never builds into, replaces or removes the release the C(current) or C(previous) link names; a
+    release that would need it fails instead.
+  - A failed build leaves every release as it was and fails with the last lines of the build log
+    (C(LOG_DIR/build-RELEASE.log)) and its path.
+version_added: 0.1.0
+author: ds4-fleet developers
+attributes:
+  check_mode:
+    support: full
+    details: Reports whether it would build, and why; builds nothing.
+  diff_mode:
+    support: full
+    details: The stamp's release, commit, build target and CUDA version, before and after.
+options:
+  root:
+    description: Root of the release layout (C(ds4_root)).
+    type: path
+    required: true
+  release:
+    description: The release tag (C(v0.6.5)).
+    type: str
+    required: true
+  commit:
+    description: The 40-hex commit the tag resolved to (see M(ds4.fleet.ds4_release_plan)).
+    type: str
+    required: true
+  repo:
+    description: The engine's git repository.
+    type: str
+    required: true
+  build_target:
+    description: The build, as the filter C(ds4.fleet.cuda_build_target) returns it.
+    type: dict
+    required: true
+  cuda_version:
+    description: The CUDA toolkit release of O(nvcc) (C(13.0)).
+    type: str
+    required: true
+  nvcc:
+    description: The CUDA compiler; passed to make as C(NVCC), its folder put first on C(PATH).
+    type: path
+    required: true
+  jobs:
+    description: Parallel make jobs; V(0) for every CPU the build may use.
+    type: int
+    default: 0
+  log_dir:
+    description: Where the build log C(build-RELEASE.log) is written.
+    type: path
+    default: /var/log/ds4
+"""
+
+EXAMPLES = r"""
+- name: Build the engine release
+  ds4.fleet.ds4_release_build:
+    root: /opt/ds4
+    release: v0.6.5
+    commit: "{{ __ds4_engine_plan.commit }}"
+    repo: https://github.com/Entrpi/ds4.git
+    build_target: "{{ '12.1' | ds4.fleet.cuda_build_target }}"
+    cuda_version: "13.0"
+    nvcc: /usr/local/cuda/bin/nvcc
+"""
+
+RETURN = r"""
+built:
+  description: Whether a build ran (false when the stamp already matched, and in check mode).
+  returned: success
+  type: bool
+path:
+  description: The release's directory.
+  returned: always
+  type: str
+reason:
+  description: Why it was built (C(not built yet), C(stamp differs: ...)) or C(up to date).
+  returned: success
+  type: str
+stamp:
+  description: The release's build stamp (null in check mode before a first build).
+  returned: success
+  type: dict
+  sample:
+    release: v0.6.5
+    commit: 0e05c4f2672023b3d6aa0cba32b1aaa8465d10b3
+    build_target: {arch: sm_121, make_target: cuda-spark, make_args: []}
+    cuda_version: "13.0"
+    built_at: "2026-09-01T12:00:00Z"
+    version_output: ds4-server v0.6.5 (cuda sm_121, CUDA 13.0)
+    engine_repo: https://github.com/Entrpi/ds4.git
+    make_command: make cuda-spark -j20 NVCC=/usr/local/cuda/bin/nvcc
+log_path:
+  description: The build log, when a build ran or failed.
+  returned: when a build ran or failed
+  type: str
+log_tail:
+  description: The build log's last lines.
+  returned: failure of a build
+  type: list
+  elements: str
+"""
+
+import json  # noqa: E402
+import os  # noqa: E402
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_build import (  # noqa: E402
+    BuildError,
+    build_release,
+    default_jobs,
+)
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_plan import (  # noqa: E402
+    ReleaseError,
+    check_commit,
+    check_release_tag,
+    release_state,
+)
+
+
+def _identity(stamp):
+    return json.dumps(stamp, indent=2, sort_keys=True) + "\n" if stamp else ""
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "root": {"type": "path", "required": True},
+            "release": {"type": "str", "required": True},
+            "commit": {"type": "str", "required": True},
+            "repo": {"type": "str", "required": True},
+            "build_target": {"type": "dict", "required": True},
+            "cuda_version": {"type": "str", "required": True},
+            "nvcc": {"type": "path", "required": True},
+            "jobs": {"type": "int", "default": 0},
+            "log_dir": {"type": "path", "default": "/var/log/ds4"},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    path = os.path.join(p["root"], "releases", str(p["release"]))
+    try:
+        release = check_release_tag(p["release"])
+        commit = check_commit(p["commit"])
+        if commit is None:
+            raise ReleaseError("the commit the release tag resolved to is required")
+        state = release_state(p["root"], release, commit, p["build_target"], p["cuda_version"])
+    except ReleaseError as exc:
+        module.fail_json(msg=str(exc), path=path)
+    before = {key: state["stamp"].get(key) for key in state["wanted"]} if state["stamp"] else None
+    diff = {
+        "before_header": f"{state['path']} (build stamp)",
+        "after_header": f"{state['path']} (build stamp)",
+        "before": _identity(before),
+        "after": _identity(state["wanted"]),
+    }
+    result = {"path": state["path"], "reason": state["reason"], "stamp": state["stamp"]}
+    if not state["build"]:
+        module.exit_json(changed=False, built=False, msg=f"{release} is up to date", **result)
+    if module.check_mode:
+        module.exit_json(
+            changed=True, built=False, diff=diff, msg=f"would build {release} ({state['reason']})", **result
+        )
+    if not os.access(p["nvcc"], os.X_OK):
+        module.fail_json(msg=f"the CUDA compiler {p['nvcc']} is not an executable file", path=path)
+    try:
+        built = build_release(
+            root=p["root"],
+            release=release,
+            commit=commit,
+            repo=p["repo"],
+            build_target=state["wanted"]["build_target"],
+            cuda_version=p["cuda_version"],
+            nvcc=p["nvcc"],
+            jobs=p["jobs"] or default_jobs(),
+            log_dir=p["log_dir"],
+            git=module.get_bin_path("git", required=True),
+            make=module.get_bin_path("make", required=True),
+            env=os.environ,
+        )
+    except BuildError as exc:
+        module.fail_json(msg=str(exc), path=path, log_path=exc.log_path, log_tail=exc.log_tail)
+    except ReleaseError as exc:
+        module.fail_json(msg=str(exc), path=path)
+    if not built["built"]:
+        # Another run built it while this one waited for the build lock.
+        module.exit_json(changed=False, built=False, msg=f"{release} is up to date", **result)
+    module.exit_json(
+        changed=True,
+        built=True,
+        diff=diff,
+        msg=f"built {release} ({state['reason']})",
+        path=state["path"],
+        reason=state["reason"],
+        stamp=built["stamp"],
+        log_path=built["log_path"],
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,189 @@
+#!/usr/bin/python
+"""Plan an engine release before anything changes: a thin shell over module_utils/ds4_release_plan.py."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: ds4_release_plan
+short_description: Resolve a ds4 engine release tag and plan its build and the pruning of old releases
+description:
+  - Resolves O(release) to a commit in O(repo) with C(git ls-remote) (the peeled commit of an annotated tag)
+    and refuses a tag that resolves to a commit other than O(commit), so that a moved tag cannot slip in.
+  - Reads the release layout under O(root) (C(releases/<tag>/), the C(current) and C(previous) links) and the
+    build stamp of the wanted release, and says whether it must be built and why.
+  - Fails when the wanted release is the running release (C(current)) or the rollback release (C(previous))
+    and its stamp differs from the wanted build, since neither is ever rebuilt in place.
+  - Lists the releases to remove so that the newest O(keep) remain, never C(current), C(previous) or the
+    wanted release.
+  - Changes nothing.
+version_added: 0.1.0
+author: ds4-fleet developers
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+options:
+  root:
+    description: Root of the release layout (C(ds4_root)).
+    type: path
+    required: true
+  release:
+    description: The release tag, V and three or more numbers (C(v0.6.5), C(v0.6.5.1)).
+    type: str
+    required: true
+  commit:
+    description: The 40-hex commit the tag must resolve to; empty for no pin.
+    type: str
+    default: ""
+  repo:
+    description: The engine's git repository (its URL or a mirror's).
+    type: str
+    required: true
+  build_target:
+    description: The build, as the filter C(ds4.fleet.cuda_build_target) returns it.
+    type: dict
+    required: true
+  cuda_version:
+    description: The CUDA toolkit release that will compile (C(13.0)).
+    type: str
+    required: true
+  keep:
+    description: How many of the newest releases to keep, 2 or more.
+    type: int
+    default: 3
+  log_dir:
+    description: Where the build logs are (C(build-<tag>.log)); a removed release's log goes with it.
+    type: path
+    default: /var/log/ds4
+"""
+
+EXAMPLES = r"""
+- name: Plan the engine release
+  ds4.fleet.ds4_release_plan:
+    root: /opt/ds4
+    release: v0.6.5
+    commit: "{{ ds4_release_commit }}"
+    repo: https://github.com/Entrpi/ds4.git
+    build_target: "{{ '12.1' | ds4.fleet.cuda_build_target }}"
+    cuda_version: "13.0"
+  register: __ds4_engine_plan
+"""
+
+RETURN = r"""
+release:
+  description: The release tag.
+  returned: success
+  type: str
+commit:
+  description: The commit the tag resolves to.
+  returned: success
+  type: str
+path:
+  description: The release's directory.
+  returned: success
+  type: str
+  sample: /opt/ds4/releases/v0.6.5
+build:
+  description: Whether the release must be built.
+  returned: success
+  type: bool
+reason:
+  description: Why (C(not built yet), C(stamp differs: cuda_version: 12.9 -> 13.0)) or C(up to date).
+  returned: success
+  type: str
+changes:
+  description: The stamp's differences from the wanted build, one C(key: old -> new) each.
+  returned: success
+  type: list
+  elements: str
+wanted:
+  description: The wanted C(release), C(commit), C(build_target) and C(cuda_version).
+  returned: success
+  type: dict
+stamp:
+  description: The release's current build stamp, or null.
+  returned: success
+  type: dict
+current:
+  description: The C(current) link, C(path), C(target) and C(release) (null when absent or foreign).
+  returned: success
+  type: dict
+previous:
+  description: The C(previous) link, as C(current).
+  returned: success
+  type: dict
+present:
+  description: The releases built now, by name.
+  returned: success
+  type: list
+  elements: str
+foreign:
+  description: Other entries in the releases directory, never touched.
+  returned: success
+  type: list
+  elements: str
+prune:
+  description: The releases to remove, oldest first.
+  returned: success
+  type: list
+  elements: str
+prune_paths:
+  description: Their directories and build logs.
+  returned: success
+  type: list
+  elements: str
+kept:
+  description: The releases there will be after the build and the pruning, oldest first.
+  returned: success
+  type: list
+  elements: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_plan import (  # noqa: E402
+    ReleaseError,
+    check_commit,
+    check_release_tag,
+    plan_release,
+    resolve_release,
+    verify_pin,
+)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "root": {"type": "path", "required": True},
+            "release": {"type": "str", "required": True},
+            "commit": {"type": "str", "default": ""},
+            "repo": {"type": "str", "required": True},
+            "build_target": {"type": "dict", "required": True},
+            "cuda_version": {"type": "str", "required": True},
+            "keep": {"type": "int", "default": 3},
+            "log_dir": {"type": "path", "default": "/var/log/ds4"},
+        },
+        supports_check_mode=True,
+    )
+    module.run_command_environ_update = {"LANG": "C", "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"}
+    p = module.params
+    if p["keep"] < 2:
+        module.fail_json(
+            msg=f"ds4_releases_keep must be 2 or more (the running and the rollback release); got {p['keep']}"
+        )
+    try:
+        release = check_release_tag(p["release"])
+        pinned = check_commit(p["commit"])
+        git = module.get_bin_path("git", required=True)
+        commit = resolve_release(module.run_command, git, p["repo"], release)
+        verify_pin(release, p["repo"], commit, pinned)
+        plan = plan_release(
+            p["root"], release, commit, p["build_target"], p["cuda_version"], p["keep"], p["log_dir"]
+        )
+    except ReleaseError as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(changed=False, **plan)
+
+
+if __name__ == "__main__":
+    main()

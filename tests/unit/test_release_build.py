@@ -1,0 +1,234 @@
+"""Building a release beside the others (module_utils/ds4_release_build.py and the ds4_release_build module),
+with real git and make against the stand-in engine repository and the stand-in nvcc."""
+
+import datetime
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_build import (
+    BuildError,
+    build_env,
+    build_release,
+    make_argv,
+)
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_plan import ReleaseError
+from ansible_collections.ds4.fleet.plugins.modules import ds4_release_build
+
+REPO = Path(__file__).resolve().parents[2]
+STANDINS = REPO / "tests" / "standins"
+SPARK = {"arch": "sm_121", "make_target": "cuda-spark", "make_args": []}
+H200 = {"arch": "sm_90", "make_target": "cuda", "make_args": ["CUDA_ARCH=sm_90"]}
+NOW = datetime.datetime(2026, 9, 1, 12, 0, 0)
+
+
+@pytest.fixture(scope="module")
+def forge(tmp_path_factory):
+    """The stand-in engine repository (file:// so that --depth applies) and a GB10 persona's nvcc."""
+    base = tmp_path_factory.mktemp("forge")
+    subprocess.run(
+        [sys.executable, str(STANDINS / "engine" / "make_repo.py"), "--out", str(base / "git")],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        [
+            sys.executable,
+            str(STANDINS / "gpu" / "install.py"),
+            "--root",
+            str(base / "gpu"),
+            "--persona",
+            "gb10",
+        ],
+        check=True,
+    )
+    tags = json.loads((base / "git" / "ds4-tags.json").read_text())
+    return {
+        "repo": f"file://{base / 'git' / 'ds4.git'}",
+        "tags": tags,
+        "nvcc": str(base / "gpu" / "usr" / "local" / "cuda" / "bin" / "nvcc"),
+    }
+
+
+def build(forge, root, tag, target=SPARK, cuda="13.0", commit=None):
+    return build_release(
+        root=str(root),
+        release=tag,
+        commit=commit or forge["tags"][tag],
+        repo=forge["repo"],
+        build_target=target,
+        cuda_version=cuda,
+        nvcc=forge["nvcc"],
+        jobs=2,
+        log_dir=str(root / "logs"),
+        git="git",
+        make="make",
+        env=os.environ,
+        now=NOW,
+    )
+
+
+def stamp_of(root, tag):
+    return json.loads((root / "releases" / tag / ".ds4-build.json").read_text())
+
+
+def hidden(root):
+    return sorted(
+        name for name in os.listdir(root / "releases") if name.startswith(".") and name != ".build.lock"
+    )
+
+
+def test_make_command_and_environment():
+    assert make_argv("make", SPARK, 20, "/usr/local/cuda/bin/nvcc") == [
+        "make",
+        "cuda-spark",
+        "-j20",
+        "NVCC=/usr/local/cuda/bin/nvcc",
+    ]
+    assert make_argv("make", H200, 4, "/c/bin/nvcc")[1:3] == ["cuda", "CUDA_ARCH=sm_90"]
+    env = build_env("/usr/local/cuda/bin/nvcc", {"PATH": "/usr/bin", "HOME": "/root"})
+    assert env["PATH"] == "/usr/local/cuda/bin:/usr/bin"
+    assert (env["LC_ALL"], env["GIT_TERMINAL_PROMPT"], env["HOME"]) == ("C", "0", "/root")
+
+
+def test_two_releases_side_by_side_then_nothing_to_do(forge, tmp_path):
+    first = build(forge, tmp_path, "v0.5.6")
+    assert first["built"] and first["state"]["reason"] == "not built yet"
+    old = stamp_of(tmp_path, "v0.5.6")
+    assert old == {
+        "release": "v0.5.6",
+        "commit": forge["tags"]["v0.5.6"],
+        "build_target": SPARK,
+        "cuda_version": "13.0",
+        "built_at": "2026-09-01T12:00:00Z",
+        # v0.5.6 has no --version: recorded as absent, not a failure.
+        "version_output": None,
+        "engine_repo": forge["repo"],
+        "make_command": f"make cuda-spark -j2 NVCC={forge['nvcc']}",
+    }
+    second = build(forge, tmp_path, "v0.6.5")
+    assert second["stamp"]["version_output"] == "ds4-server v0.6.5 (cuda sm_121, CUDA 13.0)"
+    assert stamp_of(tmp_path, "v0.5.6") == old
+    for tag in ("v0.5.6", "v0.6.5"):
+        for program in ("ds4", "ds4-server", "ds4-bench"):
+            path = tmp_path / "releases" / tag / program
+            assert subprocess.run([str(path), "--help"], capture_output=True).returncode == 0
+    assert oct((tmp_path / "releases" / "v0.6.5").stat().st_mode & 0o777) == "0o755"
+    assert hidden(tmp_path) == []
+    log = tmp_path / "logs" / "build-v0.6.5.log"
+    assert f"== $ make cuda-spark -j2 NVCC={forge['nvcc']}" in log.read_text()
+    written = log.stat().st_mtime_ns
+    again = build(forge, tmp_path, "v0.6.5")
+    assert (again["built"], again["state"]["reason"]) == (False, "up to date")
+    assert log.stat().st_mtime_ns == written
+
+
+def test_a_failed_build_changes_nothing_and_reports_the_log(forge, tmp_path):
+    build(forge, tmp_path, "v0.6.5")
+    os.symlink("releases/v0.6.5", tmp_path / "current")
+    before = stamp_of(tmp_path, "v0.6.5")
+    with pytest.raises(BuildError) as failed:
+        build(forge, tmp_path, "v0.6.7")
+    error = failed.value
+    log = str(tmp_path / "logs" / "build-v0.6.7.log")
+    assert error.log_path == log
+    assert any("error: this release does not build" in line for line in error.log_tail)
+    message = str(error)
+    assert message.startswith(
+        f"building release v0.6.7 failed: `make cuda-spark -j2 NVCC={forge['nvcc']}` exited"
+    )
+    assert f"Last {len(error.log_tail)} lines of the build log {log}:\n" in message
+    assert not (tmp_path / "releases" / "v0.6.7").exists() and hidden(tmp_path) == []
+    assert stamp_of(tmp_path, "v0.6.5") == before
+    assert os.readlink(tmp_path / "current") == "releases/v0.6.5"
+
+
+def test_a_tag_that_moves_after_resolving_is_refused(forge, tmp_path):
+    with pytest.raises(
+        BuildError, match=r"the clone of tag v0\.6\.5 is at commit \w{40}, not at 1{40}.*moved"
+    ):
+        build(forge, tmp_path, "v0.6.5", commit="1" * 40)
+    assert not (tmp_path / "releases" / "v0.6.5").exists() and hidden(tmp_path) == []
+
+
+def test_a_changed_stamp_rebuilds_a_release_that_is_not_in_use(forge, tmp_path):
+    build(forge, tmp_path, "v0.6.5", cuda="12.9")
+    rebuilt = build(forge, tmp_path, "v0.6.5", target=H200)
+    assert rebuilt["built"]
+    assert rebuilt["state"]["changes"][0].startswith("build_target: ")
+    assert "cuda_version: 12.9 -> 13.0" in rebuilt["state"]["changes"]
+    assert stamp_of(tmp_path, "v0.6.5")["build_target"] == H200
+    assert rebuilt["stamp"]["version_output"] == "ds4-server v0.6.5 (cuda sm_90, CUDA 13.0)"
+    assert hidden(tmp_path) == []
+
+
+@pytest.mark.parametrize("link", ["current", "previous"])
+def test_the_running_and_rollback_releases_are_never_rebuilt(forge, tmp_path, link):
+    build(forge, tmp_path, "v0.6.5")
+    os.symlink("releases/v0.6.5", tmp_path / link)
+    log = tmp_path / "logs" / "build-v0.6.5.log"
+    written = log.stat().st_mtime_ns
+    with pytest.raises(ReleaseError, match="never rebuilds, replaces or removes"):
+        build(forge, tmp_path, "v0.6.5", cuda="13.1")
+    assert stamp_of(tmp_path, "v0.6.5")["cuda_version"] == "13.0"
+    assert log.stat().st_mtime_ns == written
+
+
+def test_leftovers_of_an_interrupted_build_are_cleared(forge, tmp_path):
+    for name in (".build-v0.6.3", ".old-v0.6.5"):
+        (tmp_path / "releases" / name / "x").mkdir(parents=True)
+    build(forge, tmp_path, "v0.6.5")
+    assert hidden(tmp_path) == []
+
+
+class _Exit(Exception):
+    pass
+
+
+def _run_module(monkeypatch, args):
+    printed = []
+    monkeypatch.setattr("builtins.print", lambda text, **_: printed.append(text))
+    monkeypatch.setattr("sys.exit", lambda code=0: (_ for _ in ()).throw(_Exit(code)))
+    with patch_module_args(args), pytest.raises(_Exit):
+        ds4_release_build.main()
+    return json.loads(printed[-1])
+
+
+def _args(forge, root, tag, **extra):
+    return {
+        "root": str(root),
+        "release": tag,
+        "commit": forge["tags"][tag],
+        "repo": forge["repo"],
+        "build_target": SPARK,
+        "cuda_version": "13.0",
+        "nvcc": forge["nvcc"],
+        "jobs": 2,
+        "log_dir": str(root / "logs"),
+        **extra,
+    }
+
+
+def test_module_check_mode_builds_nothing_and_shows_the_stamp(monkeypatch, forge, tmp_path):
+    result = _run_module(monkeypatch, {**_args(forge, tmp_path, "v0.6.3"), "_ansible_check_mode": True})
+    assert (result["changed"], result["built"], result["msg"]) == (
+        True,
+        False,
+        "would build v0.6.3 (not built yet)",
+    )
+    assert result["diff"]["before"] == "" and '"release": "v0.6.3"' in result["diff"]["after"]
+    assert not (tmp_path / "releases").exists() and not (tmp_path / "logs").exists()
+
+
+def test_module_builds_once_and_reports_failures(monkeypatch, forge, tmp_path):
+    result = _run_module(monkeypatch, _args(forge, tmp_path, "v0.6.5.1"))
+    assert (result["changed"], result["built"], result["stamp"]["release"]) == (True, True, "v0.6.5.1")
+    result = _run_module(monkeypatch, _args(forge, tmp_path, "v0.6.5.1"))
+    assert (result["changed"], result["built"], result["msg"]) == (False, False, "v0.6.5.1 is up to date")
+    result = _run_module(monkeypatch, _args(forge, tmp_path, "v0.6.7"))
+    assert result["failed"] and result["log_path"] == str(tmp_path / "logs" / "build-v0.6.7.log")
+    assert result["msg"].startswith("building release v0.6.7 failed")
