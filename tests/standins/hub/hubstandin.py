@@ -1,0 +1,598 @@
+#!/usr/bin/env python3
+"""STAND-IN for the Hugging Face weight hub and the engine's release feed. Test infrastructure only.
+
+These machines cannot reach huggingface.co nor raw.githubusercontent.com, so tests and the sandbox's
+`forge` point the product at this server instead. It follows the engine contract (docs/engine-contract.md
+in the shared docs, "Sources and pins"):
+
+- API port, like huggingface.co: `HEAD|GET /{org}/{repo}/resolve/{revision}/{file}` answers 302 with
+  `X-Repo-Commit`, `X-Linked-Size`, `X-Linked-Etag` (the quoted LFS sha256) and a `Location` on the storage
+  port. The storage port is a different origin on purpose: huggingface_hub 2.4 follows a redirect that stays
+  on the hub's origin and then refuses the storage answer for lacking `X-Repo-Commit`; one that leaves the
+  origin is where it stops and reads the metadata, as it does with the real CDN.
+- Storage port, like the CDN: `GET|HEAD /_storage/<sha256>` with `Range` (206, 416), `ETag`, `Accept-Ranges`.
+- The release feed, like raw.githubusercontent.com: `GET /Entrpi/ds4-on-spark/main/LATEST`.
+- Control, for tests: `POST|GET|DELETE /_standin/faults` and `PUT /_standin/feed` on the API port.
+
+Where the contract is silent the behaviour is a guess, marked "guess" below. Stdlib only: the sandbox runs
+this file with a bare Debian python3. It imports nothing of the product.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import hmac
+import io
+import json
+import signal
+import socket
+import sys
+import threading
+import time
+import urllib.parse
+from dataclasses import asdict, dataclass
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+CHUNK = 1 << 20
+DEFAULT_FEED = b"v0.6.5\n"
+FEED_PATH = "/Entrpi/ds4-on-spark/main/LATEST"
+FEED_FILE = "LATEST"  # the name set_fault() takes to disturb the feed like a weight file
+MAX_CONTROL_BODY = 256 << 20  # a test may set a huge feed body over HTTP
+
+
+@dataclass
+class Fault:
+    cut_after: int | None = None
+    flip_offset: int | None = None
+    throttle_bps: int | None = None
+    status: int | None = None
+    times: int | None = 1  # None: until cleared
+
+
+@dataclass(frozen=True)
+class _File:
+    size: int
+    sha256: str
+    path: Path
+
+
+class _Unsatisfiable(Exception):
+    pass
+
+
+def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
+    """(first, last) inclusive, or None to send the whole body; raises _Unsatisfiable for a 416.
+
+    Forms a server may ignore under RFC 9110 (other units, several ranges, nonsense) give the whole body.
+    """
+    if not header:
+        return None
+    unit, _, spec = header.partition("=")
+    if unit.strip().lower() != "bytes" or "," in spec:
+        return None
+    first, dash, last = spec.strip().partition("-")
+    if not dash:
+        return None
+    try:
+        if not first:
+            suffix = int(last)
+            if suffix <= 0 or size == 0:
+                raise _Unsatisfiable
+            return max(0, size - suffix), size - 1
+        start = int(first)
+        end = int(last) if last else size - 1
+    except ValueError:
+        return None
+    if start >= size:
+        raise _Unsatisfiable
+    if end < start:
+        return None
+    return start, min(end, size - 1)
+
+
+def _listen(host: str, port: int, hub: HubStandin, handler: type[BaseHTTPRequestHandler]) -> _Server:
+    server_class = _Server6 if ":" in host else _Server
+    server = server_class((host, port), handler)
+    server.hub = hub
+    return server
+
+
+class _Server(ThreadingHTTPServer):
+    hub: HubStandin
+
+    def __init__(self, *args, **kwargs):
+        self.live: set[socket.socket] = set()
+        self.live_lock = threading.Lock()
+        super().__init__(*args, **kwargs)
+
+    def process_request_thread(self, request, client_address):
+        # Tracked so that stop() also ends kept-alive and in-flight transfers, as a hub going away would.
+        with self.live_lock:
+            self.live.add(request)
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self.live_lock:
+                self.live.discard(request)
+
+    def close_live(self) -> None:
+        with self.live_lock:
+            for sock in self.live:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+    role = "?"
+
+    def log_request(self, code="-", size="-"):
+        # Method, path and status only: headers (and so tokens) and the long signed query are never logged.
+        status = code.value if isinstance(code, HTTPStatus) else code
+        self.log_message("%s %s %s", self.command, urllib.parse.urlsplit(self.path).path, status)
+
+    def log_message(self, fmt, *args):
+        sys.stderr.write(f"hub-standin {self.role} {self.client_address[0]} {fmt % args}\n")
+
+    def _send_simple(
+        self, status: int, body: bytes, content_type: str, headers: dict[str, str] | None = None
+    ):
+        self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _send_json(self, status: int, obj, headers: dict[str, str] | None = None):
+        body = json.dumps(obj, sort_keys=True).encode() + b"\n"
+        self._send_simple(status, body, "application/json; charset=utf-8", headers)
+
+    def _serve_content(self, source, size: int, etag: str, content_type: str, names, headers=None):
+        """Send a file or bytes with Range support; on a GET, apply the fault set for one of `names`."""
+        fault = self.server.hub.take_fault(names) if self.command == "GET" else None
+        if fault is not None and fault.status is not None:
+            self.log_message("fault: status %d", fault.status)
+            # The CDN and the hub send Retry-After with these; a client that honours it should not wait long.
+            extra = {"Retry-After": "1"} if fault.status in (429, 503) else {}
+            body = f"stand-in fault: status {fault.status}\n".encode()
+            self._send_simple(fault.status, body, "text/plain; charset=utf-8", extra)
+            return
+        try:
+            rng = parse_range(self.headers.get("Range"), size)
+        except _Unsatisfiable:
+            self._send_simple(416, b"", "text/plain", {"Content-Range": f"bytes */{size}"})
+            return
+        start, end = rng if rng else (0, size - 1)
+        length = end - start + 1
+        self.send_response(206 if rng else 200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(length))
+        self.send_header("ETag", f'"{etag}"')
+        self.send_header("Accept-Ranges", "bytes")
+        if rng:
+            self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        if self.command == "HEAD" or length == 0:
+            return
+        try:
+            with open(source, "rb") if isinstance(source, Path) else io.BytesIO(source) as f:
+                if fault is None:
+                    # sendfile: the benchmark's ~1 GB/s over loopback needs the kernel to copy, not Python.
+                    self.connection.sendfile(f, start, length)
+                else:
+                    self._send_faulted(f, start, length, fault)
+        except (BrokenPipeError, ConnectionResetError):
+            self.log_message("client went away")
+            self.close_connection = True
+
+    def _send_faulted(self, f, start: int, length: int, fault: Fault):
+        limit = length if fault.cut_after is None else min(length, fault.cut_after)
+        bps = fault.throttle_bps
+        # About 50 writes a second when throttled, so the rate is smooth at any scale.
+        chunk = max(1, min(CHUNK, bps // 50)) if bps else CHUNK
+        f.seek(start)
+        sent = 0
+        t0 = time.monotonic()
+        while sent < limit:
+            data = bytearray(f.read(min(chunk, limit - sent)))
+            if not data:
+                break
+            pos = start + sent
+            if fault.flip_offset is not None and pos <= fault.flip_offset < pos + len(data):
+                data[fault.flip_offset - pos] ^= 0xFF
+            if bps:
+                # Each chunk leaves when its last byte is due, so the client's clock sees the target rate.
+                delay = t0 + (sent + len(data)) / bps - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+            self.wfile.write(data)
+            sent += len(data)
+        if sent < length:
+            self.log_message("fault: cut after %d bytes", sent)
+            # socketserver half-closes the socket after the handler returns: the client sees EOF mid-body.
+            self.close_connection = True
+
+    def _read_body(self) -> bytes | None:
+        try:
+            n = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            n = -1
+        if n < 0 or n > MAX_CONTROL_BODY:
+            self.close_connection = True
+            self._send_json(400, {"error": "bad or too large Content-Length"})
+            return None
+        return self.rfile.read(n)
+
+
+class _ApiHandler(_Handler):
+    """huggingface.co, raw.githubusercontent.com (the feed) and the test control endpoints."""
+
+    role = "api"
+
+    def do_HEAD(self):
+        self._get()
+
+    def do_GET(self):
+        self._get()
+
+    def _get(self):
+        path = urllib.parse.urlsplit(self.path).path
+        hub = self.server.hub
+        if path == FEED_PATH:
+            feed = hub.feed
+            self._serve_content(
+                feed,
+                len(feed),
+                hashlib.sha256(feed).hexdigest(),
+                "text/plain; charset=utf-8",
+                [FEED_FILE],
+                {"Cache-Control": "max-age=300"},
+            )
+        elif path == "/_standin/faults":
+            self._send_json(200, {"faults": hub.faults()})
+        elif len(parts := path.split("/")) >= 6 and parts[3] == "resolve":
+            org, repo, _, revision, *file_parts = (urllib.parse.unquote(p) for p in parts[1:])
+            self._resolve(f"{org}/{repo}", revision, "/".join(file_parts))
+        else:
+            self._send_json(404, {"error": "Not Found"})
+
+    def _resolve(self, repo_id: str, revision: str, filename: str):
+        hub = self.server.hub
+        repo = hub.repo(repo_id)
+        if repo is None:
+            # guess: the real hub answers an anonymous request for a missing repo with 401 (so as not to
+            # reveal private repos); the stand-in says 404, which huggingface_hub reads the same way.
+            return self._hub_error(404, "RepoNotFound", "Repository not found")
+        if repo["gated"]:
+            denied = self._gate(repo_id)
+            if denied:
+                return self._hub_error(*denied)
+        commit = repo["refs"].get(revision) or (revision if revision in repo["commits"] else None)
+        if commit is None:
+            return self._hub_error(404, "RevisionNotFound", f"Invalid rev id: {revision}")
+        entry = repo["commits"][commit].get(filename)
+        if entry is None:
+            return self._hub_error(404, "EntryNotFound", "Entry not found", {"X-Repo-Commit": commit})
+        host = _url_host(self.headers.get("Host"), self.server.server_address[0])
+        query = urllib.parse.urlencode(
+            {
+                "response-content-disposition": f'attachment; filename="{filename.rsplit("/", 1)[-1]}";',
+                # guess: the CDN URL is signed and expires; the stand-in writes the field but never checks it.
+                "Expires": str(int(time.time()) + 3600),
+            }
+        )
+        location = f"http://{host}:{hub.storage_port}/_storage/{entry.sha256}?{query}"
+        self.send_response(302)
+        self.send_header("Location", location)
+        self.send_header("X-Repo-Commit", commit)
+        self.send_header("X-Linked-Size", str(entry.size))
+        self.send_header("X-Linked-Etag", f'"{entry.sha256}"')
+        self.send_header("ETag", f'"{entry.sha256}"')
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def _gate(self, repo_id: str) -> tuple[int, str, str] | None:
+        scheme, _, token = (self.headers.get("Authorization") or "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            msg = (
+                f"Access to model {repo_id} is restricted. You must have access to it and be authenticated"
+                " to access it. Please log in."
+            )
+            return 401, "GatedRepo", msg
+        if not self.server.hub.token_ok(token.strip()):
+            # guess: the real hub says 401 "Invalid credentials" for a token it does not know at all and
+            # 403 for a known user not on the list; the stand-in has no users, so any wrong token is a 403.
+            msg = f"Access to model {repo_id} is restricted and you are not in the authorized list."
+            return 403, "GatedRepo", msg
+        return None
+
+    def _hub_error(self, status: int, code: str, message: str, headers: dict[str, str] | None = None):
+        headers = {"X-Error-Code": code, "X-Error-Message": message, **(headers or {})}
+        self._send_json(status, {"error": message}, headers)
+
+    def do_POST(self):
+        body = self._read_body()
+        if body is None:
+            return
+        if urllib.parse.urlsplit(self.path).path != "/_standin/faults":
+            return self._send_json(404, {"error": "Not Found"})
+        try:
+            spec = json.loads(body)
+            if not isinstance(spec, dict):
+                raise ValueError("expected a JSON object")
+            file = spec.pop("file")
+            self.server.hub.set_fault(file, **spec)
+        except (ValueError, KeyError, TypeError) as exc:
+            return self._send_json(400, {"error": f"bad fault: {exc!r}"})
+        self._send_json(200, {"faults": self.server.hub.faults()})
+
+    def do_DELETE(self):
+        if self._read_body() is None:
+            return
+        if urllib.parse.urlsplit(self.path).path != "/_standin/faults":
+            return self._send_json(404, {"error": "Not Found"})
+        self.server.hub.clear_faults()
+        self._send_json(200, {"faults": {}})
+
+    def do_PUT(self):
+        body = self._read_body()
+        if body is None:
+            return
+        if urllib.parse.urlsplit(self.path).path != "/_standin/feed":
+            return self._send_json(404, {"error": "Not Found"})
+        self.server.hub.set_feed(body)
+        self._send_json(200, {"feed_bytes": len(body)})
+
+
+class _StorageHandler(_Handler):
+    """The CDN the hub redirects to: content by sha256, no authentication (the real URL is signed)."""
+
+    role = "storage"
+
+    def do_HEAD(self):
+        self._get()
+
+    def do_GET(self):
+        self._get()
+
+    def _get(self):
+        split = urllib.parse.urlsplit(self.path)
+        sha = split.path.removeprefix("/_storage/")
+        hub = self.server.hub
+        blob = hub.blob(sha) if split.path.startswith("/_storage/") else None
+        if blob is None:
+            return self._send_simple(404, b"Not Found\n", "text/plain; charset=utf-8")
+        params = urllib.parse.parse_qs(split.query)
+        # As S3/CloudFront do, the signed URL's response-content-disposition becomes the header.
+        disposition = params.get("response-content-disposition", [None])[0]
+        headers = {"Content-Disposition": disposition} if disposition else {}
+        self._serve_content(
+            blob.path, blob.size, sha, "application/octet-stream", hub.names_for(sha), headers
+        )
+
+
+def _bracket(name: str) -> str:
+    return f"[{name}]" if ":" in name else name
+
+
+def _url_host(host_header: str | None, bound: str) -> str:
+    """The host name the client used (so a redirect works inside a container network), ready for a URL."""
+    name = urllib.parse.urlsplit(f"//{host_header}").hostname if host_header else None
+    if not name:
+        name = "127.0.0.1" if bound in ("0.0.0.0", "::") else bound
+    return _bracket(name)
+
+
+def _sha256_file(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+class HubStandin:
+    """The hub (API) and storage servers over the data of make_weights.py (DIR/hub.json)."""
+
+    def __init__(self, data_dir, host: str = "127.0.0.1", port: int = 0, storage_port: int = 0):
+        self.data_dir = Path(data_dir)
+        self.host = host
+        self._port = port
+        self._storage_port = storage_port
+        self._lock = threading.Lock()
+        self._faults: dict[str, Fault] = {}
+        self._feed = DEFAULT_FEED
+        self._repos: dict[str, dict] = {}
+        self._blobs: dict[str, _File] = {}
+        self._names: dict[str, set[str]] = {}
+        self._servers: list[_Server] = []
+        self._load(json.loads((self.data_dir / "hub.json").read_text()))
+
+    def _load(self, doc: dict) -> None:
+        if doc.get("format") != 1:
+            raise ValueError(f"{self.data_dir / 'hub.json'}: format {doc.get('format')!r}, expected 1")
+        self._tokens = list(doc.get("tokens", []))
+        for repo_id, repo in doc["repos"].items():
+            commits = {}
+            for commit, content in repo["commits"].items():
+                commits[commit] = files = {}
+                for name, f in content["files"].items():
+                    path = self.data_dir / f["blob"]
+                    if path.stat().st_size != f["size"]:
+                        raise ValueError(f"{path}: size {path.stat().st_size}, hub.json says {f['size']}")
+                    files[name] = self._register(name, _File(f["size"], f["sha256"], path))
+            self._repos[repo_id] = {
+                "gated": bool(repo.get("gated")),
+                "refs": dict(repo["refs"]),
+                "commits": commits,
+            }
+
+    def _register(self, name: str, entry: _File) -> _File:
+        self._blobs.setdefault(entry.sha256, entry)
+        self._names.setdefault(entry.sha256, set()).add(name)
+        return entry
+
+    # -- lifecycle --------------------------------------------------------------------------------------
+
+    def start(self) -> HubStandin:
+        api = _listen(self.host, self._port, self, _ApiHandler)
+        storage = _listen(self.host, self._storage_port, self, _StorageHandler)
+        self._servers = [api, storage]
+        for role, server in zip(("api", "storage"), self._servers, strict=True):
+            # A short poll interval: stop() waits for it, and tests stop many servers.
+            threading.Thread(
+                target=server.serve_forever, args=(0.1,), name=f"hub-standin-{role}", daemon=True
+            ).start()
+        return self
+
+    def stop(self) -> None:
+        for server in self._servers:
+            server.shutdown()
+            server.close_live()
+            server.server_close()
+        self._servers = []
+
+    def __enter__(self) -> HubStandin:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        return self._servers[0].server_address[1] if self._servers else self._port
+
+    @property
+    def storage_port(self) -> int:
+        return self._servers[1].server_address[1] if self._servers else self._storage_port
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{_bracket(self.host)}:{self.port}"
+
+    @property
+    def storage_endpoint(self) -> str:
+        return f"http://{_bracket(self.host)}:{self.storage_port}"
+
+    # -- content ----------------------------------------------------------------------------------------
+
+    def add_file(self, repo: str, name: str, path) -> dict:
+        """Serve `path` as `name` in `repo` at its main commit (the repo is made, public, if new).
+
+        The file is hashed once here and then read on each request, never copied. Unlike the real hub, adding
+        a file makes no new commit: the main commit keeps its id, so revisions pinned by a test stay valid.
+        """
+        path = Path(path)
+        entry = _File(path.stat().st_size, _sha256_file(path), path)
+        with self._lock:
+            if repo not in self._repos:
+                commit = hashlib.sha1(f"ds4-standin\0{repo}\0".encode()).hexdigest()
+                self._repos[repo] = {"gated": False, "refs": {"main": commit}, "commits": {commit: {}}}
+            commit = self._repos[repo]["refs"]["main"]
+            self._repos[repo]["commits"][commit][name] = self._register(name, entry)
+        return {"repo": repo, "commit": commit, "name": name, "size": entry.size, "sha256": entry.sha256}
+
+    def repo(self, repo_id: str) -> dict | None:
+        with self._lock:
+            return self._repos.get(repo_id)
+
+    def blob(self, sha256: str) -> _File | None:
+        with self._lock:
+            return self._blobs.get(sha256)
+
+    def names_for(self, sha256: str) -> list[str]:
+        with self._lock:
+            return sorted(self._names.get(sha256, ()))
+
+    def token_ok(self, token: str) -> bool:
+        return any(hmac.compare_digest(token, known) for known in self._tokens)
+
+    # -- feed ---------------------------------------------------------------------------------------------
+
+    @property
+    def feed(self) -> bytes:
+        return self._feed
+
+    def set_feed(self, text_or_bytes) -> None:
+        self._feed = text_or_bytes.encode() if isinstance(text_or_bytes, str) else bytes(text_or_bytes)
+
+    # -- faults -------------------------------------------------------------------------------------------
+
+    def set_fault(self, file, *, cut_after=None, flip_offset=None, throttle_bps=None, status=None, times=1):
+        """Disturb the next `times` GETs of `file`'s content (None: until cleared); `file` may be LATEST."""
+        with self._lock:
+            known = file == FEED_FILE or any(file in names for names in self._names.values())
+        if not known:
+            raise ValueError(f"no file named {file!r} on the stand-in hub")
+        fault = Fault(cut_after, flip_offset, throttle_bps, status, times)
+        for key, value in asdict(fault).items():
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise ValueError(f"{key} must be a non-negative integer, not {value!r}")
+        if (cut_after, flip_offset, throttle_bps, status) == (None, None, None, None):
+            raise ValueError("a fault needs cut_after, flip_offset, throttle_bps or status")
+        if status is not None and not 400 <= status <= 599:
+            raise ValueError(f"status must be an error status (400-599), not {status}")
+        if throttle_bps == 0 or times == 0:
+            raise ValueError("throttle_bps and times must be positive")
+        with self._lock:
+            self._faults[file] = fault
+
+    def clear_faults(self) -> None:
+        with self._lock:
+            self._faults.clear()
+
+    def faults(self) -> dict[str, dict]:
+        with self._lock:
+            return {name: asdict(fault) for name, fault in self._faults.items()}
+
+    def take_fault(self, names) -> Fault | None:
+        """The fault for the first of `names` that has one, counting this GET against its `times`."""
+        with self._lock:
+            for name in names:
+                fault = self._faults.get(name)
+                if fault is None:
+                    continue
+                if fault.times is not None:
+                    fault.times -= 1
+                    if fault.times == 0:
+                        del self._faults[name]
+                return fault
+        return None
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="Stand-in Hugging Face hub and release feed (tests only).")
+    parser.add_argument("--data", required=True, help="directory written by make_weights.py (hub.json)")
+    parser.add_argument("--bind", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8080, help="hub API and feed port")
+    parser.add_argument("--storage-port", type=int, default=8081, help="CDN port the hub redirects to")
+    parser.add_argument("--feed", help="release feed body (default: v0.6.5 and a newline)")
+    args = parser.parse_args(argv)
+    hub = HubStandin(args.data, host=args.bind, port=args.port, storage_port=args.storage_port)
+    if args.feed is not None:
+        hub.set_feed(args.feed)
+    done = threading.Event()
+    # Often PID 1 in a container, where SIGTERM without a handler is ignored.
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    signal.signal(signal.SIGINT, lambda *_: done.set())
+    hub.start()
+    sys.stderr.write(f"hub-standin: hub {hub.endpoint}, storage {hub.storage_endpoint}, data {args.data}\n")
+    sys.stderr.flush()
+    done.wait()
+    hub.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
