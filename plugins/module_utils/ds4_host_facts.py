@@ -326,6 +326,21 @@ def find_gguf_files(directory):
     return found
 
 
+def find_weight_files(directory):
+    """Weights in DIRECTORY (not below it): finished `*.gguf` and interrupted `*.gguf.part` downloads,
+    by name: [{'name', 'size'}]. What the preflight subtracts from the space the weights need."""
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        path = os.path.join(directory, name)
+        if name.endswith((".gguf", ".gguf.part")) and os.path.isfile(path):
+            found.append({"name": name, "size": os.path.getsize(path)})
+    return found
+
+
 def _process(proc_root, pid):
     """{'pid', 'comm', 'cmdline', 'cgroup', 'in_service'} of one process; None once it is gone."""
     base = os.path.join(proc_root, str(pid))
@@ -451,6 +466,7 @@ def gather_host_facts(run, find_bin, *, home, gguf_dir, install_root, port, cuda
         systemd_version = parse_systemd_version(out) if rc == 0 else None
 
     disk_gguf, disk_install = disk_free(gguf_dir), disk_free(install_root)
+    disk_gguf["files"] = find_weight_files(gguf_dir)
     return {
         "arch": os.uname().machine,
         "gpu": gpu,

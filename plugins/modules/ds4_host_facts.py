@@ -59,7 +59,7 @@ EXAMPLES = r"""
 - name: Read what this host offers the engine
   ds4.fleet.ds4_host_facts:
     gguf_dir: "{{ ds4_gguf_dir }}"
-    install_root: "{{ ds4_install_root }}"
+    install_root: "{{ ds4_root }}"
     port: "{{ ds4_port }}"
 
 - name: Refuse a host without a GPU the engine can be built for
@@ -109,6 +109,8 @@ ansible_facts:
           description:
             - C(gguf_dir) and C(install_root), each C(path), C(checked_path) (nearest existing folder),
               C(free_bytes), C(device); and C(same_filesystem).
+            - C(gguf_dir.files), the weights already there, each C(name) and C(size): finished C(*.gguf)
+              files and interrupted C(*.gguf.part) downloads.
           type: dict
         systemd:
           description: C(present) and C(version) (an int, or null).

@@ -17,6 +17,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_host_facts import (
     disk_free,
     find_gguf_files,
     find_stray_servers,
+    find_weight_files,
     gather_host_facts,
     gpu_facts,
     parse_cuda_version_json,
@@ -288,6 +289,18 @@ def test_gguf_files(tmp_path):
     assert find_gguf_files(str(tmp_path / "absent")) == []
 
 
+def test_weight_files_finished_and_partial(tmp_path):
+    (tmp_path / "DSpark-drafter-Q2K-Q8-0731.gguf").write_bytes(b"x" * 10)
+    (tmp_path / "DSpark-drafter-Q2K-Q8-0731.gguf.part").write_bytes(b"x" * 3)
+    (tmp_path / ".DSpark-drafter-Q2K-Q8-0731.gguf.verified.json").write_text("{}")
+    (tmp_path / "folder.gguf").mkdir()
+    assert find_weight_files(str(tmp_path)) == [
+        {"name": "DSpark-drafter-Q2K-Q8-0731.gguf", "size": 10},
+        {"name": "DSpark-drafter-Q2K-Q8-0731.gguf.part", "size": 3},
+    ]
+    assert find_weight_files(str(tmp_path / "absent")) == []
+
+
 def fake_process(proc, pid, comm, cmdline, cgroup, sockets=()):
     folder = proc / str(pid)
     (folder / "fd").mkdir(parents=True)
@@ -499,7 +512,10 @@ def test_module_as_run_on_the_real_h200(tmp_path):
         None,
     )
     run, _ = fake_runner(H200)
-    assert shape(gather(tmp_path, run)) == shape(real)
+    gathered = gather(tmp_path, run)
+    # Added after the capture: the weights already in ds4_gguf_dir (none in /tmp/x there).
+    assert gathered["disk"]["gguf_dir"].pop("files") == []
+    assert shape(gathered) == shape(real)
 
 
 def test_module_on_this_machine():

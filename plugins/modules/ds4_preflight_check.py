@@ -1,0 +1,214 @@
+#!/usr/bin/python
+"""Judge the ds4_host facts against the preflight settings; refuse, warn, or name the engine build.
+
+The rules live in module_utils/ds4_preflight.py; this file only reads the catalog and wires the result
+into Ansible (failure, warnings, the fact ds4_build_target).
+"""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: ds4_preflight_check
+short_description: Refuse a host that cannot take the ds4 engine, before anything changes
+description:
+  - Judges the facts of M(ds4.fleet.ds4_host_facts) against the accepted CPU architectures, GPU compute
+    capabilities and CUDA major version, and the free space the plan needs on the weights' and the
+    install's filesystems.
+  - Fails with one line per refusal; each names the fact, the value seen, the value wanted and the
+    variable that changes it. With O(force) a mismatched architecture, GPU or CUDA version is a warning
+    instead; a lack of space, a missing C(nvcc) or a build that cannot be named is never forced.
+  - On success sets the fact C(ds4_build_target), the engine build for the GPU (or for O(cuda_arch)).
+  - Reads nothing on the host and changes nothing.
+version_added: 0.1.0
+author: ds4-fleet developers
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  facts:
+    support: full
+options:
+  host:
+    description: The C(ds4_host) fact of M(ds4.fleet.ds4_host_facts).
+    type: dict
+    required: true
+  accepted_archs:
+    description: CPU architectures accepted (C(ds4_accepted_archs)).
+    type: list
+    elements: str
+    default: [aarch64]
+  accepted_compute_caps:
+    description: GPU compute capabilities accepted, as C(MAJOR.MINOR) (C(ds4_accepted_compute_caps)).
+    type: list
+    elements: str
+    default: ["12.1"]
+  cuda_major:
+    description: The CUDA major version wanted (C(ds4_cuda_major)).
+    type: int
+    default: 13
+  force:
+    description: Let a mismatched architecture, GPU or CUDA version through with a warning (C(ds4_force)).
+    type: bool
+    default: false
+  cuda_arch:
+    description: Build for this arch (C(sm_121)) instead of the GPU's (C(ds4_cuda_arch)); empty: the GPU's.
+    type: str
+    default: ""
+  cuda_home:
+    description: The CUDA toolkit's folder, named in the refusal when C(nvcc) is missing (C(ds4_cuda_home)).
+    type: path
+    default: /usr/local/cuda
+  catalog:
+    description: C(ds4_model_catalog); not needed when O(weights_space_bytes) is set.
+    type: dict
+  generation:
+    description: C(ds4_model_generation).
+    type: str
+    default: "0731"
+  speculation:
+    description: C(ds4_speculation).
+    type: str
+    default: dspark
+  old_weights:
+    description: C(ds4_old_weights); unless C(keep), the other generation's files count as space to reclaim.
+    type: str
+    choices: [keep, remove, auto]
+    default: auto
+  unknown_size_bytes:
+    description: Bytes to budget per file role (C(base), C(dspark), C(mtp)) where the catalog's size is null.
+    type: dict
+    default: {}
+  weights_space_bytes:
+    description: Bytes the weights need on O(host)'s C(disk.gguf_dir) filesystem, instead of the estimate.
+    type: int
+  build_space_bytes:
+    description: Bytes the engine build needs on the install root's filesystem (C(ds4_build_space_bytes)).
+    type: int
+    default: 2147483648
+"""
+
+EXAMPLES = r"""
+- name: Read what this host offers the engine
+  ds4.fleet.ds4_host_facts:
+    gguf_dir: "{{ ds4_gguf_dir }}"
+
+- name: Refuse the host unless it can build and run the engine
+  ds4.fleet.ds4_preflight_check:
+    host: "{{ ds4_host }}"
+    accepted_compute_caps: ["12.1"]
+    catalog: "{{ ds4_model_catalog }}"
+    generation: "{{ ds4_model_generation }}"
+    speculation: "{{ ds4_speculation }}"
+"""
+
+RETURN = r"""
+msg:
+  description: The refusals, one a line, when the host is refused.
+  returned: failure
+  type: str
+  sample: >-
+    GPU compute capability is 9.0 (NVIDIA H200); wanted one of 12.1 (ds4_accepted_compute_caps);
+    set ds4_force: true to build for it anyway
+preflight:
+  description:
+    - C(errors) and C(warnings) (lists of sentences), C(build_target) (or null), C(space) (per filesystem
+      checked: C(paths), C(checked_path), C(free_bytes), C(reclaimable_bytes), C(need_bytes),
+      C(shortfall_bytes)) and C(weights) (the estimate and its files, each C(name), C(role),
+      C(expected), C(expected_from), C(have), C(need)).
+  returned: always
+  type: dict
+ansible_facts:
+  description: C(ds4_build_target), the engine build for the GPU.
+  returned: success
+  type: dict
+  contains:
+    ds4_build_target:
+      description: C(arch), C(make_target), C(make_args).
+      type: dict
+      sample: {"arch": "sm_121", "make_target": "cuda-spark", "make_args": []}
+"""
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_catalog import (  # noqa: E402
+    CatalogError,
+    model_files,
+    other_generation_files,
+)
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_preflight import (  # noqa: E402
+    judge,
+    weights_need,
+)
+
+
+def estimate_weights(params, host):
+    """The weights' bytes: the override, else the catalog's files less what the host already has."""
+    if params["weights_space_bytes"] is not None:
+        return {"bytes": params["weights_space_bytes"], "reclaimable_bytes": 0,
+                "files": [], "label": "ds4_weights_space_bytes"}  # fmt: skip
+    catalog, generation = params["catalog"], params["generation"]
+    if catalog is None:
+        raise ValueError("ds4_model_catalog is not given; wanted it, or ds4_weights_space_bytes")
+    wanted = model_files(catalog, generation, params["speculation"])
+    other = [entry["name"] for entry in other_generation_files(catalog, generation)]
+    return weights_need(
+        wanted,
+        gguf_files=host["disk"]["gguf_dir"].get("files", []),
+        adoptable=host.get("shell_install", {}).get("gguf_files", []),
+        other=other,
+        old_weights=params["old_weights"],
+        unknown_size_bytes=params["unknown_size_bytes"],
+    )
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "host": {"type": "dict", "required": True},
+            "accepted_archs": {"type": "list", "elements": "str", "default": ["aarch64"]},
+            "accepted_compute_caps": {"type": "list", "elements": "str", "default": ["12.1"]},
+            "cuda_major": {"type": "int", "default": 13},
+            "force": {"type": "bool", "default": False},
+            "cuda_arch": {"type": "str", "default": ""},
+            "cuda_home": {"type": "path", "default": "/usr/local/cuda"},
+            "catalog": {"type": "dict"},
+            "generation": {"type": "str", "default": "0731"},
+            "speculation": {"type": "str", "default": "dspark"},
+            "old_weights": {"type": "str", "choices": ["keep", "remove", "auto"], "default": "auto"},
+            "unknown_size_bytes": {"type": "dict", "default": {}},
+            "weights_space_bytes": {"type": "int"},
+            "build_space_bytes": {"type": "int", "default": 2147483648},
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    host = params["host"]
+    try:
+        weights = estimate_weights(params, host)
+    except (CatalogError, ValueError) as exc:
+        module.fail_json(msg=str(exc), preflight={"errors": [str(exc)], "warnings": []})
+    verdict = judge(
+        host,
+        {
+            "accepted_archs": params["accepted_archs"],
+            "accepted_compute_caps": params["accepted_compute_caps"],
+            "cuda_major": params["cuda_major"],
+            "force": params["force"],
+            "cuda_arch": params["cuda_arch"],
+            "cuda_home": params["cuda_home"],
+            "weights": weights,
+            "build_bytes": params["build_space_bytes"],
+        },
+    )
+    verdict["weights"] = weights
+    for warning in verdict["warnings"]:
+        module.warn(warning)
+    if verdict["errors"]:
+        module.fail_json(msg="\n".join(verdict["errors"]), preflight=verdict)
+    module.exit_json(
+        changed=False, preflight=verdict, ansible_facts={"ds4_build_target": verdict["build_target"]}
+    )
+
+
+if __name__ == "__main__":
+    main()
