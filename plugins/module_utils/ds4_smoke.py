@@ -1,0 +1,86 @@
+"""The smoke test: one question to the running engine over HTTP, its answer matched against a pattern.
+
+Over HTTP, against the service, because a second engine (the installer's CLI smoke test) can share
+neither the Spark's memory with the running one nor the engine's lock. Standard library only, so that
+the module needs nothing installed on the host.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import urllib.error
+import urllib.request
+
+# The shell installer's question and expectation (engine contract, "Smoke").
+DEFAULT_PROMPT = "What is the capital of France? Answer in one sentence."
+DEFAULT_EXPECT = "[Pp]aris"
+DEFAULT_MODEL = "deepseek-v4-flash"
+
+
+class SmokeError(Exception):
+    """The engine could not be asked, or its answer was not what the smoke test expects."""
+
+
+def compile_expect(expect: str) -> re.Pattern:
+    try:
+        return re.compile(expect)
+    except re.error as exc:
+        raise SmokeError(f"ds4_smoke_expect is not a regular expression: {expect!r} ({exc})") from exc
+
+
+def chat_url(base_url: str) -> str:
+    return base_url.rstrip("/") + "/v1/chat/completions"
+
+
+def ask(base_url: str, prompt: str, model: str, max_tokens: int, timeout: float) -> tuple[str, float]:
+    """POST one chat completion; return the answer's text and the seconds it took."""
+    body = json.dumps(
+        {"model": model, "max_tokens": max_tokens, "messages": [{"role": "user", "content": prompt}]}
+    ).encode()
+    request = urllib.request.Request(
+        chat_url(base_url), data=body, method="POST", headers={"Content-Type": "application/json"}
+    )
+    started = time.monotonic()
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            raw = response.read()
+    except urllib.error.HTTPError as exc:
+        detail = exc.read(500).decode("utf-8", "replace").strip()
+        raise SmokeError(f"{chat_url(base_url)} answered HTTP {exc.code}: {detail}") from exc
+    except TimeoutError as exc:
+        raise SmokeError(f"{chat_url(base_url)} did not answer within {timeout:g} s") from exc
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise SmokeError(f"{chat_url(base_url)} could not be reached: {reason}") from exc
+    latency = time.monotonic() - started
+    try:
+        answer = json.loads(raw)["choices"][0]["message"]["content"]
+    except (ValueError, KeyError, IndexError, TypeError) as exc:
+        raise SmokeError(
+            f"{chat_url(base_url)} answered something that is not a chat completion: {raw[:200]!r}"
+        ) from exc
+    if not isinstance(answer, str):
+        raise SmokeError(f"{chat_url(base_url)} answered a non-text message: {answer!r}")
+    return answer, latency
+
+
+def smoke(
+    base_url: str,
+    prompt: str = DEFAULT_PROMPT,
+    expect: str = DEFAULT_EXPECT,
+    model: str = DEFAULT_MODEL,
+    max_tokens: int = 64,
+    timeout: float = 300.0,
+) -> dict:
+    """Ask and check. Returns the answer and latency; raises SmokeError when it does not pass."""
+    pattern = compile_expect(expect)
+    answer, latency = ask(base_url, prompt, model, max_tokens, timeout)
+    result = {"answer": answer, "latency_s": round(latency, 3), "url": chat_url(base_url), "expect": expect}
+    if not pattern.search(answer):
+        raise SmokeError(
+            f"the engine's answer to {prompt!r} does not match {expect!r} (ds4_smoke_expect): {answer!r} "
+            f"after {latency:.1f} s"
+        )
+    return result
