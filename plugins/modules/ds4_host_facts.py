@@ -109,7 +109,7 @@ ansible_facts:
           description:
             - C(gguf_dir) and C(install_root), each C(path), C(checked_path) (nearest existing folder),
               C(free_bytes), C(device); and C(same_filesystem).
-            - C(gguf_dir.files), the weights already there, each C(name) and C(size): finished C(*.gguf)
+            - C(gguf_dir.files), the weights already there, each C(name) and C(size), finished C(*.gguf)
               files and interrupted C(*.gguf.part) downloads.
           type: dict
         systemd:

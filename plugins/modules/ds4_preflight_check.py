@@ -52,7 +52,7 @@ options:
     type: bool
     default: false
   cuda_arch:
-    description: Build for this arch (C(sm_121)) instead of the GPU's (C(ds4_cuda_arch)); empty: the GPU's.
+    description: Build for this arch (C(sm_121)) instead of the GPU's (C(ds4_cuda_arch)); empty follows it.
     type: str
     default: ""
   cuda_home:
@@ -113,7 +113,7 @@ msg:
 preflight:
   description:
     - C(errors) and C(warnings) (lists of sentences), C(build_target) (or null), C(space) (per filesystem
-      checked: C(paths), C(checked_path), C(free_bytes), C(reclaimable_bytes), C(need_bytes),
+      checked, with C(paths), C(checked_path), C(free_bytes), C(reclaimable_bytes), C(need_bytes),
       C(shortfall_bytes)) and C(weights) (the estimate and its files, each C(name), C(role),
       C(expected), C(expected_from), C(have), C(need)).
   returned: always

@@ -15,7 +15,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_preflight import (
     judge,
     weights_need,
 )
-from ansible_collections.ds4.fleet.plugins.modules import ds4_preflight_check
+from ansible_collections.ds4.fleet.plugins.modules import ds4_host_facts, ds4_preflight_check
 
 REPO = Path(__file__).resolve().parents[2]
 # What ds4_host_facts returned on the real H200 machine (gguf_dir=/tmp/x).
@@ -356,6 +356,13 @@ def test_describe_bytes():
     assert describe_bytes(93691352992) == "93,691,352,992 bytes (87.26 GiB)"
 
 
+@pytest.mark.parametrize("module", [ds4_preflight_check, ds4_host_facts], ids=lambda m: m.__name__)
+def test_module_documentation_is_yaml(module):
+    # A stray ": " in a description breaks ansible-doc and ansible-lint, not the module.
+    for doc in (module.DOCUMENTATION, module.EXAMPLES, module.RETURN):
+        assert yaml.safe_load(doc)
+
+
 def run_module(args, capsys):
     with patch_module_args(args), pytest.raises(SystemExit):
         ds4_preflight_check.main()
@@ -382,9 +389,9 @@ def test_module_forced_warns(capsys):
     args = {"host": H200_FACTS, "force": True, "accepted_archs": ["x86_64"], "weights_space_bytes": 1}
     out = run_module(args, capsys)
     assert not out.get("failed")
+    # Also passed to module.warn(), which Ansible prints as [WARNING] (the Molecule scenario checks that
+    # line); in-process, whether it lands in the result depends on what other tests imported.
     assert out["preflight"]["warnings"] == [forced(H200_REFUSED)]
-    # ansible-core 2.19 carries a module's warnings as events; the callback prints them as [WARNING].
-    assert [w["event"]["msg"] for w in out["warnings"]] == [forced(H200_REFUSED)]
     assert out["ansible_facts"]["ds4_build_target"] == H200_BUILD
 
 
