@@ -15,8 +15,8 @@ description:
     build into place.
   - Never builds into, replaces or removes the release the C(current) or C(previous) link names; a
     release that would need it fails instead.
-  - A failed build leaves every release as it was and fails with the last lines of the build log
-    (C(LOG_DIR/build-RELEASE.log)) and its path.
+  - A failed build leaves every release as it was and fails with a message that holds the last lines of
+    the build log and its path (C(LOG_DIR/build-RELEASE.log)).
 version_added: 0.1.0
 author: ds4-fleet developers
 attributes:
@@ -107,11 +107,6 @@ log_path:
   description: The build log, when a build ran or failed.
   returned: when a build ran or failed
   type: str
-log_tail:
-  description: The build log's last lines.
-  returned: failure of a build
-  type: list
-  elements: str
 """
 
 import json  # noqa: E402
@@ -192,7 +187,7 @@ def main():
             env=os.environ,
         )
     except BuildError as exc:
-        module.fail_json(msg=str(exc), path=path, log_path=exc.log_path, log_tail=exc.log_tail)
+        module.fail_json(msg=str(exc), path=path, log_path=exc.log_path)
     except ReleaseError as exc:
         module.fail_json(msg=str(exc), path=path)
     if not built["built"]:
