@@ -4,6 +4,7 @@ Hosts are the real H200 capture and GB10-shaped facts; then the module itself, a
 
 import copy
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -290,6 +291,56 @@ def test_all_refusals_at_once():
         "Free space on the filesystem of ds4_gguf_dir /var/lib/ds4/gguf (checked at /var/lib/ds4)",
     ]
     assert verdict["warnings"] == [forced(X86_REFUSED)]
+
+
+REAL_RUN = REPO / "tests" / "unit" / "fixtures" / "h200" / "preflight"
+
+
+def real_result(name, status):
+    """The result the real run printed for localhost (`fatal: [localhost]: FAILED! => {...}`, one line)."""
+    prefix = f"{status} => "
+    (line,) = [x for x in (REAL_RUN / f"{name}.log").read_text().splitlines() if x.startswith(prefix)]
+    return json.loads(line[len(prefix) :])
+
+
+def real_facts(free_bytes):
+    """ds4_host as read on the real H200 (gguf_dir=/tmp/ds4-gguf), with the free space of a given run:
+    /tmp moved by a few KiB between runs."""
+    line = (REAL_RUN / "ds4_host_facts.log").read_text()
+    facts = json.loads(line.split(" => ", 1)[1])["ansible_facts"]["ds4_host"]
+    for where in ("gguf_dir", "install_root"):
+        facts["disk"][where]["free_bytes"] = free_bytes
+    return facts
+
+
+REAL_REFUSALS = {
+    # run: (errors, warnings) but for the disk refusal, which ends both runs' errors
+    "refused": ([X86_REFUSED, H200_REFUSED], []),
+    "forced": ([], [forced(X86_REFUSED), forced(H200_REFUSED)]),
+}
+
+
+@pytest.mark.parametrize("run", REAL_REFUSALS)
+def test_the_real_h200_runs_say_what_judge_says(run):
+    # ansible-playbook of the role on the real H200, as shipped (aarch64, 12.1, the real catalog sizes):
+    # a 64 GiB disk lacks room for the 87 GiB of weights, forced or not.
+    printed = real_result(run, "fatal: [localhost]: FAILED!")["preflight"]
+    errors, warnings = REAL_REFUSALS[run]
+    assert (printed["errors"][:-1], printed["warnings"]) == (errors, warnings)
+    assert printed["errors"][-1].startswith(
+        "Free space on the filesystem of ds4_gguf_dir /tmp/ds4-gguf and ds4_root /opt/ds4 (checked at /tmp) "
+    )
+    facts = real_facts(printed["space"][0]["free_bytes"])
+    verdict = judge(facts, settings(force=run == "forced", weights=weights_need(_wanted("0731", "dspark"))))
+    assert (verdict["errors"], verdict["warnings"]) == (printed["errors"], printed["warnings"])
+
+
+@pytest.mark.parametrize("run", ["forced_with_room", "check"])
+def test_the_real_h200_passes_forced_with_room(run):
+    log = (REAL_RUN / f"{run}.log").read_text()
+    assert f"[WARNING]: {forced(H200_REFUSED)}" in log
+    assert real_result(run, "ok: [localhost]") == {"ds4_build_target": H200_BUILD}
+    assert re.search(r"^localhost +: ok=4 +changed=0 +unreachable=0 +failed=0", log, re.MULTILINE)
 
 
 def _wanted(generation, speculation):
