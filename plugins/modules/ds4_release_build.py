@@ -87,7 +87,7 @@ path:
   returned: always
   type: str
 reason:
-  description: Why it was built (C(not built yet), C(stamp differs: ...)) or C(up to date).
+  description: "Why it was built (C(not built yet), C(stamp differs: ...)), or C(up to date)."
   returned: success
   type: str
 stamp:

@@ -29,7 +29,7 @@ options:
     type: path
     required: true
   release:
-    description: The release tag, V and three or more numbers (C(v0.6.5), C(v0.6.5.1)).
+    description: The release tag, C(v) and three or more numbers (C(v0.6.5), C(v0.6.5.1)).
     type: str
     required: true
   commit:
@@ -89,11 +89,13 @@ build:
   returned: success
   type: bool
 reason:
-  description: Why (C(not built yet), C(stamp differs: cuda_version: 12.9 -> 13.0)) or C(up to date).
+  description:
+    - "Why it must be built (C(not built yet), C(stamp differs: cuda_version: 12.9 -> 13.0)), or
+      C(up to date)."
   returned: success
   type: str
 changes:
-  description: The stamp's differences from the wanted build, one C(key: old -> new) each.
+  description: "The stamp's differences from the wanted build, one C(key: old -> new) each."
   returned: success
   type: list
   elements: str
