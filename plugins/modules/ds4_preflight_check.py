@@ -95,7 +95,7 @@ EXAMPLES = r"""
 
 - name: Refuse the host unless it can build and run the engine
   ds4.fleet.ds4_preflight_check:
-    host: "{{ ds4_host }}"
+    host: "{{ ansible_facts.ds4_host }}"
     accepted_compute_caps: ["12.1"]
     catalog: "{{ ds4_model_catalog }}"
     generation: "{{ ds4_model_generation }}"
