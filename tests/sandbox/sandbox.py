@@ -186,18 +186,24 @@ def ensure_network(names: Names) -> None:
 
 
 def ensure_forge(names: Names, data: Path) -> None:
+    # A forge started before its data was rebuilt serves a repository that is gone: re-create it.
+    digest = (data / ".digest").read_text()
     state = container_state(names.forge)
     if state == "running":
-        return
+        label = podman(
+            "container", "inspect", "--format", '{{index .Config.Labels "ds4.forge-data"}}', names.forge
+        )
+        if label.stdout.decode().strip() == digest:
+            return
     if state is not None:
-        podman("rm", "-f", names.forge)
+        podman("rm", "-f", "-t", "2", names.forge)
     serve = (
         "git daemon --reuseaddr --export-all --base-path=/srv/forge/git /srv/forge/git & "
         f"exec python3 /srv/standins/hub/hubstandin.py --data /srv/forge/hub --bind 0.0.0.0 "
         f"--port {HUB_PORT} --storage-port {STORAGE_PORT}"
     )
     podman(
-        "run", "-d", "--name", names.forge, "--hostname", "forge",
+        "run", "-d", "--name", names.forge, "--hostname", "forge", "--label", f"ds4.forge-data={digest}",
         "--network", names.network, "--network-alias", "forge",
         "-v", f"{STANDINS}:/srv/standins:ro", "-v", f"{data}:/srv/forge:ro",
         IMAGE, "sh", "-c", serve,
