@@ -89,7 +89,7 @@ class Run:
         return self.result(f"fatal: [{self.host}]: FAILED!")
 
     def build_target(self):
-        return self.result(f"ok: [{self.host}]")["ds4_build_target"]
+        return self.result(f"ok: [{self.host}]")["ansible_facts.ds4_build_target"]
 
     def warnings(self):
         mark = "[WARNING]: "
