@@ -30,6 +30,11 @@ TOKEN_VAR = "ds4_hf_token"
 CATALOG_VAR = "ds4_model_catalog"
 # Large reads keep the per-chunk Python work (one hash update, one write) small next to the bytes moved.
 CHUNK = 8 << 20
+# Where only a blocking read(n) is available (urllib3 1.26): the smallest read, and the read times (s)
+# below which the reads grow and above which they shrink (_body_chunks).
+READ_MIN = 16 << 10
+READ_QUICK = 0.05
+READ_SLOW = 0.25
 MAX_REDIRECTS = 10
 BACKOFF_CAP = 60.0
 # Bounded: a file whose content disagrees with its hash twice is a hub problem, not a transfer one.
@@ -630,21 +635,16 @@ class HubFile:
         return state["hasher"].hexdigest(), state["done"], start, state["moved"]
 
     def _copy(self, response, f, state, done, size, progress):
-        """Hash and write the body as it comes.
-
-        read1 returns what the socket has, up to chunk_size: large chunks when the network outruns the
-        loop, small ones (and so timely progress) on a slow link, where the per-chunk cost is free.
-        """
+        """Hash and write the body as it comes (see _body_chunks)."""
         encoding = response.headers.get("Content-Encoding", "identity").lower()
         if encoding != "identity":
             raise HubError(f"{self.ref.describe()} came {encoding}-encoded though identity was asked for")
-        read1, size_hint = response.raw.read1, self.chunk_size
         update, write = state["hasher"].update, f.write
         due_at = progress.next_at
         first = done
         broken = None
         try:
-            while chunk := read1(size_hint, decode_content=False):
+            for chunk in _body_chunks(response.raw, self.chunk_size):
                 update(chunk)
                 write(chunk)
                 done += len(chunk)
@@ -664,6 +664,33 @@ class HubFile:
             raise HubTransientError(
                 f"the connection ended at byte {done:,} of {size:,} for {self.ref.describe()}{why}"
             ) from broken
+
+
+def _body_chunks(raw, chunk_size):
+    """The response body in chunks of at most chunk_size bytes, each as soon as the network gives it.
+
+    urllib3 2's read1 returns what the socket has: large chunks when the network outruns the loop, small
+    ones (and so timely progress) on a slow link, where the per-chunk cost is free. urllib3 1.26 (Debian
+    12, Ubuntu 22.04) has no read1, and its read(n) waits for all n bytes: the size asked for starts at
+    READ_MIN and doubles while reads come back quickly, halving when one keeps the caller waiting, so a
+    slow link still reports progress and a fast one still moves large chunks.
+    """
+    if hasattr(raw, "read1"):
+        while chunk := raw.read1(chunk_size, decode_content=False):
+            yield chunk
+        return
+    n = READ_MIN
+    while True:
+        asked = time.monotonic()
+        chunk = raw.read(n, decode_content=False)
+        if not chunk:
+            return
+        yield chunk
+        took = time.monotonic() - asked
+        if took < READ_QUICK:
+            n = min(chunk_size, n * 2)
+        elif took > READ_SLOW:
+            n = max(READ_MIN, n // 2)
 
 
 def _restart(f, state):

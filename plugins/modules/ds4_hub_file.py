@@ -221,7 +221,8 @@ def main():
         module.warn(warning)
     before = result.pop("before")
     if os.path.exists(result["path"]):
-        file_args = module.load_file_common_arguments(module.params, path=result["path"])
+        # A file used in place is linked into dest; its owner and mode are the target's, not the link's.
+        file_args = module.load_file_common_arguments(module.params, path=os.path.realpath(result["path"]))
         result["changed"] = module.set_fs_attributes_if_different(file_args, result["changed"])
     if module._diff:
         after = {"path": result["path"], "size": result["size"], "sha256": result["sha256"]}

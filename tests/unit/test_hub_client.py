@@ -279,3 +279,55 @@ def test_progress_is_written_during_a_slow_fetch(hub, hub_files, tmp_path):
     last = midway[-1]
     assert last["total"] == size and last["rate_bps"] > 0 and last["eta_s"] > 0 and last["file"] == MTP
     assert json.loads(progress.read_text())["state"] == "done"
+
+
+class _Urllib3v1Body:
+    """A response body as urllib3 1.26 (Debian 12's python3-urllib3) offers it: read(n), no read1."""
+
+    def __init__(self, raw, reads):
+        self._raw, self._reads = raw, reads
+
+    def read(self, amt=None, decode_content=None):
+        self._reads.append(amt)
+        return self._raw.read(amt, decode_content=decode_content)
+
+    def __getattr__(self, name):
+        if name == "read1":
+            raise AttributeError(name)
+        return getattr(self._raw, name)
+
+
+def test_a_body_without_read1_is_read_in_growing_blocks_and_still_resumes(hub, hub_files, tmp_path):
+    want = hub_files[BASE]
+    hub.set_fault(BASE, cut_after=want["size"] // 2)
+    reads = []
+    session = new_session()
+    session.hooks["response"].append(lambda r, *a, **kw: setattr(r, "raw", _Urllib3v1Body(r.raw, reads)))
+    result = hub_file(hub, hub_files, BASE, tmp_path, retries=2, session=session).ensure()
+    assert result["action"] == "fetched" and result["attempts"] == 3
+    assert result["bytes_fetched"] == want["size"]
+    assert sha256_of(tmp_path / BASE) == want["sha256"]
+    # Small first, larger while the loopback keeps up.
+    assert reads[0] == ds4_hub.READ_MIN and max(reads) > ds4_hub.READ_MIN
+
+
+def test_a_body_without_read1_still_reports_progress_on_a_slow_link(hub, hub_files, tmp_path):
+    size = hub_files[BASE]["size"]
+    hub.set_fault(BASE, throttle_bps=size // 2)  # about two seconds
+    session = new_session()
+    session.hooks["response"].append(lambda r, *a, **kw: setattr(r, "raw", _Urllib3v1Body(r.raw, [])))
+    progress = tmp_path / "p.json"
+    fetch = hub_file(
+        hub, hub_files, BASE, tmp_path, progress_path=str(progress), progress_interval=0.1, session=session
+    )
+    worker = threading.Thread(target=fetch.ensure)
+    worker.start()
+    seen = set()
+    while worker.is_alive():
+        if progress.exists():
+            p = json.loads(progress.read_text())
+            if p["state"] == "fetching" and 0 < p["bytes_done"] < size:
+                seen.add(p["bytes_done"])
+        time.sleep(0.05)
+    worker.join()
+    assert len(seen) >= 3, "progress moves while a blocking read(n) waits on a slow link"
