@@ -1,0 +1,271 @@
+"""The weights role on sandbox Sparks: a verified 0731 set, check mode, adoption from ~/gguf, a cut
+download that resumes, and a move from legacy to 0731 under each ds4_old_weights policy.
+
+spark01 has room to spare; spark02's /var/lib/ds4 is a 640 KiB tmpfs that holds one generation of the
+stand-in's weights but not two. Cases that change the host run the role nested (weights.yml), as an
+operator would, and assert on its return code, its output and the files left. Expected sizes and hashes
+come from the stand-in hub's own hub.json. Tests run in file order and share the hosts.
+"""
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import testinfra
+
+ROOT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
+PLAYBOOK = Path(os.environ["MOLECULE_SCENARIO_DIRECTORY"]) / "weights.yml"
+# The directory, so that the sandbox group_vars linked beside the inventory file apply too.
+INVENTORY = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
+PREFIX = f"mol-{os.environ['MOLECULE_SCENARIO_NAME']}-"
+GGUF = "/var/lib/ds4/gguf"
+LEGACY_COPY = "/root/legacy-gguf"
+HUB = "http://forge:18080"
+
+_doc = json.loads((ROOT / ".sandbox" / "forge" / "hub" / "hub.json").read_text())
+FILES = {
+    name: dict(entry, repo=repo)
+    for repo, content in _doc["repos"].items()
+    for commit in content["commits"].values()
+    for name, entry in commit["files"].items()
+}
+
+
+def named(generation, role):
+    return next(n for n, f in FILES.items() if (f["generation"], f["role"]) == (generation, role))
+
+
+BASE, DRAFTER = named("0731", "base"), named("0731", "dspark")
+OLD_BASE, OLD_DRAFTER, OLD_MTP = named("legacy", "base"), named("legacy", "dspark"), named("legacy", "mtp")
+NEW = {BASE, DRAFTER}
+OLD = {OLD_BASE, OLD_DRAFTER, OLD_MTP}
+
+
+@pytest.fixture(scope="module")
+def spark01():
+    return testinfra.get_host(f"podman://{PREFIX}spark01")
+
+
+@pytest.fixture(scope="module")
+def spark02():
+    return testinfra.get_host(f"podman://{PREFIX}spark02")
+
+
+def play(*args, limit=None):
+    """The role nested, as an operator runs it: the completed process, output in .stdout."""
+    cmd = ["ansible-playbook", "-i", str(INVENTORY), str(PLAYBOOK), *args]
+    if limit:
+        cmd += ["--limit", limit]
+    # JSON results: a message stays on one line, where the YAML format would wrap it.
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    env["ANSIBLE_CALLBACK_RESULT_FORMAT"] = "json"
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    done.stdout += done.stderr
+    return done
+
+
+def cleanup(*args):
+    """Only the activation step's removal after a passed smoke test, on spark01, under `remove`."""
+    only = ("-e", "ds4_old_weights=remove", "-e", "weights_cleanup=true", "-e", "weights_cleanup_only=true")
+    return play(*only, *args, limit="spark01")
+
+
+def failed(run, host):
+    """How many tasks failed on a host, from the play recap."""
+    match = re.search(rf"^{host}\s+: ok=\d+\s+changed=\d+\s+unreachable=\d+\s+failed=(\d+)", run.stdout, re.M)
+    assert match, run.stdout[-3000:]
+    return int(match[1])
+
+
+def ggufs(host, directory=GGUF):
+    """The weight files in a directory: neither records, progress files nor partial downloads."""
+    listing = host.run(f"ls -A {directory}").stdout.split()
+    return {n for n in listing if n.endswith(".gguf")}
+
+
+def entries(host):
+    return set(host.run(f"ls -A {GGUF}").stdout.split())
+
+
+def traces(names):
+    """Each file with its record and progress file: what a finished fetch leaves."""
+    return {t for n in names for t in (n, f".{n}.verified.json", f".{n}.progress.json")}
+
+
+def empty(host):
+    host.run_expect([0], f"rm -rf {GGUF} && install -d -m 0755 {GGUF}")
+
+
+def url(name):
+    return f"{HUB}/{FILES[name]['repo']}/resolve/main/{name}"
+
+
+def fault(host, **spec):
+    body = json.dumps(spec)
+    host.run_expect([0], f"curl -fsS -X POST {HUB}/_standin/faults -d '{body}'")
+
+
+def assert_verified(host, name):
+    path = f"{GGUF}/{name}"
+    assert host.check_output(f"sha256sum {path}").split()[0] == FILES[name]["sha256"]
+    record = json.loads(host.file(f"{GGUF}/.{name}.verified.json").content_string)
+    assert (record["sha256"], record["size"]) == (FILES[name]["sha256"], FILES[name]["size"])
+    assert record["commit"] == _doc["repos"][FILES[name]["repo"]]["refs"]["main"]
+
+
+def test_converge_fetched_the_0731_set_verified(spark01, spark02):
+    for host in (spark01, spark02):
+        directory = host.file(GGUF)
+        assert (directory.user, directory.group, directory.mode) == ("root", "root", 0o755)
+        assert entries(host) == traces(NEW)
+        for name in NEW:
+            assert_verified(host, name)
+            weights = host.file(f"{GGUF}/{name}")
+            assert (weights.user, weights.mode) == ("root", 0o644)
+        fact = json.loads(host.file("/etc/ansible/facts.d/ds4_weights.fact").content_string)
+        assert (fact["generation"], fact["speculation"], fact["gguf_dir"]) == ("0731", "dspark", GGUF)
+        assert {role: f["name"] for role, f in fact["files"].items()} == {"base": BASE, "dspark": DRAFTER}
+
+
+def test_check_mode_says_what_it_would_fetch_and_changes_nothing(spark01):
+    before = spark01.check_output(f"ls -lA --time-style=+%s.%N {GGUF}")
+    run = play("--check", "-e", "ds4_model_generation=legacy", "-e", "ds4_speculation=mtp", limit="spark01")
+    assert run.returncode == 0, run.stdout[-3000:]
+    size = FILES[OLD_BASE]["size"] + FILES[OLD_MTP]["size"]
+    assert f"would fetch {size:,} bytes in 2 file(s)" in run.stdout
+    assert f"fetch {OLD_BASE}: {FILES[OLD_BASE]['size']:,} bytes" in run.stdout
+    assert spark01.check_output(f"ls -lA --time-style=+%s.%N {GGUF}") == before
+
+
+def test_an_installers_files_are_adopted_and_its_partial_download_resumed(spark01, spark02):
+    partial = 20000
+    for host in (spark01, spark02):
+        empty(host)
+        host.run_expect([0], "rm -rf /root/gguf && mkdir /root/gguf")
+        # What install.sh leaves: curl -L -C - writes under the final name; the drafter was cut short.
+        host.run_expect([0], f"curl -fsSL -o /root/gguf/{BASE} {url(BASE)}")
+        host.run_expect([0], f"curl -fsSL -r 0-{partial - 1} -o /root/gguf/{DRAFTER} {url(DRAFTER)}")
+    inode = spark01.file(f"/root/gguf/{BASE}").inode
+
+    run = play()
+    assert run.returncode == 0, run.stdout[-3000:]
+    for host in (spark01, spark02):
+        assert entries(host) == traces(NEW)
+        for name in NEW:
+            assert_verified(host, name)
+    # Same filesystem: moved in (the very file), the partial download resumed where curl stopped.
+    assert spark01.file(f"{GGUF}/{BASE}").inode == inode
+    assert ggufs(spark01, "/root/gguf") == set()
+    progress = json.loads(spark01.file(f"{GGUF}/.{DRAFTER}.progress.json").content_string)
+    assert (progress["state"], progress["resumed_from"]) == ("done", partial)
+    assert f"after the {partial:,} already on disk" in run.stdout
+    # spark02's weights are on another filesystem: the full file copied, the originals left alone.
+    assert ggufs(spark02, "/root/gguf") == NEW
+    assert spark02.file(f"/root/gguf/{DRAFTER}").size == partial
+    for host in (spark01, spark02):
+        host.run_expect([0], "rm -rf /root/gguf")
+
+
+def test_a_cut_download_resumes_on_the_next_run_showing_progress(spark01):
+    size, cut = FILES[BASE]["size"], 200000
+    empty(spark01)
+    fault(spark01, file=BASE, cut_after=cut, times=1)
+    run = play("-e", "ds4_weights_retries=0", limit="spark01")
+    assert run.returncode != 0 and f"ended at byte {cut:,} of {size:,}" in run.stdout, run.stdout[-3000:]
+    assert spark01.file(f"{GGUF}/{BASE}.part").size == cut
+    assert not spark01.file(f"{GGUF}/{BASE}").exists
+    assert DRAFTER in ggufs(spark01)
+
+    # The rest at ~50 KB/s: four seconds, enough for progress lines every second.
+    fault(spark01, file=BASE, throttle_bps=50000, times=1)
+    run = play("-e", "ds4_weights_progress_interval=1", limit="spark01")
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert_verified(spark01, BASE)
+    assert not spark01.file(f"{GGUF}/{BASE}.part").exists
+    progress = json.loads(spark01.file(f"{GGUF}/.{BASE}.progress.json").content_string)
+    assert (progress["state"], progress["resumed_from"], progress["bytes_done"]) == ("done", cut, size)
+    assert f"resumed, {size - cut:,} bytes after the {cut:,} already on disk" in run.stdout
+    lines = re.findall(
+        rf"^spark01: {re.escape(BASE)}: fetching [\d.]+ KiB of 385\.1 KiB \(\d+%\), [\d.]+ KiB/s, "
+        rf"\d+ s left, resumed at byte {cut:,}$",
+        run.stdout,
+        re.M,
+    )
+    assert len(lines) >= 2, run.stdout[-3000:]
+
+
+@pytest.fixture(scope="module")
+def legacy(spark01, spark02):
+    """Both Sparks with every legacy file, fetched by the role (run with the drafter, then with the MTP
+    head, as the installer's launcher ladder uses both); kept aside to restore before each case."""
+    for host in (spark01, spark02):
+        empty(host)
+    for speculation in ("dspark", "mtp"):
+        run = play("-e", "ds4_model_generation=legacy", "-e", f"ds4_speculation={speculation}")
+        assert run.returncode == 0, run.stdout[-3000:]
+    for host in (spark01, spark02):
+        assert entries(host) == traces(OLD)
+        for name in OLD:
+            assert_verified(host, name)
+        host.run_expect([0], f"rm -rf {LEGACY_COPY} && cp -a {GGUF} {LEGACY_COPY}")
+
+    def restore():
+        for host in (spark01, spark02):
+            host.run_expect([0], f"rm -rf {GGUF} && cp -a {LEGACY_COPY} {GGUF}")
+
+    return restore
+
+
+def test_keep_keeps_both_where_they_fit_and_refuses_with_the_shortfall_where_not(legacy, spark01, spark02):
+    legacy()
+    run = play("-e", "ds4_old_weights=keep")
+    assert (failed(run, "spark01"), failed(run, "spark02")) == (0, 1), run.stdout[-3000:]
+    assert ggufs(spark01) == OLD | NEW
+    shortfall = re.search(r"not enough space in /var/lib/ds4/gguf: .* short by ([\d,]+) bytes", run.stdout)
+    assert shortfall and int(shortfall[1].replace(",", "")) > 0, run.stdout[-3000:]
+    assert "ds4_old_weights=keep forbids removing the other generation" in run.stdout
+    # Refused before any byte moved.
+    assert entries(spark02) == traces(OLD)
+
+
+def test_auto_removes_first_only_where_space_demands_it(legacy, spark01, spark02):
+    legacy()
+    run = play()
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert ggufs(spark01) == OLD | NEW
+    assert "keep DSpark-drafter-Q2K-Q8.gguf: fits beside the new files" in run.stdout
+    # The legacy files went with their records and progress files; only 0731's are left.
+    assert entries(spark02) == traces(NEW)
+    for name in NEW:
+        assert_verified(spark02, name)
+
+
+def test_remove_removes_after_the_smoke_test_never_a_file_in_use(legacy, spark01, spark02):
+    legacy()
+    run = play("-e", "ds4_old_weights=remove")
+    assert run.returncode == 0, run.stdout[-3000:]
+    # spark01 waits for the smoke test; spark02 had to make room first.
+    assert ggufs(spark01) == OLD | NEW
+    assert f"remove after the smoke test {GGUF}/{OLD_BASE}" in run.stdout
+    assert entries(spark02) == traces(NEW)
+
+    # The activation step's cleanup while a process holds the legacy drafter open and the MTP head is
+    # named in ds4_weights_in_use: both stay, the base goes.
+    hold = f"exec 3<{GGUF}/{OLD_DRAFTER}; exec sleep 600"
+    spark01.run_expect([0], f"systemd-run --unit=weights-holder sh -c '{hold}'")
+    try:
+        spark01.run_expect([0], "sleep 0.5")
+        run = cleanup("-e", json.dumps({"ds4_weights_in_use": [f"{GGUF}/{OLD_MTP}"]}))
+        assert run.returncode == 0, run.stdout[-3000:]
+        assert ggufs(spark01) == NEW | {OLD_DRAFTER, OLD_MTP}
+        assert "kept DSpark-drafter-Q2K-Q8.gguf: in use by the running service" in run.stdout
+    finally:
+        spark01.run("systemctl stop weights-holder")
+    run = cleanup()
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert entries(spark01) == traces(NEW)
+    for name in NEW:
+        assert_verified(spark01, name)
