@@ -1,0 +1,47 @@
+"""Filters of the fleet playbooks; the logic lives in module_utils/ds4_fleet_status.py and ds4_rollout.py.
+
+- `hosts | ds4.fleet.fleet_status` -> a record per Spark, from a list of {host, reading, fact, upgrade}
+  (reading: ds4_host_status's `status`, null when the Spark could not be read; fact: ansible_local.ds4).
+- `records | ds4.fleet.fleet_status_table(title)` -> the records as a plain-text table.
+- `hosts | ds4.fleet.upgrade_batches(serial)` -> the hosts cut into batches as Ansible's `serial` cuts them.
+- `failed | ds4.fleet.over_fail_share(total, percentage)` -> true when failed/total is above percentage %.
+- `target | ds4.fleet.upgrade_outcome(before=, after=, stage=, switch=, stopped=)` -> what the upgrade did.
+"""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_fleet_status import (
+    StatusError,
+    fleet_records,
+    render_table,
+)
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_rollout import (
+    RolloutError,
+    over_share,
+    upgrade_batches,
+    upgrade_outcome,
+)
+
+
+def _wrap(function):
+    def filter_(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except (StatusError, RolloutError) as exc:
+            raise AnsibleFilterError(str(exc)) from exc
+
+    filter_.__name__ = function.__name__
+    filter_.__doc__ = function.__doc__
+    return filter_
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "fleet_status": _wrap(fleet_records),
+            "fleet_status_table": _wrap(render_table),
+            "upgrade_batches": _wrap(upgrade_batches),
+            "over_fail_share": _wrap(over_share),
+            "upgrade_outcome": _wrap(upgrade_outcome),
+        }

@@ -1,0 +1,233 @@
+"""Drain: wait until the running engine holds no request, or a time limit passes, and say what was seen.
+
+Before a Spark is switched to another release its engine restarts, and the first SIGTERM makes it stop
+accepting and finish what it holds. Waiting here first, with the Spark already out of the load balancer,
+keeps that restart from holding a long generation hostage for up to ds4_stop_timeout: the switch starts
+once nothing is in flight, or once the drain timeout says it may not wait longer.
+
+The engine reports requests in flight in two places: `/metrics` (Prometheus text, the gauge
+`ds4_requests_inflight`) and `/v1/stats` with `Accept: application/json` (`server.requests_inflight`).
+`/metrics` is read first; `/v1/stats` when it is missing or lacks the gauge. An engine that does not
+answer at all holds no request to wait for.
+
+Standard library only: the module runs on the Spark.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import urllib.error
+import urllib.request
+
+METRIC = "ds4_requests_inflight"
+METRICS_PATH = "/metrics"
+STATS_PATH = "/v1/stats"
+
+
+class EngineUnreachable(Exception):
+    """The engine did not answer HTTP at all (refused, timed out, reset)."""
+
+
+class ProbeError(Exception):
+    """The engine answered, but neither /metrics nor /v1/stats said how many requests are in flight."""
+
+
+def engine_url(host: str, port: int) -> str:
+    """The base URL that reaches an engine listening on `host`:`port` from the Spark itself.
+
+    A wildcard listen address is reached on loopback; an IPv6 address goes in brackets.
+    """
+    host = (host or "").strip()
+    if host in ("", "0.0.0.0"):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "[::1]"
+    elif ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"http://{host}:{int(port)}"
+
+
+def parse_prometheus(text: str, name: str = METRIC) -> float | None:
+    """The value of the series `name` in Prometheus text, summed over its label sets; None when absent.
+
+    A non-finite value (NaN, +Inf) counts as absent: it says nothing about requests in flight.
+    """
+    total, seen = 0.0, False
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if not line.startswith(name):
+            continue
+        rest = line[len(name) :]
+        if rest.startswith("{"):
+            close = rest.find("}")
+            if close < 0:
+                continue
+            rest = rest[close + 1 :]
+        elif rest[:1] not in (" ", "\t"):
+            # Another series whose name starts with this one (ds4_requests_inflight_max).
+            continue
+        fields = rest.split()
+        if not fields:
+            continue
+        try:
+            value = float(fields[0])
+        except ValueError:
+            continue
+        if not math.isfinite(value):
+            continue
+        total += value
+        seen = True
+    return total if seen else None
+
+
+def _get(url: str, timeout: float, accept: str | None = None) -> tuple[int, bytes]:
+    """GET `url`: (status, body); an HTTP error is returned, no answer at all raises EngineUnreachable."""
+    headers = {"Accept": accept} if accept else {}
+    request = urllib.request.Request(url, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, response.read(1 << 20)
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read(1 << 16)
+    except TimeoutError as exc:
+        raise EngineUnreachable(f"{url} did not answer within {timeout:g} s") from exc
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise EngineUnreachable(f"{url} could not be reached: {reason}") from exc
+
+
+def read_stats(base_url: str, timeout: float = 5.0) -> dict:
+    """The engine's /v1/stats as JSON; ProbeError when it answers something else."""
+    url = base_url.rstrip("/") + STATS_PATH
+    status, body = _get(url, timeout, accept="application/json")
+    if status != 200:
+        raise ProbeError(f"{url} answered HTTP {status}")
+    try:
+        stats = json.loads(body)
+    except ValueError as exc:
+        raise ProbeError(f"{url} answered something that is not JSON: {body[:120]!r}") from exc
+    if not isinstance(stats, dict):
+        raise ProbeError(f"{url} answered JSON that is not an object: {body[:120]!r}")
+    return stats
+
+
+def _inflight_of_stats(stats: dict, url: str) -> int:
+    server = stats.get("server")
+    value = server.get("requests_inflight") if isinstance(server, dict) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ProbeError(f"{url} has no server.requests_inflight: {json.dumps(stats)[:160]}")
+    return int(value)
+
+
+def read_inflight(base_url: str, timeout: float = 5.0) -> tuple[int, str]:
+    """(requests in flight, where it was read: "/metrics" or "/v1/stats").
+
+    EngineUnreachable when the engine does not answer; ProbeError when it answers but neither place
+    says how many requests it holds.
+    """
+    base = base_url.rstrip("/")
+    status, body = _get(base + METRICS_PATH, timeout)
+    if status == 200:
+        value = parse_prometheus(body.decode("utf-8", "replace"))
+        if value is not None and value >= 0:
+            return int(value), METRICS_PATH
+    stats_url = base + STATS_PATH
+    try:
+        stats = read_stats(base, timeout)
+    except ProbeError as exc:
+        raise ProbeError(
+            f"the engine at {base} reports no requests in flight: {base + METRICS_PATH} answered HTTP "
+            f"{status}{' without ' + METRIC if status == 200 else ''}, and {exc}"
+        ) from exc
+    return _inflight_of_stats(stats, stats_url), STATS_PATH
+
+
+def _plural(count: int) -> str:
+    return f"{count} request{'' if count == 1 else 's'}"
+
+
+def drain(
+    base_url: str,
+    timeout: float = 300.0,
+    interval: float = 1.0,
+    request_timeout: float = 5.0,
+    wait: bool = True,
+    clock=time.monotonic,
+    sleep=time.sleep,
+    read=read_inflight,
+) -> dict:
+    """Poll the engine until no request is in flight or `timeout` seconds pass; a busy engine is no error.
+
+    Returns what was seen: `drained` (nothing in flight at the end, or no engine answering), `answering`,
+    `inflight_at_start`, `inflight_at_end`, `inflight_max`, `waited_s`, `polls`, `source`, `timed_out`,
+    `url` and a one-sentence `message`. With `wait` false it reads once and reports (check mode).
+    An engine that answers but says nothing of what it holds (a release before /metrics and /v1/stats)
+    is not waited for: `drained` is false and `source` null, and the engine's own SIGTERM drain remains.
+    """
+    started = clock()
+    report = {
+        "url": base_url,
+        "answering": True,
+        "drained": False,
+        "timed_out": False,
+        "inflight_at_start": None,
+        "inflight_at_end": None,
+        "inflight_max": None,
+        "polls": 0,
+        "source": None,
+        "waited_s": 0.0,
+    }
+    while True:
+        try:
+            inflight, source = read(base_url, request_timeout)
+        except EngineUnreachable as exc:
+            report["answering"] = False
+            report["drained"] = True
+            report["waited_s"] = round(clock() - started, 3)
+            if report["polls"] == 0:
+                report["message"] = (
+                    f"the engine is not answering, so no request is in flight to wait for ({exc})"
+                )
+            else:
+                report["message"] = (
+                    f"the engine stopped answering after {report['waited_s']:g} s with "
+                    f"{_plural(report['inflight_at_end'])} in flight at the last look ({exc})"
+                )
+            return report
+        except ProbeError as exc:
+            report["waited_s"] = round(clock() - started, 3)
+            report["message"] = f"cannot tell how many requests are in flight, so not waiting: {exc}"
+            return report
+        report["polls"] += 1
+        report["source"] = source
+        if report["inflight_at_start"] is None:
+            report["inflight_at_start"] = inflight
+        report["inflight_at_end"] = inflight
+        report["inflight_max"] = max(inflight, report["inflight_max"] or 0)
+        elapsed = clock() - started
+        report["waited_s"] = round(elapsed, 3)
+        if inflight == 0:
+            report["drained"] = True
+            if report["inflight_at_start"] == 0:
+                report["message"] = f"no request in flight ({source})"
+            else:
+                report["message"] = (
+                    f"drained: {_plural(report['inflight_at_start'])} in flight at the start, none after "
+                    f"{elapsed:.1f} s ({source})"
+                )
+            return report
+        if not wait:
+            report["message"] = f"{_plural(inflight)} in flight ({source}); check mode does not wait for them"
+            return report
+        if elapsed >= timeout:
+            report["timed_out"] = True
+            report["message"] = (
+                f"drain timeout: {_plural(inflight)} still in flight after {elapsed:.1f} s (limit "
+                f"{timeout:g} s, {source}); going on, and the engine finishes them on its SIGTERM"
+            )
+            return report
+        sleep(max(0.0, min(interval, timeout - elapsed)))

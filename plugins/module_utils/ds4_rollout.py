@@ -1,0 +1,139 @@
+"""A fleet upgrade's decisions: the batches, when the rollout stops, and what became of each Spark.
+
+Pure functions of plain data, used by the filters of playbooks/upgrade.yml on the controller.
+
+- `upgrade_batches(hosts, serial)`: the hosts cut into batches exactly as Ansible's `serial` cuts a play's
+  hosts (an int, "N%" of all of them, the last entry repeating), so that the stage play can plan the
+  switch play's batches itself, from a ds4_upgrade_serial that the inventory may set.
+- `over_share(failed, total, percentage)`: Ansible's max_fail_percentage rule, failed share above it.
+- `upgrade_outcome(...)`: what the upgrade did to one Spark, judged from what the Spark runs afterwards.
+"""
+
+from __future__ import annotations
+
+import re
+
+_PERCENT_RE = re.compile(r"^([0-9]+)%$")
+
+# What upgrade_outcome() can say; the first two leave the Spark on what the inventory names.
+OUTCOMES = ("switched", "unchanged", "rolled back", "failed", "not staged", "not switched", "unreachable")
+
+
+class RolloutError(ValueError):
+    """A setting of the rollout that cannot be used, named in the message."""
+
+
+def _batch_size(item, total: int) -> int:
+    """One entry of `serial` as a number of hosts (Ansible's pct_to_int: a share rounds down, at least 1)."""
+    if isinstance(item, bool):
+        raise RolloutError(f"ds4_upgrade_serial entries are host counts or percentages, not {item!r}")
+    if isinstance(item, int):
+        size = item
+    elif isinstance(item, str) and item.strip().isdigit():
+        size = int(item.strip())
+    elif isinstance(item, str) and _PERCENT_RE.match(item.strip()):
+        percent = int(_PERCENT_RE.match(item.strip()).group(1))
+        if not 0 < percent <= 100:
+            raise RolloutError(f"ds4_upgrade_serial percentages are 1% to 100%: {item!r}")
+        return int(percent / 100.0 * total) or 1
+    else:
+        raise RolloutError(
+            f'ds4_upgrade_serial entries are host counts (1) or percentages of the fleet ("25%"): {item!r}'
+        )
+    if size < 1:
+        raise RolloutError(
+            f"ds4_upgrade_serial host counts are 1 or more (100% switches all at once): {item!r}"
+        )
+    return size
+
+
+def upgrade_batches(hosts, serial) -> list:
+    """`hosts` (in order) cut into batches by `serial`: an entry or a list of them, the last one repeating."""
+    if isinstance(hosts, (str, bytes, dict)) or not hasattr(hosts, "__iter__"):
+        raise RolloutError(f"upgrade_batches needs a list of hosts: {hosts!r}")
+    hosts = list(hosts)
+    entries = list(serial) if isinstance(serial, (list, tuple)) else [serial]
+    if not entries:
+        raise RolloutError('ds4_upgrade_serial is empty: give at least one batch size, such as [1, "25%"]')
+    sizes = [_batch_size(item, len(hosts)) for item in entries]
+    batches, index = [], 0
+    while index < len(hosts):
+        size = sizes[min(len(batches), len(sizes) - 1)]
+        batches.append(hosts[index : index + size])
+        index += size
+    return batches
+
+
+def over_share(failed: int, total: int, percentage) -> bool:
+    """True when `failed` of `total` is more than `percentage` percent (Ansible's max_fail_percentage)."""
+    if isinstance(percentage, bool) or not isinstance(percentage, (int, float, str)):
+        raise RolloutError(f"ds4_upgrade_max_fail_percentage is a number from 0 to 100: {percentage!r}")
+    try:
+        limit = float(percentage)
+    except ValueError as exc:
+        raise RolloutError(
+            f"ds4_upgrade_max_fail_percentage is a number from 0 to 100: {percentage!r}"
+        ) from exc
+    if not 0 <= limit <= 100:
+        raise RolloutError(f"ds4_upgrade_max_fail_percentage is a number from 0 to 100: {percentage!r}")
+    if total <= 0:
+        return False
+    return failed * 100.0 / total > limit
+
+
+def _running(reading) -> tuple:
+    """(release, answering, engine start) of a host_status reading; Nones for a Spark not read."""
+    if not isinstance(reading, dict):
+        return None, False, None
+    return (
+        (reading.get("current") or {}).get("release"),
+        bool((reading.get("engine") or {}).get("answering")),
+        (reading.get("service") or {}).get("started_at"),
+    )
+
+
+def _first_line(text) -> str:
+    lines = [line.strip() for line in str(text or "").splitlines() if line.strip()]
+    # Joined into a sentence with "; ": its own full stop would read ".;".
+    return lines[0].rstrip(".") if lines else ""
+
+
+def upgrade_outcome(target, before=None, after=None, stage=None, switch=None, stopped=None) -> dict:
+    """What the upgrade did to one Spark: {outcome, detail, target, before, after}.
+
+    `target` the release it was to run; `before` and `after` host_status readings from before the switch
+    and from the end; `stage` {staged, message}; `switch` {ok, message, drain} once it was switched (None
+    when it never was); `stopped` why the rollout stopped, when it did. The readings decide: a switch that
+    reported success while the Spark does not run `target` is a failure.
+    """
+    was, _, started_before = _running(before)
+    now, answering, started_after = _running(after)
+    result = {"target": target, "before": was, "after": now, "outcome": None, "detail": ""}
+    serving = f"serving {now}" if answering else f"NOT serving (current: {now or 'none'})"
+    if after is None:
+        result.update(outcome="unreachable", detail="could not be read at the end of the upgrade")
+    elif not (stage or {}).get("staged"):
+        why = _first_line((stage or {}).get("message")) or "it was not staged"
+        result.update(outcome="not staged", detail=f"staging failed ({why}); {serving}")
+    elif switch is None:
+        why = stopped or "it was not switched"
+        result.update(outcome="not switched", detail=f"{why}; {serving}")
+    elif switch.get("ok"):
+        if now == target and answering:
+            restarted = started_before != started_after
+            if was == target and not restarted:
+                result.update(outcome="unchanged", detail=f"already ran {target}; serving it, not restarted")
+            else:
+                result.update(outcome="switched", detail=f"{was or 'none'} -> {target}; serving {target}")
+        else:
+            result.update(outcome="failed", detail=f"the switch to {target} reported success, yet {serving}")
+    else:
+        why = _first_line(switch.get("message")) or "the switch failed"
+        if now == was and answering:
+            result.update(outcome="rolled back", detail=f"{why}; rolled back, serving {was}")
+        else:
+            result.update(outcome="failed", detail=f"{why}; {serving}")
+    drain = (switch or {}).get("drain")
+    if isinstance(drain, dict) and drain.get("message"):
+        result["drain"] = drain
+    return result

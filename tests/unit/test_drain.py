@@ -1,0 +1,284 @@
+"""The drain against a small HTTP server whose requests in flight a test sets and changes over time (not
+the engine stand-in: only our reading of /metrics and /v1/stats, the waiting and the report are tested)."""
+
+import json
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import yaml
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_drain import (
+    EngineUnreachable,
+    ProbeError,
+    drain,
+    engine_url,
+    parse_prometheus,
+    read_inflight,
+)
+from ansible_collections.ds4.fleet.plugins.modules import ds4_drain
+
+METRICS = """# HELP ds4_requests_inflight Generation requests answered or queued.
+# TYPE ds4_requests_inflight gauge
+ds4_requests_inflight {n}
+# HELP ds4_uptime_seconds Seconds since the server listened.
+# TYPE ds4_uptime_seconds gauge
+ds4_uptime_seconds 12.5
+"""
+
+
+class Engine(BaseHTTPRequestHandler):
+    """Answers /metrics and /v1/stats from `inflight`, which a test sets or schedules to change."""
+
+    inflight = 0
+    # "gauge": /metrics has ds4_requests_inflight; "other": it answers without it; None: 404, as on a
+    # release without /metrics.
+    metrics = "gauge"
+    stats = True
+    seen = []
+
+    def do_GET(self):
+        Engine.seen.append((self.path, self.headers.get("Accept")))
+        if self.path == "/metrics" and Engine.metrics:
+            text = METRICS.format(n=Engine.inflight) if Engine.metrics == "gauge" else "other_metric 1\n"
+            self.reply(200, text.encode(), "text/plain; version=0.0.4")
+        elif self.path == "/v1/stats" and Engine.stats:
+            if self.headers.get("Accept") == "application/json":
+                body = {"server": {"requests_inflight": Engine.inflight, "uptime_seconds": 12.5}}
+                self.reply(200, json.dumps(body).encode(), "application/json")
+            else:
+                self.reply(200, f"server.requests_inflight: {Engine.inflight}\n".encode(), "text/plain")
+        else:
+            self.reply(404, b'{"error":{"message":"unknown endpoint"}}', "application/json")
+
+    def reply(self, status, body, content_type):
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def engine():
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Engine)
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    Engine.inflight, Engine.metrics, Engine.stats, Engine.seen = 0, "gauge", True, []
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture
+def closed_port():
+    """A loopback port nothing listens on: an engine that is down."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def finish_after(seconds, remaining=0):
+    """The requests in flight drop to `remaining` after `seconds`, as if they completed."""
+    timer = threading.Timer(seconds, lambda: setattr(Engine, "inflight", remaining))
+    timer.start()
+    return timer
+
+
+# --- reading ---
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        (METRICS.format(n=3), 3),
+        ("ds4_requests_inflight 0\n", 0),
+        # Label sets add up: requests in flight per endpoint are still requests in flight.
+        ('ds4_requests_inflight{endpoint="chat"} 2\nds4_requests_inflight{endpoint="completions"} 1\n', 3),
+        # A timestamp after the value is allowed by the format.
+        ("ds4_requests_inflight 4 1780000000000\n", 4),
+        # A longer name that starts with ours is another series.
+        ("ds4_requests_inflight_max 9\nds4_requests_inflight 1\n", 1),
+        ("ds4_requests_inflight_max 9\n", None),
+        ("# ds4_requests_inflight 5\n", None),
+        ("ds4_requests_inflight NaN\n", None),
+        ("ds4_requests_inflight +Inf\n", None),
+        ("ds4_requests_inflight oops\n", None),
+        ("", None),
+    ],
+)
+def test_prometheus_text_gives_the_gauge_or_none(text, value):
+    assert parse_prometheus(text) == value
+
+
+@pytest.mark.parametrize(
+    ("host", "url"),
+    [
+        ("127.0.0.1", "http://127.0.0.1:8000"),
+        ("0.0.0.0", "http://127.0.0.1:8000"),
+        ("", "http://127.0.0.1:8000"),
+        ("::", "http://[::1]:8000"),
+        ("fd00::5", "http://[fd00::5]:8000"),
+        ("[fd00::5]", "http://[fd00::5]:8000"),
+        ("spark01.lan", "http://spark01.lan:8000"),
+    ],
+)
+def test_the_engine_is_reached_where_it_listens_and_a_wildcard_on_loopback(host, url):
+    assert engine_url(host, 8000) == url
+
+
+def test_requests_in_flight_are_read_from_metrics_first(engine):
+    Engine.inflight = 2
+    assert read_inflight(engine) == (2, "/metrics")
+    assert [path for path, _ in Engine.seen] == ["/metrics"]
+
+
+def test_without_metrics_the_json_stats_answer(engine):
+    Engine.inflight, Engine.metrics = 5, None
+    assert read_inflight(engine) == (5, "/v1/stats")
+    assert Engine.seen == [("/metrics", None), ("/v1/stats", "application/json")]
+
+
+def test_metrics_without_the_gauge_fall_back_to_the_stats(engine):
+    Engine.inflight, Engine.metrics = 1, "other"
+    assert read_inflight(engine) == (1, "/v1/stats")
+
+
+def test_an_engine_that_says_nothing_of_its_requests_is_a_probe_error(engine):
+    Engine.metrics, Engine.stats = None, False
+    with pytest.raises(ProbeError, match=r"/metrics answered HTTP 404, and .*/v1/stats answered HTTP 404"):
+        read_inflight(engine)
+
+
+def test_an_engine_that_is_down_is_unreachable(closed_port):
+    with pytest.raises(EngineUnreachable, match="could not be reached"):
+        read_inflight(f"http://127.0.0.1:{closed_port}", timeout=2)
+
+
+# --- waiting ---
+
+
+def test_an_idle_engine_is_drained_at_the_first_look(engine):
+    report = drain(engine, timeout=10, interval=0.1)
+    assert report["drained"] and report["answering"] and not report["timed_out"]
+    assert (report["inflight_at_start"], report["inflight_at_end"], report["polls"]) == (0, 0, 1)
+    assert report["message"] == "no request in flight (/metrics)"
+
+
+def test_the_drain_waits_until_the_requests_in_flight_finish(engine):
+    Engine.inflight = 2
+    timer = finish_after(0.6)
+    started = time.monotonic()
+    report = drain(engine, timeout=10, interval=0.1)
+    timer.join()
+    assert 0.5 <= time.monotonic() - started < 5
+    assert report["drained"] and not report["timed_out"]
+    assert (report["inflight_at_start"], report["inflight_at_end"], report["inflight_max"]) == (2, 0, 2)
+    assert report["polls"] >= 3
+    assert report["message"].startswith("drained: 2 requests in flight at the start, none after 0.")
+
+
+def test_a_drain_that_times_out_reports_what_is_still_in_flight_and_does_not_fail(engine):
+    Engine.inflight = 1
+    started = time.monotonic()
+    report = drain(engine, timeout=0.5, interval=0.1)
+    assert 0.5 <= time.monotonic() - started < 3
+    assert report["timed_out"] and not report["drained"] and report["answering"]
+    assert report["inflight_at_end"] == 1
+    assert report["message"].startswith("drain timeout: 1 request still in flight after 0.")
+    assert "going on" in report["message"]
+
+
+def test_a_drain_timeout_of_zero_looks_once(engine):
+    Engine.inflight = 3
+    report = drain(engine, timeout=0, interval=5)
+    assert report["polls"] == 1 and report["timed_out"]
+
+
+def test_an_engine_that_is_down_has_nothing_to_drain(closed_port):
+    report = drain(f"http://127.0.0.1:{closed_port}", timeout=10, request_timeout=2)
+    assert report["drained"] and not report["answering"] and report["polls"] == 0
+    assert report["inflight_at_start"] is None
+    assert report["message"].startswith("the engine is not answering, so no request is in flight to wait for")
+
+
+def test_an_engine_that_stops_while_draining_ends_the_wait():
+    looks = iter([(2, "/metrics"), (1, "/metrics"), EngineUnreachable("down")])
+
+    def fake_read(url, timeout):
+        look = next(looks)
+        if isinstance(look, Exception):
+            raise look
+        return look
+
+    clock = iter(range(100)).__next__
+    report = drain("http://x", timeout=50, interval=1, clock=clock, sleep=lambda s: None, read=fake_read)
+    assert report["drained"] and not report["answering"]
+    assert report["inflight_at_end"] == 1 and report["polls"] == 2
+    assert (
+        "stopped answering" in report["message"]
+        and "1 request in flight at the last look" in report["message"]
+    )
+
+
+def test_an_engine_that_says_nothing_of_its_requests_is_not_waited_for(engine):
+    Engine.metrics, Engine.stats = None, False
+    report = drain(engine, timeout=10)
+    assert not report["drained"] and report["answering"] and report["source"] is None
+    assert report["message"].startswith("cannot tell how many requests are in flight, so not waiting")
+
+
+def test_without_waiting_one_look_reports_what_is_in_flight(engine):
+    Engine.inflight = 4
+    report = drain(engine, timeout=10, wait=False)
+    assert report["polls"] == 1 and not report["drained"] and not report["timed_out"]
+    assert report["message"] == "4 requests in flight (/metrics); check mode does not wait for them"
+
+
+# --- the module ---
+
+
+def run_module(args, capsys):
+    with patch_module_args(args), pytest.raises(SystemExit) as exc:
+        ds4_drain.main()
+    return exc.value.code, json.loads(capsys.readouterr().out)
+
+
+def test_the_module_waits_and_changes_nothing(engine, capsys):
+    Engine.inflight = 1
+    timer = finish_after(0.3)
+    port = int(engine.rsplit(":", 1)[1])
+    code, out = run_module({"host": "0.0.0.0", "port": port, "interval": 0.1}, capsys)
+    timer.join()
+    assert code == 0 and out["changed"] is False
+    assert out["drained"] and out["inflight_at_start"] == 1 and out["url"] == engine
+
+
+def test_the_module_in_check_mode_does_not_wait(engine, capsys):
+    Engine.inflight = 2
+    port = int(engine.rsplit(":", 1)[1])
+    code, out = run_module({"port": port, "_ansible_check_mode": True}, capsys)
+    assert code == 0 and out["polls"] == 1 and out["inflight_at_end"] == 2 and not out["drained"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"port": 0}, "port must be 1 to 65535: 0"),
+        ({"interval": 0}, "interval must be a positive number of seconds: 0.0"),
+        ({"timeout": -1}, "timeout must be a positive number of seconds: -1.0"),
+    ],
+)
+def test_the_module_refuses_impossible_settings(args, message, capsys):
+    code, out = run_module(args, capsys)
+    assert code == 1 and out["failed"] and out["msg"] == message
+
+
+def test_module_documentation_is_yaml():
+    # ansible-doc refuses the whole page over one unquoted `key: value` inside a description.
+    for text in (ds4_drain.DOCUMENTATION, ds4_drain.EXAMPLES, ds4_drain.RETURN):
+        assert isinstance(yaml.safe_load(text), (dict, list))

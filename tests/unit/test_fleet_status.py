@@ -1,0 +1,382 @@
+"""The fleet report: reading a Spark (a release tree on disk, systemctl answers as told, a small HTTP server
+as the engine), records that say where configuration and engine disagree, and the table."""
+
+import json
+import os
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import yaml
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.ds4.fleet.plugins.filter.ds4_fleet import FilterModule
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_fleet_status import (
+    StatusError,
+    fleet_record,
+    fleet_records,
+    human_bytes,
+    human_context,
+    human_duration,
+    read_host,
+    render_table,
+)
+from ansible_collections.ds4.fleet.plugins.modules import ds4_host_status
+
+BASE = "DeepSeek-V4-Flash-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8-chat-v2-imatrix-0731.gguf"
+GIB = 1024**3
+
+
+class Stats(BaseHTTPRequestHandler):
+    body = {}
+
+    def do_GET(self):
+        if self.path == "/v1/stats" and self.headers.get("Accept") == "application/json":
+            data = json.dumps(Stats.body).encode()
+            self.send_response(200)
+        else:
+            data = b"unknown endpoint"
+            self.send_response(404)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def engine():
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Stats)
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    Stats.body = {
+        "server": {
+            "requests_inflight": 1,
+            "uptime_seconds": 3725.4,
+            "context": 524288,
+            "model": f"/var/lib/ds4/gguf/{BASE}",
+        }
+    }
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture
+def down():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+def release(root, tag, commit="c" * 40):
+    path = root / "releases" / tag
+    path.mkdir(parents=True)
+    (path / ".ds4-build.json").write_text(json.dumps({"release": tag, "commit": commit}))
+    return path
+
+
+@pytest.fixture
+def root(tmp_path):
+    root = tmp_path / "opt-ds4"
+    release(root, "v0.6.3", "a" * 40)
+    release(root, "v0.6.5", "b" * 40)
+    os.symlink("releases/v0.6.5", root / "current")
+    os.symlink(str(root / "releases" / "v0.6.3"), root / "previous")
+    # Switched a minute ago, before the engine of these tests started.
+    os.utime(root / "current", (time.time() - 60, time.time() - 60), follow_symlinks=False)
+    return root
+
+
+def systemctl(active="active", sub="running", load="loaded", started_ago=20.0):
+    """A systemctl that answers `show` as a unit in this state would; records the calls."""
+    calls = []
+    mono = int((time.monotonic() - started_ago) * 1e6) if started_ago is not None else 0
+
+    def run(argv):
+        calls.append(argv)
+        out = (
+            f"LoadState={load}\nActiveState={active}\nSubState={sub}\nUnitFileState=enabled\n"
+            f"MainPID={4242 if active == 'active' else 0}\n"
+            f"ExecMainStartTimestampMonotonic={mono}\nNRestarts=0\n"
+        )
+        return 0, out, ""
+
+    run.calls = calls
+    return run
+
+
+# --- reading a Spark ---
+
+
+def test_a_serving_spark_is_read_from_its_links_unit_engine_and_disk(root, engine, tmp_path):
+    run = systemctl()
+    status = read_host(str(root), str(tmp_path / "gguf" / "not-yet"), engine, run)
+    assert status["current"]["release"] == "v0.6.5" and status["current"]["commit"] == "b" * 40
+    assert status["current"]["target"] == str(root / "releases" / "v0.6.5")
+    assert status["previous"]["release"] == "v0.6.3"
+    assert status["service"]["active_state"] == "active" and status["service"]["main_pid"] == 4242
+    assert abs(status["service"]["started_at"] - (time.time() - 20)) < 2
+    assert status["engine"] == {
+        "url": engine,
+        "answering": True,
+        "requests_inflight": 1,
+        "uptime_seconds": 3725.4,
+        "context": 524288,
+        "model": f"/var/lib/ds4/gguf/{BASE}",
+        "error": None,
+    }
+    # A weights directory that does not exist yet is measured at its nearest existing folder.
+    assert status["disk"]["checked_at"] == str(tmp_path) and status["disk"]["free_bytes"] > 0
+    assert not status["current_changed_since_start"]
+    assert run.calls[0][:3] == ["systemctl", "show", "ds4.service"]
+
+
+def test_a_link_switched_after_the_engine_started_is_flagged(root, engine, tmp_path):
+    link = root / "current"
+    status = read_host(str(root), str(tmp_path), engine, systemctl(started_ago=20))
+    assert not status["current_changed_since_start"]
+    # Re-pointed now, after the engine started.
+    link.unlink()
+    os.symlink("releases/v0.6.3", link)
+    status = read_host(str(root), str(tmp_path), engine, systemctl(started_ago=20))
+    assert status["current_changed_since_start"]
+
+
+def test_a_spark_without_a_release_or_unit_or_engine_says_so(tmp_path, down):
+    status = read_host(
+        str(tmp_path / "none"), str(tmp_path), down, systemctl("inactive", "dead", "not-found", None)
+    )
+    assert status["current"]["release"] is None and status["previous"]["release"] is None
+    assert status["service"]["load_state"] == "not-found" and status["service"]["started_at"] is None
+    assert status["engine"]["answering"] is False and "could not be reached" in status["engine"]["error"]
+
+
+def test_a_release_without_its_stamp_is_named_by_its_directory(tmp_path, down):
+    (tmp_path / "releases" / "v0.6.5").mkdir(parents=True)
+    os.symlink("releases/v0.6.5", tmp_path / "current")
+    status = read_host(str(tmp_path), str(tmp_path), down, systemctl())
+    assert status["current"]["release"] == "v0.6.5"
+    assert "no readable build stamp" in status["current"]["stamp_error"]
+
+
+def test_a_failing_systemctl_is_reported_not_raised(root, down):
+    status = read_host(str(root), str(root), down, lambda argv: (1, "", "Failed to connect to bus"))
+    assert status["service"] == {
+        "error": "systemctl show ds4.service exited 1: Failed to connect to bus",
+        "name": "ds4.service",
+    }
+
+
+def test_the_module_reads_and_changes_nothing(root, engine, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(
+        ds4_host_status.AnsibleModule, "get_bin_path", lambda self, name, required=False: "/bin/sc"
+    )
+    seen = []
+
+    def run_command(self, argv, environ_update=None):
+        seen.append((argv, environ_update))
+        return systemctl()(argv)
+
+    monkeypatch.setattr(ds4_host_status.AnsibleModule, "run_command", run_command)
+    port = int(engine.rsplit(":", 1)[1])
+    args = {
+        "root": str(root),
+        "gguf_dir": str(tmp_path),
+        "host": "0.0.0.0",
+        "port": port,
+        "_ansible_check_mode": True,
+    }
+    with patch_module_args(args), pytest.raises(SystemExit) as exc:
+        ds4_host_status.main()
+    out = json.loads(capsys.readouterr().out)
+    assert exc.value.code == 0 and out["changed"] is False
+    assert out["status"]["current"]["release"] == "v0.6.5" and out["status"]["engine"]["url"] == engine
+    assert seen[0][0][:3] == ["/bin/sc", "show", "ds4.service"] and seen[0][1] == {"LC_ALL": "C"}
+
+
+# --- records ---
+
+
+def fact(**over):
+    base = {
+        "release": "v0.6.5",
+        "generation": "0731",
+        "speculation": "dspark",
+        "context": 524288,
+        "host": "127.0.0.1",
+        "port": 8000,
+        "models": {"base": BASE, "dspark": "DSpark-drafter-Q2K-Q8-0731.gguf"},
+        "update": {
+            "status": "ok",
+            "running": "v0.6.3",
+            "latest": "v0.6.5",
+            "update_available": True,
+            "checked_at": "2026-09-01T03:00:00Z",
+            "error": None,
+        },
+    }
+    base.update(over)
+    return base
+
+
+def reading(release="v0.6.5", answering=True, active="active", **engine):
+    return {
+        "current": {"link": "/opt/ds4/current", "release": release, "commit": "b" * 40, "stamp_error": None},
+        "previous": {"release": "v0.6.3"},
+        "current_changed_since_start": False,
+        "service": {"name": "ds4.service", "load_state": "loaded", "active_state": active, "started_at": 1.0},
+        "engine": dict(
+            {
+                "url": "http://127.0.0.1:8000",
+                "answering": answering,
+                "requests_inflight": 0 if answering else None,
+                "uptime_seconds": 3725.4 if answering else None,
+                "context": 524288 if answering else None,
+                "model": f"/var/lib/ds4/gguf/{BASE}" if answering else None,
+                "error": None
+                if answering
+                else "http://127.0.0.1:8000/v1/stats could not be reached: refused",
+            },
+            **engine,
+        ),
+        "disk": {"path": "/var/lib/ds4/gguf", "free_bytes": 77 * GIB + GIB // 2, "total_bytes": 100 * GIB},
+    }
+
+
+def test_a_record_tells_what_runs_and_compares_the_latest_release_with_it():
+    record = fleet_record("spark01", reading(), fact())
+    assert record["service"] == "active" and record["release"] == "v0.6.5" and record["answering"]
+    # The check ran while v0.6.3 ran and said "update"; v0.6.5 runs now, so there is none.
+    assert record["update"]["available"] is False and record["update"]["latest"] == "v0.6.5"
+    assert record["notes"] == []
+    record = fleet_record("spark02", reading("v0.6.3"), fact(release="v0.6.3"))
+    assert record["update"]["available"] is True
+
+
+def test_an_update_check_that_failed_falls_back_to_its_last_good_result():
+    update = {
+        "status": "error",
+        "latest": None,
+        "error": "cannot reach feed",
+        "last_ok": {"latest": "v0.6.5.1"},
+    }
+    record = fleet_record("spark01", reading(), fact(update=update))
+    assert record["update"] == {
+        "available": True,
+        "latest": "v0.6.5.1",
+        "checked_at": None,
+        "error": "cannot reach feed",
+    }
+    assert fleet_record("spark01", reading(), fact(update=None))["update"]["available"] is None
+
+
+def test_disagreements_between_configuration_and_engine_become_notes():
+    r = reading("v0.6.5", context=4096, model="/var/lib/ds4/gguf/other.gguf")
+    r["current_changed_since_start"] = True
+    notes = fleet_record("spark01", r, fact(release="v0.6.6"))["notes"]
+    assert notes == [
+        "current was switched after the engine started: it still runs the release before",
+        "the local fact says v0.6.6, but current points at v0.6.5",
+        "the engine runs context 4096, the service is configured for 524288",
+        f"the engine serves other.gguf, the service is configured for {BASE}",
+    ]
+
+
+def test_an_active_unit_whose_engine_does_not_answer_is_not_called_serving():
+    record = fleet_record("spark01", reading(answering=False), fact())
+    assert record["service"] == "active, not answering" and not record["answering"]
+    assert record["context"] == 524288  # the configured one, as the engine cannot say
+    assert record["notes"][0].startswith("ds4.service is active but http://127.0.0.1:8000 does not answer")
+
+
+def test_a_spark_that_could_not_be_read_is_unreachable():
+    record = fleet_record("spark03", None, fact())
+    assert record["service"] == "unreachable" and record["release"] is None and not record["reachable"]
+
+
+def test_bad_input_is_refused_naming_it():
+    with pytest.raises(StatusError, match="needs a host name"):
+        fleet_record("", reading())
+    with pytest.raises(StatusError, match="lacks 'engine'"):
+        fleet_record("spark01", {"current": {}, "previous": {}, "service": {}, "disk": {}})
+    with pytest.raises(StatusError, match="needs a list of hosts"):
+        fleet_records("spark01")
+
+
+# --- the table ---
+
+
+@pytest.mark.parametrize(
+    ("function", "value", "text"),
+    [
+        (human_bytes, None, "-"),
+        (human_bytes, 512, "512 B"),
+        (human_bytes, 77 * GIB + GIB // 2, "77.5 GiB"),
+        (human_bytes, 3 * 1024**4, "3.0 TiB"),
+        (human_duration, None, "-"),
+        (human_duration, 42.9, "42s"),
+        (human_duration, 3725.4, "1h02m"),
+        (human_duration, 125, "2m05s"),
+        (human_duration, 3 * 86400 + 4 * 3600 + 7, "3d04h"),
+        (human_context, 524288, "512K"),
+        (human_context, 4096, "4K"),
+        (human_context, 1000, "1000"),
+        (human_context, None, "-"),
+    ],
+)
+def test_values_are_shown_for_people(function, value, text):
+    assert function(value) == text
+
+
+def test_the_table_is_aligned_and_ends_with_notes_and_a_tally():
+    records = fleet_records(
+        [
+            {"host": "spark01", "reading": reading(), "fact": fact()},
+            {"host": "spark02", "reading": reading("v0.6.3"), "fact": fact(release="v0.6.3")},
+            {
+                "host": "spark03",
+                "reading": reading("v0.6.3", answering=False, active="failed"),
+                "fact": fact(),
+            },
+        ]
+    )
+    assert render_table(records, "ds4 fleet") == "\n".join(
+        [
+            "ds4 fleet",
+            "HOST     SERVICE  RELEASE  GEN   SPEC    CONTEXT  UPDATE  UPTIME  IN FLIGHT  FREE DISK",
+            "spark01  active   v0.6.5   0731  dspark  512K     no      1h02m   0          77.5 GiB",
+            "spark02  active   v0.6.3   0731  dspark  512K     v0.6.5  1h02m   0          77.5 GiB",
+            "spark03  failed   v0.6.3   0731  dspark  512K     v0.6.5  -       -          77.5 GiB",
+            "spark03: the local fact says v0.6.5, but current points at v0.6.3",
+            "3 Sparks: 1 serving v0.6.5, 1 serving v0.6.3, 1 not serving",
+        ]
+    )
+
+
+def test_after_an_upgrade_the_table_has_its_outcome_and_detail():
+    upgrade = {"outcome": "rolled back", "detail": "smoke test failed; rolled back, serving v0.6.3"}
+    records = FilterModule().filters()["fleet_status"](
+        [
+            {
+                "host": "spark01",
+                "reading": reading("v0.6.3"),
+                "fact": fact(release="v0.6.3"),
+                "upgrade": upgrade,
+            }
+        ]
+    )
+    lines = FilterModule().filters()["fleet_status_table"](records).splitlines()
+    assert lines[0].endswith("FREE DISK  UPGRADE")
+    assert lines[1].endswith("77.5 GiB   rolled back")
+    assert lines[2] == "spark01: smoke test failed; rolled back, serving v0.6.3"
+    assert records[0]["upgrade"] == upgrade
+    # The record is plain data: the JSON for scripts is the record itself.
+    assert json.loads(json.dumps(records)) == records
+
+
+def test_module_documentation_is_yaml():
+    # ansible-doc refuses the whole page over one unquoted `key: value` inside a description.
+    for text in (ds4_host_status.DOCUMENTATION, ds4_host_status.EXAMPLES, ds4_host_status.RETURN):
+        assert isinstance(yaml.safe_load(text), (dict, list))
