@@ -1,0 +1,422 @@
+"""ds4_service on a sandbox Spark: after prepare (a staged release and an installer's nohup server) and
+converge, the engine runs as ds4.service.
+
+The tests run in file order and some build on each other's state (the operator's drop-in, the start
+limit). Runs that must be refused are nested `ansible-playbook` runs of converge.yml, whose exit status
+and messages are asserted, so that they fail the scenario only when the expectation is wrong.
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+SCENARIO = Path(__file__).resolve().parents[1]
+RELEASE = "v0.6.5"
+BASE = "DeepSeek-V4-Flash-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8-chat-v2-imatrix-0731.gguf"
+DRAFTER = "DSpark-drafter-Q2K-Q8-0731.gguf"
+GGUF = "/var/lib/ds4/gguf"
+API = "http://127.0.0.1:8000"
+FEED = "http://forge:18080/_standin/feed"
+ENV_FILE = "/etc/ds4/ds4.env"
+UNIT = "/etc/systemd/system/ds4.service"
+DROPINS = "/etc/systemd/system/ds4.service.d"
+LOG = "/var/log/ds4/ds4-server.log"
+STATE = "/var/lib/ds4/update-check.json"
+WRITTEN = (ENV_FILE, UNIT, "/etc/ansible/facts.d/ds4.fact", f"{DROPINS}/00-ds4-fleet-supervision.conf")
+
+
+def play(*args):
+    """Run converge.yml again on the Spark; (exit status, output)."""
+    ansible = shutil.which(
+        "ansible-playbook", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    )
+    proc = subprocess.run(
+        [ansible, "-i", os.environ["MOLECULE_INVENTORY_FILE"], str(SCENARIO / "converge.yml"), *args],
+        env=dict(os.environ, ANSIBLE_NOCOLOR="1"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def recap_changed(output):
+    line = next(line for line in output.splitlines() if line.startswith("spark01 ") and "changed=" in line)
+    return int(line.split("changed=")[1].split()[0])
+
+
+def show(host, unit, *props):
+    out = host.check_output(f"systemctl show {unit} " + " ".join(f"--property={p}" for p in props))
+    return dict(line.split("=", 1) for line in out.splitlines())
+
+
+def main_pid(host):
+    return int(show(host, "ds4.service", "MainPID")["MainPID"])
+
+
+def wait_for(what, check, timeout=30.0, interval=0.5):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(interval)
+
+
+def answers(host):
+    return host.run(f"curl -fsS --max-time 5 {API}/v1/models").rc == 0
+
+
+def journal(host, unit, since):
+    return host.check_output(f"journalctl --no-pager -o cat -u {unit} --since @{since}")
+
+
+def environment(host, pid):
+    # As ds4: root in the container lacks CAP_SYS_PTRACE, which reading another user's environ needs.
+    return host.check_output(f"runuser -u ds4 -- cat /proc/{pid}/environ").split("\0")
+
+
+def mtimes(host):
+    return host.check_output("stat -c '%n %.9Y' " + " ".join(WRITTEN))
+
+
+def test_the_engine_runs_as_ds4_and_answers_where_configured(host):
+    assert host.service("ds4").is_running and host.service("ds4").is_enabled
+    pid = main_pid(host)
+    assert host.check_output(f"ps -o user= -p {pid}") == "ds4"
+    assert host.socket("tcp://127.0.0.1:8000").is_listening
+    assert not host.socket("tcp://0.0.0.0:8000").is_listening
+    models = json.loads(host.check_output(f"curl -fsS {API}/v1/models"))
+    assert models["data"][0]["id"] == "deepseek-v4-flash"
+    assert models["data"][0]["context_length"] == 524288
+    args = host.file(f"/proc/{pid}/cmdline").content_string.split("\0")
+    assert f"{GGUF}/{BASE}" in args and args[args.index("-c") + 1] == "524288"
+    assert args[args.index("--kv-disk-dir") + 1] == "/var/lib/ds4/kv"
+    environ = environment(host, pid)
+    assert {"DS4_NO_UPDATE_CHECK=1", "DS4_LOCK_FILE=/run/ds4/ds4.lock", "DS4_CONT_DSPARK=1"} <= set(environ)
+    assert f"DS4_DSPARK_MODEL={GGUF}/{DRAFTER}" in environ
+    assert host.file("/run/ds4/ds4.lock").exists
+
+
+def test_the_ds4_user_cannot_log_in_and_reaches_the_gpu_groups(host):
+    user = host.user("ds4")
+    assert user.shell == "/usr/sbin/nologin" and user.uid < 1000
+    assert {"ds4", "video", "render"} <= set(user.groups)
+    env = host.file(ENV_FILE)
+    assert (env.user, env.group, env.mode) == ("root", "ds4", 0o640)
+    assert env.content_string.startswith("#") and "DS4_NO_UPDATE_CHECK=1" in env.content_string
+    kv = host.file("/var/lib/ds4/kv")
+    assert (kv.user, kv.mode) == ("ds4", 0o750)
+
+
+def test_status_names_the_release_and_the_model(host):
+    status = host.run("systemctl status ds4 --no-pager --lines=0").stdout
+    print(status)
+    first = status.splitlines()[0]
+    assert RELEASE in first and BASE in first and "dspark" in first
+
+
+def test_the_unit_supervises_as_a_slow_loading_gpu_server_needs(host):
+    props = show(
+        host,
+        "ds4.service",
+        "Type",
+        "User",
+        "Restart",
+        "RestartUSec",
+        "StartLimitBurst",
+        "TimeoutStartUSec",
+        "TimeoutStopUSec",
+        "KillSignal",
+        "KillMode",
+        "LimitMEMLOCK",
+        "MemoryMax",
+        "SyslogIdentifier",
+        "After",
+        "Wants",
+        "RuntimeDirectory",
+        "DropInPaths",
+    )
+    assert props["Type"] == "exec" and props["User"] == "ds4" and props["Restart"] == "on-failure"
+    # converge.yml's fast values; the role's defaults are tens of seconds and minutes.
+    assert props["RestartUSec"] == "2s" and props["StartLimitBurst"] == "3"
+    assert props["TimeoutStartUSec"] == "1min" and props["TimeoutStopUSec"] == "30s"
+    assert props["KillSignal"] == "15" and props["KillMode"] == "mixed"
+    # The sandbox's container limit (inventory/sandbox/group_vars/all.yml); a Spark gets infinity.
+    assert props["LimitMEMLOCK"] == str(8 * 1024 * 1024)
+    assert props["MemoryMax"] == "infinity"
+    assert props["SyslogIdentifier"] == "ds4-server" and props["RuntimeDirectory"] == "ds4"
+    for unit in ("network-online.target", "nvidia-persistenced.service"):
+        assert unit in props["After"].split() and unit in props["Wants"].split()
+    assert props["DropInPaths"].split()[0] == f"{DROPINS}/00-ds4-fleet-supervision.conf"
+    # The engine's own daily check is off: the timer replaces it.
+    assert "update" not in host.check_output("journalctl --no-pager -o cat -u ds4")
+
+
+def test_security_exposure_is_low_with_the_gpu_still_reachable(host):
+    report = host.run("systemd-analyze security ds4 --no-pager")
+    print(report.stdout)
+    exposure = float(re.search(r"Overall exposure level for ds4\.service: ([0-9.]+)", report.stdout).group(1))
+    assert exposure <= 3.0
+    props = show(
+        host,
+        "ds4.service",
+        "PrivateDevices",
+        "DevicePolicy",
+        "DeviceAllow",
+        "ProcSubset",
+        "MemoryDenyWriteExecute",
+    )
+    # /dev/nvidia* stay reachable: no private /dev, the NVIDIA device groups allowed, /proc whole.
+    assert props["PrivateDevices"] == "no" and props["DevicePolicy"] == "closed"
+    assert "char-nvidia* rwm" in props["DeviceAllow"]
+    assert props["ProcSubset"] == "all" and props["MemoryDenyWriteExecute"] == "no"
+
+
+def test_the_installers_server_was_drained_and_stopped_before_the_unit_started(host):
+    log = host.file("/root/ds4-server.log").content_string
+    # One SIGTERM: it drained and exited by itself, never hit by a second signal.
+    assert log.count("shutdown requested, draining requests") == 1 and "drained, exiting" in log
+    assert "second signal" not in log
+    assert "-c 4096" not in host.check_output("ps -eo args")
+
+
+def test_the_local_fact_says_what_runs(host):
+    fact = json.loads(host.check_output("/etc/ansible/facts.d/ds4.fact"))
+    stamp = json.loads(host.file("/opt/ds4/current/.ds4-build.json").content_string)
+    assert fact["release"] == RELEASE and fact["commit"] == stamp["commit"]
+    assert (fact["generation"], fact["speculation"]) == ("0731", "dspark")
+    assert (fact["context"], fact["host"], fact["port"]) == (524288, "127.0.0.1", 8000)
+    assert fact["models"] == {"base": BASE, "dspark": DRAFTER}
+
+
+def test_kill_9_of_the_engine_brings_it_back(host):
+    before, restarts = main_pid(host), int(show(host, "ds4.service", "NRestarts")["NRestarts"])
+    host.check_output(f"kill -9 {before}")
+    wait_for(
+        "the restart",
+        lambda: (
+            int(show(host, "ds4.service", "NRestarts")["NRestarts"]) > restarts
+            and show(host, "ds4.service", "ActiveState")["ActiveState"] == "active"
+        ),
+    )
+    assert main_pid(host) != before and answers(host)
+
+
+def test_sigterm_during_a_slow_request_lets_it_finish(host):
+    since = int(time.time())
+    body = json.dumps(
+        {
+            "model": "deepseek-v4-flash",
+            "max_tokens": 64,
+            "messages": [{"role": "user", "content": "What is the capital of France? [[standin-sleep:5]]"}],
+        }
+    )
+    host.check_output(f"echo '{body}' > /tmp/slow.json && rm -f /tmp/slow.out")
+    host.check_output(
+        'setsid sh -c \'curl -sS -w "\\n%{http_code}\\n" -H "Content-Type: application/json" '
+        f"--data @/tmp/slow.json {API}/v1/chat/completions > /tmp/slow.out 2>&1' "
+        "> /dev/null 2>&1 < /dev/null &"
+    )
+    wait_for("the slow request to be in flight", lambda: "requests_inflight 1" in metrics(host), timeout=10)
+    host.check_output("systemctl restart ds4")
+    reply = host.file("/tmp/slow.out").content_string
+    assert reply.rstrip().endswith("200") and "Paris" in reply, reply
+    lines = journal(host, "ds4", since)
+    assert "shutdown requested, draining requests" in lines and "drained, exiting" in lines
+    assert "second signal" not in lines
+
+
+def metrics(host):
+    return host.run(f"curl -fsS --max-time 2 {API}/metrics").stdout
+
+
+def test_logrotate_config_is_valid_and_a_forced_rotation_keeps_logging(host):
+    debug = host.run("logrotate -d /etc/logrotate.d/ds4")
+    assert debug.rc == 0 and "error" not in debug.stderr.lower(), debug.stderr
+    assert host.file(LOG).contains("listening on http://127.0.0.1:8000")
+    host.check_output("logrotate -f /etc/logrotate.d/ds4")
+    assert host.file(f"{LOG}.1").contains("listening on")
+    host.check_output(
+        f"curl -fsS -H 'Content-Type: application/json' {API}/v1/chat/completions "
+        """-d '{"model": "deepseek-v4-flash", "messages": [{"role": "user", "content": "after rotation"}]}'"""
+    )
+    wait_for("a line in the rotated-into file", lambda: host.file(LOG).contains("POST /v1/chat/completions"))
+    # copytruncate and an append-mode writer: the new file starts with text, not a gap of zeros.
+    assert host.file(LOG).content[:1] != b"\0"
+
+
+def test_the_update_check_timer_is_scheduled(host):
+    timer = host.service("ds4-update-check.timer")
+    assert timer.is_enabled and timer.is_running
+    props = show(host, "ds4-update-check.timer", "Persistent", "RandomizedDelayUSec", "TimersCalendar")
+    assert props["Persistent"] == "yes" and props["RandomizedDelayUSec"] == "1h"
+    assert "OnCalendar=*-*-* 00:00:00" in props["TimersCalendar"]
+    assert "ds4-update-check.timer" in host.check_output("systemctl list-timers --all --no-pager")
+
+
+def run_check(host, feed):
+    """Serve `feed` as the release feed, run the check as the timer would; (state, its journal lines)."""
+    host.check_output(f"curl -fsS -X PUT --data-binary @- {FEED} <<'EOF'\n{feed}\nEOF")
+    since = int(time.time())
+    # Many checks within seconds would hit systemd's default start limit, which a daily timer never does.
+    host.check_output("systemctl reset-failed ds4-update-check.service")
+    host.check_output("systemctl start ds4-update-check.service")
+    assert show(host, "ds4-update-check.service", "Result")["Result"] == "success"
+    return json.loads(host.file(STATE).content_string), journal(host, "ds4-update-check", since)
+
+
+@pytest.mark.parametrize(
+    ("feed", "available", "line"),
+    [
+        ("v0.6.6", True, "update available: v0.6.6 (running v0.6.5)"),
+        ("v0.6.5", False, "up to date: v0.6.5 (running v0.6.5)"),
+        # Four parts: the engine's own check never sees this as newer.
+        ("v0.6.5.1", True, "update available: v0.6.5.1 (running v0.6.5)"),
+    ],
+)
+def test_the_update_check_compares_full_versions(host, feed, available, line):
+    state, lines = run_check(host, feed)
+    assert (state["status"], state["latest"], state["update_available"]) == ("ok", feed, available)
+    assert line in lines
+    fact = json.loads(host.check_output("/etc/ansible/facts.d/ds4.fact"))
+    assert fact["update"] == state
+    assert json.loads(host.file("/etc/ansible/facts.d/ds4_update.fact").content_string) == state
+
+
+@pytest.mark.parametrize(
+    ("feed", "why"),
+    [
+        ("v0.6", "not a release tag"),
+        ("garbage", "not a release tag"),
+        ("<html><body>Sign in to the network</body></html>", "HTML"),
+        ("v0.6.9\n" + "x" * 8192, "larger than"),
+    ],
+)
+def test_a_bad_feed_is_logged_and_never_reads_as_an_update(host, feed, why):
+    last_ok = json.loads(host.file(STATE).content_string)["last_ok"]
+    state, lines = run_check(host, feed)
+    assert state["status"] == "error" and state["update_available"] is False and state["latest"] is None
+    assert why in state["error"] and "update check failed:" in lines and why in lines
+    # The last good answer stays known.
+    assert state["last_ok"] == last_ok and last_ok is not None
+
+
+def test_an_unreachable_feed_is_logged_and_never_reads_as_an_update(host):
+    override = "/run/systemd/system/ds4-update-check.service.d"
+    host.check_output(
+        f"mkdir -p {override} && printf '[Service]\\nEnvironment=DS4_UPDATE_URL=http://forge:9/LATEST\\n'"
+        f" > {override}/test.conf && systemctl daemon-reload"
+    )
+    try:
+        state, lines = run_check(host, "v0.6.6")
+    finally:
+        host.check_output(f"rm -rf {override} && systemctl daemon-reload")
+    assert state["status"] == "error" and state["update_available"] is False
+    assert "cannot reach feed" in state["error"] and "update check failed: cannot reach feed" in lines
+    run_check(host, "v0.6.5")
+
+
+def test_an_operator_drop_in_survives_a_reconverge_that_changes_and_restarts_nothing(host):
+    dropin = f"{DROPINS}/50-operator.conf"
+    host.check_output(
+        f"printf '[Service]\\nEnvironment=DS4_SERVER_MAX_CLIENTS=8\\n' > {dropin}"
+        " && systemctl daemon-reload && systemctl restart ds4"
+    )
+    pid, written = main_pid(host), mtimes(host)
+    rc, output = play()
+    assert rc == 0 and recap_changed(output) == 0, output
+    assert main_pid(host) == pid and mtimes(host) == written
+    assert host.file(dropin).content_string == "[Service]\nEnvironment=DS4_SERVER_MAX_CLIENTS=8\n"
+    assert "DS4_SERVER_MAX_CLIENTS=8" in environment(host, pid)
+
+
+def test_check_mode_with_diff_changes_nothing(host):
+    pid, written = main_pid(host), mtimes(host)
+    rc, output = play("--check", "--diff", "-e", "ds4_port=8001")
+    assert rc == 0, output
+    # It reports the new port in the environment and the unit, and writes neither.
+    assert "+ExecStart=" in output and "--port 8001" in output
+    assert main_pid(host) == pid and mtimes(host) == written
+
+
+def test_an_engine_older_than_its_settings_is_restarted_by_the_next_run(host):
+    # As after a run that wrote new settings and failed before its restart handler.
+    time.sleep(1)
+    host.check_output(f"touch {ENV_FILE}")
+    pid = main_pid(host)
+    rc, output = play()
+    assert rc == 0 and "RUNNING HANDLER [ds4.fleet.ds4_service : Restart ds4]" in output, output
+    assert main_pid(host) != pid and answers(host)
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (["-e", "ds4_port=70000", "-e", "ds4_ctx=-1"], ["ds4_port must be a port number", "ds4_ctx must be"]),
+        (["-e", "ds4_speculation=turbo"], ["ds4_speculation", "turbo"]),
+        (["-e", "ds4_speculation=mtp"], ["ds4_speculation='mtp' needs a mtp file", "'0731'"]),
+        (["-e", "ds4_update_url=ftp://forge/LATEST"], ["ds4_update_url must be an http, https or file URL"]),
+    ],
+)
+def test_invalid_values_are_refused_before_anything_is_written(host, extra, said):
+    pid, written = main_pid(host), mtimes(host)
+    rc, output = play(*extra)
+    assert rc != 0 and recap_changed(output) == 0, output
+    flat = " ".join(output.split())
+    for text in said:
+        assert text in flat, output
+    assert main_pid(host) == pid and mtimes(host) == written
+
+
+def test_a_forbidden_take_over_is_refused_and_leaves_the_other_server_running(host):
+    host.check_output(
+        "DS4_LOCK_FILE=/tmp/other.lock setsid nohup /opt/ds4/current/ds4-server --cuda "
+        f"-m {GGUF}/{BASE} -c 4096 --port 8002 > /tmp/other.log 2>&1 < /dev/null &"
+    )
+    other = wait_for("the other server", lambda: host.run("pgrep -f -- '--port 8002'").stdout.split())
+    try:
+        rc, output = play("-e", "ds4_take_over_installer=false")
+        assert rc != 0, output
+        assert "ds4_take_over_installer is false, so it is left running" in " ".join(output.split())
+        assert host.run(f"kill -0 {other[0]}").rc == 0
+    finally:
+        host.run(f"kill -TERM {other[0]}")
+
+
+def test_a_crash_loop_stops_at_the_start_limit(host):
+    crash = f"{DROPINS}/90-test-crash.conf"
+    host.check_output(
+        "printf '[Service]\\nExecStart=\\nExecStart=/opt/ds4/current/ds4-server --cuda -m %s\\n'"
+        f" /nonexistent.gguf > {crash} && systemctl daemon-reload"
+    )
+    since = int(time.time())
+    try:
+        host.run("systemctl restart ds4")
+        # Failed for good, not waiting for its next restart.
+        wait_for(
+            "the start limit",
+            lambda: (
+                show(host, "ds4.service", "ActiveState", "SubState")
+                == {"ActiveState": "failed", "SubState": "failed"}
+            ),
+            timeout=45,
+        )
+        stopped = show(host, "ds4.service", "NRestarts", "ActiveState", "SubState")
+        time.sleep(3)
+        assert show(host, "ds4.service", "NRestarts", "ActiveState", "SubState") == stopped
+        lines = journal(host, "ds4", since)
+        assert "Start request repeated too quickly" in lines
+        assert "cannot open model '/nonexistent.gguf'" in lines
+    finally:
+        host.check_output(f"rm -f {crash} && systemctl daemon-reload && systemctl reset-failed ds4")
+        host.check_output("systemctl start ds4")
+    assert answers(host)
