@@ -9,12 +9,14 @@ next run from hashing it again. Progress goes to a JSON file that a poller reads
 
 from __future__ import annotations
 
+import collections
 import fcntl
 import hashlib
 import json
 import os
 import re
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from urllib.parse import quote, urljoin, urlsplit
 
@@ -37,6 +39,9 @@ READ_QUICK = 0.05
 READ_SLOW = 0.25
 MAX_REDIRECTS = 10
 BACKOFF_CAP = 60.0
+# The hash runs on a second thread, fed HASH_BATCH bytes at a time, at most HASH_AHEAD bytes behind.
+HASH_BATCH = 4 << 20
+HASH_AHEAD = 64 << 20
 # Bounded: a file whose content disagrees with its hash twice is a hub problem, not a transfer one.
 VERIFY_ATTEMPTS = 2
 USER_AGENT = "ds4-fleet/ds4_hub_file"
@@ -246,6 +251,55 @@ class _Progress:
         if error is not None:
             fields["error"] = error
         write_progress(self.path, **fields)
+
+
+class _HashBehind:
+    """sha256 fed on a second thread, in order, so that hashing overlaps the socket reads and file writes.
+
+    hashlib releases the GIL while it hashes a large buffer, so the two threads run on two cores. Chunks
+    are handed over in batches, so the handoff costs little next to the bytes, and at most HASH_AHEAD
+    bytes wait, so the memory stays bounded on a link that outruns the hash.
+    """
+
+    def __init__(self, hasher):
+        self._hasher = hasher
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ds4-sha256")
+        self._waiting = collections.deque()
+        self._batch, self._batched = [], 0
+
+    def update(self, chunk):
+        self._batch.append(chunk)
+        self._batched += len(chunk)
+        if self._batched >= HASH_BATCH:
+            self._hand_over()
+
+    def _hand_over(self):
+        if self._batch:
+            self._waiting.append(self._pool.submit(_feed, self._hasher.update, self._batch))
+            self._batch, self._batched = [], 0
+        while len(self._waiting) > HASH_AHEAD // HASH_BATCH:
+            self._waiting.popleft().result()
+
+    def _drain(self):
+        self._hand_over()
+        while self._waiting:
+            self._waiting.popleft().result()
+
+    def restart(self):
+        self._drain()
+        self._hasher = hashlib.sha256()
+
+    def hexdigest(self):
+        self._drain()
+        return self._hasher.hexdigest()
+
+    def close(self):
+        self._pool.shutdown(cancel_futures=True)
+
+
+def _feed(update, chunks):
+    for chunk in chunks:
+        update(chunk)
 
 
 def _hash_file(f, length, hasher, chunk_size, progress=None):
@@ -608,7 +662,7 @@ class HubFile:
             with open(self.part, "rb") as r:
                 _hash_file(r, start, hasher, self.chunk_size, progress)
             progress.started = time.monotonic()
-        state = {"done": start, "hasher": hasher, "moved": 0}
+        state = {"done": start, "hasher": _HashBehind(hasher), "moved": 0}
 
         def attempt():
             done = state["done"]
@@ -628,11 +682,14 @@ class HubFile:
                     done = 0
                 self._copy(response, f, state, done, size, progress)
 
-        # A complete part has nothing left to ask for: its hash decides.
-        if start < size:
-            self._retrying("download", attempt, progress, lambda: state["done"])
-        f.flush()
-        return state["hasher"].hexdigest(), state["done"], start, state["moved"]
+        try:
+            # A complete part has nothing left to ask for: its hash decides.
+            if start < size:
+                self._retrying("download", attempt, progress, lambda: state["done"])
+            f.flush()
+            return state["hasher"].hexdigest(), state["done"], start, state["moved"]
+        finally:
+            state["hasher"].close()
 
     def _copy(self, response, f, state, done, size, progress):
         """Hash and write the body as it comes (see _body_chunks)."""
@@ -696,7 +753,7 @@ def _body_chunks(raw, chunk_size):
 def _restart(f, state):
     f.truncate(0)
     state["done"] = 0
-    state["hasher"] = hashlib.sha256()
+    state["hasher"].restart()
 
 
 def _range_starts_at(response, offset):

@@ -7,6 +7,7 @@ import threading
 import time
 
 import pytest
+import requests
 from ansible_collections.ds4.fleet.plugins.module_utils import ds4_hub
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import (
     FileRef,
@@ -331,3 +332,20 @@ def test_a_body_without_read1_still_reports_progress_on_a_slow_link(hub, hub_fil
         time.sleep(0.05)
     worker.join()
     assert len(seen) >= 3, "progress moves while a blocking read(n) waits on a slow link"
+
+
+def test_a_server_that_ignores_the_range_is_taken_from_byte_0(hub, hub_files, tmp_path):
+    want = hub_files[BASE]
+    half = want["size"] // 2
+    (tmp_path / f"{BASE}.part").write_bytes(hub_files[BASE]["path"].read_bytes()[:half])
+
+    class NoRanges(requests.Session):
+        def get(self, url, headers=None, **kw):
+            return super().get(url, headers={k: v for k, v in (headers or {}).items() if k != "Range"}, **kw)
+
+    session = NoRanges()
+    session.headers.update(new_session().headers)
+    result = hub_file(hub, hub_files, BASE, tmp_path, session=session).ensure()
+    assert result["action"] == "resumed" and result["resumed_from"] == half
+    assert result["bytes_fetched"] == want["size"], "the whole body, from byte 0, replaced the part"
+    assert sha256_of(tmp_path / BASE) == want["sha256"]
