@@ -73,11 +73,19 @@ def cleanup(*args):
     return play(*only, *args, limit="spark01")
 
 
-def failed(run, host):
-    """How many tasks failed on a host, from the play recap."""
-    match = re.search(rf"^{host}\s+: ok=\d+\s+changed=\d+\s+unreachable=\d+\s+failed=(\d+)", run.stdout, re.M)
+def recap(run, host, what):
+    """A count of the play recap for a host: changed, unreachable or failed."""
+    match = re.search(rf"^{host}\s+:.*\b{what}=(\d+)", run.stdout, re.M)
     assert match, run.stdout[-3000:]
     return int(match[1])
+
+
+def failed(run, host):
+    return recap(run, host, "failed")
+
+
+def changed(run, host):
+    return recap(run, host, "changed")
 
 
 def ggufs(host, directory=GGUF):
@@ -229,6 +237,27 @@ def test_keep_keeps_both_where_they_fit_and_refuses_with_the_shortfall_where_not
     assert "ds4_old_weights=keep forbids removing the other generation" in run.stdout
     # Refused before any byte moved.
     assert entries(spark02) == traces(OLD)
+
+
+def test_an_installers_file_too_large_to_copy_is_used_in_place(legacy, spark02):
+    legacy()
+    spark02.run_expect([0], "rm -rf /root/gguf && mkdir /root/gguf")
+    spark02.run_expect([0], f"curl -fsSL -o /root/gguf/{BASE} {url(BASE)}")
+    try:
+        # Beside the kept legacy files there is room to fetch the drafter, not to copy the base.
+        run = play("-e", "ds4_old_weights=keep", limit="spark02")
+        assert run.returncode == 0, run.stdout[-3000:]
+        assert "too large to copy, link it from its place" in run.stdout
+        link = spark02.file(f"{GGUF}/{BASE}")
+        assert link.is_symlink and link.linked_to == f"/root/gguf/{BASE}"
+        assert ggufs(spark02) == OLD | NEW
+        for name in NEW:
+            assert_verified(spark02, name)
+        # Verified through the link: the next run neither hashes it again nor changes anything.
+        again = play("-e", "ds4_old_weights=keep", limit="spark02")
+        assert again.returncode == 0 and changed(again, "spark02") == 0, again.stdout[-3000:]
+    finally:
+        spark02.run("rm -rf /root/gguf")
 
 
 def test_auto_removes_first_only_where_space_demands_it(legacy, spark01, spark02):
