@@ -48,5 +48,9 @@ unit: setup
 molecule: setup host
 	@set -e; for s in $(SCENARIOS); do echo "== molecule test -s $$s"; $(BIN)/molecule test -s $$s; done
 
+# Everything the sandbox left on this machine: containers, networks, images, state, the virtualenv.
 clean: sandbox-down
+	for n in $$(podman network ls --format '{{.Name}}' | grep '^mol-.*-net$$'); do \
+	  $(PY) tests/sandbox/sandbox.py --prefix "$${n%net}" down; done
+	podman images --format '{{.Repository}}:{{.Tag}}' | grep '^localhost/ds4-sandbox-spark:' | xargs -r podman rmi
 	rm -rf $(VENV) .sandbox
