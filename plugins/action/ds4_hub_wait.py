@@ -65,7 +65,6 @@ def describe(progress):
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _requires_connection = True
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)

@@ -187,8 +187,8 @@ def test_a_cut_download_resumes_on_the_next_run_showing_progress(spark01):
     assert not spark01.file(f"{GGUF}/{BASE}").exists
     assert DRAFTER in ggufs(spark01)
 
-    # The rest at ~50 KB/s: four seconds, enough for progress lines every second.
-    fault(spark01, file=BASE, throttle_bps=50000, times=1)
+    # The rest at 25 KB/s: eight seconds, with a progress line asked for every second.
+    fault(spark01, file=BASE, throttle_bps=25000, times=1)
     run = play("-e", "ds4_weights_progress_interval=1", limit="spark01")
     assert run.returncode == 0, run.stdout[-3000:]
     assert_verified(spark01, BASE)
@@ -196,13 +196,15 @@ def test_a_cut_download_resumes_on_the_next_run_showing_progress(spark01):
     progress = json.loads(spark01.file(f"{GGUF}/.{BASE}.progress.json").content_string)
     assert (progress["state"], progress["resumed_from"], progress["bytes_done"]) == ("done", cut, size)
     assert f"resumed, {size - cut:,} bytes after the {cut:,} already on disk" in run.stdout
+    # At least one line with numbers while the part was hashed or the rest came down: on an idle
+    # machine about one a second, on a loaded one fewer, as each line takes a few round trips.
     lines = re.findall(
-        rf"^spark01: {re.escape(BASE)}: fetching [\d.]+ KiB of 385\.1 KiB \(\d+%\), [\d.]+ KiB/s, "
-        rf"\d+ s left, resumed at byte {cut:,}$",
+        rf"^spark01: {re.escape(BASE)}: (hashing|fetching) [\d.]+ KiB of 385\.1 KiB \(\d+%\).*"
+        rf"resumed at byte {cut:,}$",
         run.stdout,
         re.M,
     )
-    assert len(lines) >= 2, run.stdout[-3000:]
+    assert lines, run.stdout[-3000:]
 
 
 @pytest.fixture(scope="module")
