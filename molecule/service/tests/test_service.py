@@ -39,12 +39,13 @@ def play(*args):
     )
     proc = subprocess.run(
         [ansible, "-i", os.environ["MOLECULE_INVENTORY_FILE"], str(SCENARIO / "converge.yml"), *args],
-        env=dict(os.environ, ANSIBLE_NOCOLOR="1"),
+        env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"),
         capture_output=True,
         text=True,
         timeout=300,
     )
-    return proc.returncode, proc.stdout + proc.stderr
+    # Molecule's environment may force colour all the same.
+    return proc.returncode, re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + proc.stderr)
 
 
 def recap_changed(output):
@@ -147,7 +148,7 @@ def test_the_unit_supervises_as_a_slow_loading_gpu_server_needs(host):
     )
     assert props["Type"] == "exec" and props["User"] == "ds4" and props["Restart"] == "on-failure"
     # converge.yml's fast values; the role's defaults are tens of seconds and minutes.
-    assert props["RestartUSec"] == "2s" and props["StartLimitBurst"] == "3"
+    assert props["RestartUSec"] == "1s" and props["StartLimitBurst"] == "3"
     assert props["TimeoutStartUSec"] == "1min" and props["TimeoutStopUSec"] == "30s"
     assert props["KillSignal"] == "15" and props["KillMode"] == "mixed"
     # The sandbox's container limit (inventory/sandbox/group_vars/all.yml); a Spark gets infinity.
@@ -339,23 +340,18 @@ def test_an_operator_drop_in_survives_a_reconverge_that_changes_and_restarts_not
     assert "DS4_SERVER_MAX_CLIENTS=8" in environment(host, pid)
 
 
-def test_check_mode_with_diff_changes_nothing(host):
+def test_check_mode_reports_changes_and_a_pending_restart_and_changes_nothing(host):
+    # An engine older than its settings, as after a run that wrote new ones and failed before its restart:
+    # the next run restarts it. In check mode it only says so.
+    time.sleep(1)
+    host.check_output(f"touch {ENV_FILE}")
     pid, written = main_pid(host), mtimes(host)
     rc, output = play("--check", "--diff", "-e", "ds4_port=8001")
     assert rc == 0, output
-    # It reports the new port in the environment and the unit, and writes neither.
     assert "+ExecStart=" in output and "--port 8001" in output
+    assert "ds4 runs since before its environment or unit was last written" in " ".join(output.split())
+    assert "RUNNING HANDLER [ds4.fleet.ds4_service : Restart ds4]" in output
     assert main_pid(host) == pid and mtimes(host) == written
-
-
-def test_an_engine_older_than_its_settings_is_restarted_by_the_next_run(host):
-    # As after a run that wrote new settings and failed before its restart handler.
-    time.sleep(1)
-    host.check_output(f"touch {ENV_FILE}")
-    pid = main_pid(host)
-    rc, output = play()
-    assert rc == 0 and "RUNNING HANDLER [ds4.fleet.ds4_service : Restart ds4]" in output, output
-    assert main_pid(host) != pid and answers(host)
 
 
 @pytest.mark.parametrize(
