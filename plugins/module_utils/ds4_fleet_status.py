@@ -89,9 +89,10 @@ def _systemd(run, service: str) -> dict:
     props = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
     started = None
     mono = props.get("ExecMainStartTimestampMonotonic", "0")
-    if mono.isdigit() and int(mono) > 0:
+    mono = int(mono) if mono.isdigit() and int(mono) > 0 else None
+    if mono:
         # The monotonic clock has no gaps for a changed wall clock; the wall time is derived once, here.
-        started = round(time.time() - (time.monotonic() - int(mono) / 1e6), 3)
+        started = round(time.time() - (time.monotonic() - mono / 1e6), 3)
     main_pid = props.get("MainPID", "0")
     restarts = props.get("NRestarts", "")
     return {
@@ -101,6 +102,8 @@ def _systemd(run, service: str) -> dict:
         "unit_file_state": props.get("UnitFileState") or None,
         "main_pid": int(main_pid) if main_pid.isdigit() else 0,
         "started_at": started,
+        # Exact, unlike the derived wall time: two readings of one engine's start compare equal.
+        "started_monotonic_us": mono,
         "restarts": int(restarts) if restarts.isdigit() else None,
     }
 
@@ -227,11 +230,15 @@ def _as_int(value):
 
 
 def fleet_record(
-    host: str, reading: dict | None, fact: dict | None = None, upgrade: dict | None = None
+    host: str,
+    reading: dict | None,
+    fact: dict | None = None,
+    upgrade: dict | None = None,
+    error: str | None = None,
 ) -> dict:
-    """One Spark's record: `reading` from read_host() (None when the Spark could not be read, with
-    `upgrade.error` or nothing saying why), `fact` the local fact ansible_local.ds4 (None before the first
-    install), `upgrade` what an upgrade did to it (outcome, detail, target, before)."""
+    """One Spark's record: `reading` from read_host() (None when the Spark could not be read, `error`
+    saying why), `fact` the local fact ansible_local.ds4 (None before the first install), `upgrade` what an
+    upgrade did to it (outcome, detail, target, before)."""
     if not isinstance(host, str) or not host:
         raise StatusError(f"a fleet record needs a host name: {host!r}")
     fact = fact if isinstance(fact, dict) else {}
@@ -253,7 +260,9 @@ def fleet_record(
             requests_inflight=None,
             free_disk_bytes=None,
             disk_path=None,
+            service_since=None,
         )
+        record["notes"].append(f"could not be read: {error or 'no reading'}")
         return record
     for key in ("current", "previous", "service", "engine", "disk"):
         if not isinstance(reading.get(key), dict):
@@ -305,19 +314,37 @@ def fleet_record(
         notes.append(f"ds4.service is {record['service']}, yet an engine answers at {engine.get('url')}")
     if reading["service"].get("error"):
         notes.append(reading["service"]["error"])
+    if upgrade and upgrade.get("cleanup_error"):
+        notes.append(f"the cleanup after the switch failed: {upgrade['cleanup_error']}")
     return record
 
 
-def fleet_records(hosts) -> list:
-    """Records of many Sparks; `hosts` a list of {host, reading, fact, upgrade}, kept in its order."""
-    if isinstance(hosts, (str, bytes, dict)) or not hasattr(hosts, "__iter__"):
-        raise StatusError(f"fleet_status needs a list of hosts: {hosts!r}")
-    records = []
-    for entry in hosts:
+def fleet_records(entries, hosts=None) -> list:
+    """Records of many Sparks from `entries`, a list of {host, reading, error, fact, upgrade}.
+
+    With `hosts`, the records follow its order, and a host without an entry (one that dropped out of the
+    play before it could say anything) gets a record that says it could not be read.
+    """
+    for value, name in ((entries, "entries"), (hosts, "hosts")):
+        if value is not None and (isinstance(value, (str, bytes, dict)) or not hasattr(value, "__iter__")):
+            raise StatusError(f"fleet_status needs a list of {name}: {value!r}")
+    by_host = {}
+    for entry in entries:
         if not isinstance(entry, dict):
-            raise StatusError(f"each host of fleet_status is a mapping with host and reading: {entry!r}")
+            raise StatusError(f"each entry of fleet_status is a mapping with host and reading: {entry!r}")
+        by_host[entry.get("host")] = entry
+    order = list(hosts) if hosts is not None else list(by_host)
+    records = []
+    for host in order:
+        entry = by_host.get(host, {"error": "the Spark dropped out of the play (unreachable or failed)"})
         records.append(
-            fleet_record(entry.get("host"), entry.get("reading"), entry.get("fact"), entry.get("upgrade"))
+            fleet_record(
+                host,
+                entry.get("reading"),
+                entry.get("fact"),
+                entry.get("upgrade"),
+                entry.get("error"),
+            )
         )
     return records
 

@@ -82,13 +82,14 @@ def over_share(failed: int, total: int, percentage) -> bool:
 
 
 def _running(reading) -> tuple:
-    """(release, answering, engine start) of a host_status reading; Nones for a Spark not read."""
+    """(release, answering, (main pid, start)) of a host_status reading; Nones for a Spark not read."""
     if not isinstance(reading, dict):
-        return None, False, None
+        return None, False, (None, None)
+    service = reading.get("service") or {}
     return (
         (reading.get("current") or {}).get("release"),
         bool((reading.get("engine") or {}).get("answering")),
-        (reading.get("service") or {}).get("started_at"),
+        (service.get("main_pid"), service.get("started_monotonic_us")),
     )
 
 
@@ -102,9 +103,9 @@ def upgrade_outcome(target, before=None, after=None, stage=None, switch=None, st
     """What the upgrade did to one Spark: {outcome, detail, target, before, after}.
 
     `target` the release it was to run; `before` and `after` host_status readings from before the switch
-    and from the end; `stage` {staged, message}; `switch` {ok, message, drain} once it was switched (None
-    when it never was); `stopped` why the rollout stopped, when it did. The readings decide: a switch that
-    reported success while the Spark does not run `target` is a failure.
+    and from the end; `stage` {staged, message}; `switch` {ok, task, message, drain} once it was switched
+    (None when it never was); `stopped` why the rollout stopped, when it did. The readings decide: a switch
+    that reported success while the Spark does not run `target` is a failure.
     """
     was, _, started_before = _running(before)
     now, answering, started_after = _running(after)
@@ -129,7 +130,14 @@ def upgrade_outcome(target, before=None, after=None, stage=None, switch=None, st
             result.update(outcome="failed", detail=f"the switch to {target} reported success, yet {serving}")
     else:
         why = _first_line(switch.get("message")) or "the switch failed"
-        if now == was and answering:
+        # The activation's own message names the release and says what it did; any other (a hook, the
+        # drain) is told by the task that failed.
+        if switch.get("task") and str(target) not in why:
+            why = f"{switch['task']}: {why}"
+        if now == was and answering and started_before == started_after:
+            # It failed before the engine restarted (a hook, the drain): nothing was switched.
+            result.update(outcome="not switched", detail=f"{why}; serving {was}, not restarted")
+        elif now == was and answering:
             result.update(outcome="rolled back", detail=f"{why}; rolled back, serving {was}")
         else:
             result.update(outcome="failed", detail=f"{why}; {serving}")

@@ -292,8 +292,19 @@ def test_an_active_unit_whose_engine_does_not_answer_is_not_called_serving():
 
 
 def test_a_spark_that_could_not_be_read_is_unreachable():
-    record = fleet_record("spark03", None, fact())
+    record = fleet_record("spark03", None, fact(), error="Failed to connect to the host via ssh")
     assert record["service"] == "unreachable" and record["release"] is None and not record["reachable"]
+    assert record["notes"] == ["could not be read: Failed to connect to the host via ssh"]
+
+
+def test_records_follow_the_host_order_and_fill_in_sparks_without_an_entry():
+    entries = [{"host": "spark02", "reading": reading(), "fact": fact()}]
+    records = fleet_records(entries, hosts=["spark01", "spark02"])
+    assert [r["host"] for r in records] == ["spark01", "spark02"]
+    assert records[0]["service"] == "unreachable"
+    assert records[0]["notes"] == [
+        "could not be read: the Spark dropped out of the play (unreachable or failed)"
+    ]
 
 
 def test_bad_input_is_refused_naming_it():
@@ -301,8 +312,10 @@ def test_bad_input_is_refused_naming_it():
         fleet_record("", reading())
     with pytest.raises(StatusError, match="lacks 'engine'"):
         fleet_record("spark01", {"current": {}, "previous": {}, "service": {}, "disk": {}})
-    with pytest.raises(StatusError, match="needs a list of hosts"):
+    with pytest.raises(StatusError, match="needs a list of entries"):
         fleet_records("spark01")
+    with pytest.raises(StatusError, match="needs a list of hosts"):
+        fleet_records([], hosts="spark01")
 
 
 # --- the table ---
@@ -372,6 +385,11 @@ def test_after_an_upgrade_the_table_has_its_outcome_and_detail():
     assert lines[1].endswith("77.5 GiB   rolled back")
     assert lines[2] == "spark01: smoke test failed; rolled back, serving v0.6.3"
     assert records[0]["upgrade"] == upgrade
+    upgrade = dict(upgrade, cleanup_error="Remove the releases beyond ds4_releases_keep: busy")
+    record = fleet_record("spark01", reading(), fact(), upgrade)
+    assert record["notes"] == [
+        "the cleanup after the switch failed: Remove the releases beyond ds4_releases_keep: busy"
+    ]
     # The record is plain data: the JSON for scripts is the record itself.
     assert json.loads(json.dumps(records)) == records
 

@@ -74,11 +74,11 @@ def test_a_percentage_out_of_range_is_refused(percentage):
         over_share(1, 2, percentage)
 
 
-def reading(release, answering=True, started=100.0):
+def reading(release, answering=True, started=100):
     return {
         "current": {"release": release},
         "engine": {"answering": answering},
-        "service": {"started_at": started},
+        "service": {"main_pid": 4000 + started, "started_monotonic_us": started * 10**6},
     }
 
 
@@ -89,7 +89,7 @@ def test_a_switched_spark_serves_its_target():
     out = upgrade_outcome(
         "v0.6.5",
         before=reading("v0.6.3"),
-        after=reading("v0.6.5", started=200.0),
+        after=reading("v0.6.5", started=200),
         stage=STAGED,
         switch={"ok": True, "drain": {"message": "no request in flight (/metrics)"}},
     )
@@ -107,7 +107,7 @@ def test_a_spark_already_on_its_target_and_not_restarted_is_unchanged():
     out = upgrade_outcome("v0.6.5", reading("v0.6.5"), reading("v0.6.5"), STAGED, {"ok": True})
     assert out["outcome"] == "unchanged"
     # Restarted on the same release (a new model set): switched.
-    out = upgrade_outcome("v0.6.5", reading("v0.6.5"), reading("v0.6.5", started=300.0), STAGED, {"ok": True})
+    out = upgrade_outcome("v0.6.5", reading("v0.6.5"), reading("v0.6.5", started=300), STAGED, {"ok": True})
     assert out["outcome"] == "switched"
 
 
@@ -124,13 +124,26 @@ def test_a_failed_switch_back_on_the_old_release_and_serving_is_rolled_back():
     out = upgrade_outcome(
         "v0.6.6",
         reading("v0.6.3"),
-        reading("v0.6.3", started=300.0),
+        reading("v0.6.3", started=300),
         STAGED,
         {"ok": False, "message": message},
     )
     assert out["outcome"] == "rolled back"
     assert out["detail"] == (
         'Activation of v0.6.6 failed at "Ask the engine the smoke question: ..."; rolled back, serving v0.6.3'
+    )
+
+
+def test_a_failure_outside_the_activation_is_told_by_its_task():
+    switch = {
+        "ok": False,
+        "task": "Take the Spark out of the load balancer",
+        "message": "non-zero return code",
+    }
+    out = upgrade_outcome("v0.6.5", reading("v0.6.3"), reading("v0.6.3"), STAGED, switch)
+    assert out["outcome"] == "not switched"
+    assert out["detail"] == (
+        "Take the Spark out of the load balancer: non-zero return code; serving v0.6.3, not restarted"
     )
 
 

@@ -1,0 +1,324 @@
+"""playbooks/upgrade.yml and playbooks/status.yml on three sandbox Sparks that converge left on v0.6.3.
+
+The tests run in file order and build on each other's state, as an operator's upgrades would:
+1. converge left all three on v0.6.3, serving, and status.yml says so;
+2. v0.6.6 (it answers "Lyon") fails its smoke test on the canary: the rollout stops there, the canary is
+   rolled back and serves, the other two are untouched;
+3. v0.6.5 with spark02 pinned to v0.6.6 by an extra inventory: the canary passes, with a slow request in
+   flight that completes across its switch; spark02 fails and is rolled back; spark03 is never switched;
+4. v0.6.5 again, resuming the stopped rollout: all three end on v0.6.5 and serve;
+5. status.yml in check mode reports the same and changes nothing.
+The playbooks run nested, as an operator runs them, with the repository's ansible.cfg; each case asserts
+the exit status, the summary (its JSON), the load balancer hooks' log, what each Spark runs (read on the
+Spark itself) and what status.yml reports.
+"""
+
+import json
+import os
+import re
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import testinfra
+
+ROOT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
+SCENARIO = Path(os.environ["MOLECULE_SCENARIO_DIRECTORY"])
+# The directory, so that the sandbox group_vars linked beside the inventory file apply too.
+INVENTORY = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
+PREFIX = f"mol-{os.environ['MOLECULE_SCENARIO_NAME']}-"
+NAMES = ("spark01", "spark02", "spark03")
+QUESTION = "What is the capital of France? Answer in one sentence."
+
+
+@pytest.fixture(scope="module")
+def sparks():
+    return {name: testinfra.get_host(f"podman://{PREFIX}{name}") for name in NAMES}
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    return tmp_path_factory.mktemp("fleet")
+
+
+def play(playbook, *args, work, extra_inventory=None, env_extra=None):
+    """A playbook of the repository, nested, as an operator runs it; the completed process."""
+    cmd = ["ansible-playbook", "-i", str(INVENTORY)]
+    if extra_inventory:
+        cmd += ["-i", str(extra_inventory)]
+    cmd += [str(ROOT / "playbooks" / playbook), *args]
+    env = {k: v for k, v in os.environ.items() if k not in ("ANSIBLE_FORCE_COLOR",)}
+    env.update(
+        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+        ANSIBLE_NOCOLOR="1",
+        # One line per result, where the YAML format would wrap a long message.
+        ANSIBLE_CALLBACK_RESULT_FORMAT="json",
+        DS4_FLEET_LB_LOG=str(work / "lb.log"),
+        **(env_extra or {}),
+    )
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+    done.stdout += done.stderr
+    return done
+
+
+def status(work, *args):
+    """status.yml's JSON, by host, and the run."""
+    path = work / "status.json"
+    path.unlink(missing_ok=True)
+    run = play("status.yml", "-e", f"ds4_status_json={path}", *args, work=work)
+    assert run.returncode == 0, run.stdout[-4000:]
+    return {h["host"]: h for h in json.loads(path.read_text())["hosts"]}, run
+
+
+def upgrade(work, *args, extra_inventory=None, env_extra=None):
+    """upgrade.yml with the test's load balancer hooks: the run, its summary by host, the hooks' events."""
+    summary = work / "summary.json"
+    summary.unlink(missing_ok=True)
+    (work / "lb.log").write_text("")
+    run = play(
+        "upgrade.yml",
+        "-e", f"ds4_upgrade_summary_json={summary}",
+        "-e", f"ds4_upgrade_lb_out_tasks={SCENARIO / 'hooks' / 'lb-out.yml'}",
+        "-e", f"ds4_upgrade_lb_in_tasks={SCENARIO / 'hooks' / 'lb-in.yml'}",
+        *args,
+        work=work,
+        extra_inventory=extra_inventory,
+        env_extra=env_extra,
+    )  # fmt: skip
+    assert summary.exists(), run.stdout[-4000:]
+    document = json.loads(summary.read_text())
+    events = [tuple(line.split()[:2]) for line in (work / "lb.log").read_text().splitlines()]
+    return run, document, {h["host"]: h for h in document["hosts"]}, events
+
+
+def running(host):
+    """What a Spark runs, read on it: the release current names, the unit's state and main process, and
+    the engine's answer to the smoke question."""
+    show = host.check_output(
+        "systemctl show ds4.service --property=ActiveState,MainPID,ExecMainStartTimestamp"
+    )
+    props = dict(line.split("=", 1) for line in show.splitlines())
+    body = json.dumps(
+        {"model": "deepseek-v4-flash", "max_tokens": 64, "messages": [{"role": "user", "content": QUESTION}]}
+    )
+    answer = host.run(
+        f"curl -fsS --max-time 30 -H 'Content-Type: application/json' -d '{body}' http://127.0.0.1:8000/v1/chat/completions"
+    )
+    return {
+        "release": host.check_output("readlink /opt/ds4/current").rsplit("/", 1)[-1],
+        "active": props["ActiveState"],
+        "pid": props["MainPID"],
+        "started": props["ExecMainStartTimestamp"],
+        "answer": json.loads(answer.stdout)["choices"][0]["message"]["content"] if answer.rc == 0 else None,
+    }
+
+
+def fleet(sparks):
+    return {name: running(host) for name, host in sparks.items()}
+
+
+def recap(run, host):
+    match = re.search(
+        rf"^{host}\s+:\s+ok=\d+\s+changed=\d+\s+unreachable=(\d+)\s+failed=(\d+)", run.stdout, re.M
+    )
+    assert match, run.stdout[-3000:]
+    return int(match[1]), int(match[2])
+
+
+def plays_of(run, host):
+    """The names of the plays in which `host` ran at least one task."""
+    seen, play_name = [], None
+    for line in run.stdout.splitlines():
+        if line.startswith("PLAY ["):
+            play_name = line[6:].split("]")[0]
+        elif (
+            re.match(rf"^(ok|changed|fatal|skipping|included): \[{host}[\]\s]", line)
+            and play_name not in seen
+        ):
+            seen.append(play_name)
+    return seen
+
+
+CLEANUP = "Clean up on the Sparks that switched"
+
+
+# --- 1. the starting point ---
+
+
+def test_converge_left_all_three_on_v063_serving(sparks, work):
+    now = fleet(sparks)
+    for name in NAMES:
+        assert now[name]["release"] == "v0.6.3" and now[name]["active"] == "active", now
+        assert "Paris" in now[name]["answer"]
+    report, _ = status(work)
+    assert list(report) == list(NAMES)
+    for name in NAMES:
+        record = report[name]
+        assert (record["service"], record["release"], record["answering"]) == ("active", "v0.6.3", True)
+        assert (record["generation"], record["speculation"], record["context"]) == ("0731", "dspark", 524288)
+        # The feed names v0.6.5, newer than what runs.
+        assert record["update"]["available"] is True and record["update"]["latest"] == "v0.6.5"
+        assert record["requests_inflight"] == 0 and record["uptime_s"] > 0 and record["free_disk_bytes"] > 0
+        assert record["notes"] == []
+
+
+# --- 2. a release that fails on the canary ---
+
+
+def test_a_release_failing_its_smoke_test_stops_at_the_canary_which_is_rolled_back(sparks, work):
+    before = fleet(sparks)
+    run, document, summary, events = upgrade(work, "-e", "ds4_release=v0.6.6")
+    assert run.returncode == 2, run.stdout[-4000:]
+    after = fleet(sparks)
+
+    # The canary switched, failed its smoke test on the Lyon answer, and was rolled back: it serves v0.6.3.
+    assert summary["spark01"]["upgrade"]["outcome"] == "rolled back"
+    assert "Lyon" in summary["spark01"]["upgrade"]["detail"]
+    assert after["spark01"]["release"] == "v0.6.3" and "Paris" in after["spark01"]["answer"]
+    assert after["spark01"]["pid"] != before["spark01"]["pid"]
+    # The others were staged but never switched: the same engine process, untouched.
+    for name in ("spark02", "spark03"):
+        assert summary[name]["upgrade"]["outcome"] == "not switched"
+        assert after[name] == before[name]
+    assert document["stopped"].startswith("the rollout stopped after batch 1 (spark01): 1 of 1 failed")
+    # Out of the load balancer and back in once it served again; the others never left it.
+    assert events == [("spark01", "out"), ("spark01", "in")]
+    # No cleanup anywhere; each Spark not on v0.6.6 fails in the recap.
+    assert all(CLEANUP not in plays_of(run, name) for name in NAMES)
+    assert [recap(run, name) for name in NAMES] == [(0, 1)] * 3
+
+    report, _ = status(work)
+    for name in NAMES:
+        assert (report[name]["release"], report[name]["service"], report[name]["answering"]) == (
+            "v0.6.3",
+            "active",
+            True,
+        )
+        # The rollback put the launch settings back with the release: nothing disagrees.
+        assert report[name]["notes"] == []
+
+
+# --- 3. the canary passes, a later Spark fails, with a request in flight on the canary ---
+
+
+def slow_request_on_canary(spark01, work, seconds, result):
+    """Once the canary leaves the load balancer, send it a request that takes `seconds`; when the engine
+    counts it in flight, open the hook's gate (the drain starts after it) and wait for the answer."""
+    deadline = time.monotonic() + 400
+    log = work / "lb.log"
+    while "spark01 out" not in (log.read_text() if log.exists() else ""):
+        if time.monotonic() > deadline:
+            result["error"] = "the canary never left the load balancer"
+            return
+        time.sleep(0.1)
+    prompt = f"[[standin-sleep:{seconds}]] {QUESTION}"
+    body = json.dumps(
+        {"model": "deepseek-v4-flash", "max_tokens": 64, "messages": [{"role": "user", "content": prompt}]}
+    )
+    client = subprocess.Popen(
+        ["podman", "exec", f"{PREFIX}spark01", "curl", "-sS", "--max-time", "120", "-w", "\\n%{http_code}",
+         "-H", "Content-Type: application/json", "-d", body, "http://127.0.0.1:8000/v1/chat/completions"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    while time.monotonic() < deadline:
+        metrics = spark01.run("curl -fsS http://127.0.0.1:8000/metrics").stdout
+        if re.search(r"^ds4_requests_inflight [1-9]", metrics, re.M):
+            break
+        time.sleep(0.2)
+    (work / "lb.gate").touch()
+    result["output"] = client.communicate(timeout=180)[0]
+    result["rc"], result["done"] = client.returncode, time.time()
+
+
+def test_a_later_spark_failing_stops_the_rollout_there_and_a_request_in_flight_completes(sparks, work):
+    pinned = work / "pinned.yml"
+    pinned.write_text(
+        "sparks:\n  vars:\n    ds4_release: v0.6.5\n  hosts:\n    spark02:\n      ds4_release: v0.6.6\n"
+    )
+    before = fleet(sparks)
+    request = {}
+    client = threading.Thread(target=slow_request_on_canary, args=(sparks["spark01"], work, 6, request))
+    client.start()
+    run, document, summary, events = upgrade(
+        work, extra_inventory=pinned, env_extra={"DS4_FLEET_LB_GATE": str(work / "lb.gate")}
+    )
+    client.join(timeout=120)
+    assert run.returncode == 2, run.stdout[-4000:]
+    after = fleet(sparks)
+
+    # Each Spark is on what the summary says, and the summary says what the Sparks run.
+    assert summary["spark01"]["upgrade"]["outcome"] == "switched"
+    assert summary["spark01"]["upgrade"]["detail"] == "v0.6.3 -> v0.6.5; serving v0.6.5"
+    assert summary["spark02"]["upgrade"]["outcome"] == "rolled back"
+    assert summary["spark02"]["upgrade"]["target"] == "v0.6.6"
+    assert summary["spark03"]["upgrade"]["outcome"] == "not switched"
+    assert document["stopped"].startswith("the rollout stopped after batch 2 (spark02): 1 of 1 failed")
+    for name in NAMES:
+        assert summary[name]["release"] == after[name]["release"] and "Paris" in after[name]["answer"]
+    assert [after[name]["release"] for name in NAMES] == ["v0.6.5", "v0.6.3", "v0.6.3"]
+    assert after["spark03"] == before["spark03"]
+    assert events == [("spark01", "out"), ("spark01", "in"), ("spark02", "out"), ("spark02", "in")]
+    # The cleanup ran where the switch succeeded, and only there.
+    assert [CLEANUP in plays_of(run, name) for name in NAMES] == [True, False, False]
+    assert [recap(run, name) for name in NAMES] == [(0, 0), (0, 1), (0, 1)]
+
+    # The slow request sent to the canary after it left the load balancer was answered in full, and the
+    # drain waited for it: the engine was asked to stop only after the answer.
+    assert request.get("rc") == 0, request
+    body, code = request["output"].rsplit("\n", 1)
+    assert code == "200" and "Paris" in json.loads(body)["choices"][0]["message"]["content"]
+    drain = summary["spark01"]["upgrade"]["drain"]
+    assert drain["inflight_at_start"] >= 1 and drain["drained"] and not drain["timed_out"], drain
+    stops = sparks["spark01"].check_output(
+        "journalctl -u ds4.service -o short-unix --no-pager | grep 'shutdown requested' | tail -1"
+    )
+    assert float(stops.split()[0]) >= request["done"] - 1, (stops, request)
+
+    report, _ = status(work)
+    assert [report[name]["release"] for name in NAMES] == ["v0.6.5", "v0.6.3", "v0.6.3"]
+    assert [report[name]["update"]["available"] for name in NAMES] == [False, True, True]
+    assert all(report[name]["answering"] and report[name]["notes"] == [] for name in NAMES)
+
+
+# --- 4. the stopped rollout resumed with a good release ---
+
+
+def test_a_good_upgrade_resumes_the_rollout_and_ends_with_all_three_on_it(sparks, work):
+    before = fleet(sparks)
+    run, document, summary, events = upgrade(work, "-e", "ds4_release=v0.6.5")
+    assert run.returncode == 0, run.stdout[-4000:]
+    after = fleet(sparks)
+
+    # The canary already ran v0.6.5: switched again in name only, without a restart.
+    assert summary["spark01"]["upgrade"]["outcome"] == "unchanged"
+    assert after["spark01"] == before["spark01"]
+    for name in ("spark02", "spark03"):
+        assert summary[name]["upgrade"]["outcome"] == "switched"
+        assert summary[name]["upgrade"]["detail"] == "v0.6.3 -> v0.6.5; serving v0.6.5"
+    for name in NAMES:
+        assert after[name]["release"] == "v0.6.5" and after[name]["active"] == "active"
+        assert "Paris" in after[name]["answer"]
+    assert document["stopped"] is None
+    assert sorted(events) == sorted((name, way) for name in NAMES for way in ("out", "in"))
+    assert [recap(run, name) for name in NAMES] == [(0, 0)] * 3
+
+    report, _ = status(work)
+    for name in NAMES:
+        record = report[name]
+        assert (record["release"], record["service"], record["answering"]) == ("v0.6.5", "active", True)
+        assert record["update"]["available"] is False and record["notes"] == []
+        assert record["previous"] == "v0.6.3"
+
+
+# --- 5. the report changes nothing ---
+
+
+def test_status_in_check_mode_reports_the_same_and_changes_nothing(sparks, work):
+    before = fleet(sparks)
+    report, run = status(work, "--check")
+    assert [report[name]["release"] for name in NAMES] == ["v0.6.5"] * 3
+    assert all(recap(run, name) == (0, 0) for name in NAMES)
+    assert not re.search(r"^spark0\d\s+:.*changed=[1-9]", run.stdout, re.M)
+    assert fleet(sparks) == before
