@@ -9,7 +9,7 @@ short_description: Smoke-test the running ds4 engine over HTTP
 description:
   - Sends one chat completion to the engine's C(/v1/chat/completions) and checks the answer against a
     regular expression, as the shell installer's smoke test does, but over HTTP against the running
-    service: a second engine could share neither the Spark's memory nor the engine's lock.
+    service, since a second engine could share neither the Spark's memory nor the engine's lock.
   - Returns the answer and the latency; fails with the answer when it does not match.
   - Changes nothing.
 version_added: 0.1.0

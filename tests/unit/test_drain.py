@@ -8,7 +8,6 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-import yaml
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_drain import (
     EngineUnreachable,
@@ -276,9 +275,3 @@ def test_the_module_in_check_mode_does_not_wait(engine, capsys):
 def test_the_module_refuses_impossible_settings(args, message, capsys):
     code, out = run_module(args, capsys)
     assert code == 1 and out["failed"] and out["msg"] == message
-
-
-def test_module_documentation_is_yaml():
-    # ansible-doc refuses the whole page over one unquoted `key: value` inside a description.
-    for text in (ds4_drain.DOCUMENTATION, ds4_drain.EXAMPLES, ds4_drain.RETURN):
-        assert isinstance(yaml.safe_load(text), (dict, list))

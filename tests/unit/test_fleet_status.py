@@ -9,7 +9,6 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-import yaml
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.ds4.fleet.plugins.filter.ds4_fleet import FilterModule
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_fleet_status import (
@@ -392,9 +391,3 @@ def test_after_an_upgrade_the_table_has_its_outcome_and_detail():
     ]
     # The record is plain data: the JSON for scripts is the record itself.
     assert json.loads(json.dumps(records)) == records
-
-
-def test_module_documentation_is_yaml():
-    # ansible-doc refuses the whole page over one unquoted `key: value` inside a description.
-    for text in (ds4_host_status.DOCUMENTATION, ds4_host_status.EXAMPLES, ds4_host_status.RETURN):
-        assert isinstance(yaml.safe_load(text), (dict, list))

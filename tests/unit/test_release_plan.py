@@ -4,7 +4,6 @@ import json
 import os
 
 import pytest
-import yaml
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_plan import (
     ReleaseError,
@@ -22,7 +21,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_plan import 
     stamp_changes,
     verify_pin,
 )
-from ansible_collections.ds4.fleet.plugins.modules import ds4_release_build, ds4_release_plan
+from ansible_collections.ds4.fleet.plugins.modules import ds4_release_plan
 
 SPARK = {"arch": "sm_121", "make_target": "cuda-spark", "make_args": []}
 H200 = {"arch": "sm_90", "make_target": "cuda", "make_args": ["CUDA_ARCH=sm_90"]}
@@ -280,10 +279,3 @@ def test_module_refuses_a_moved_tag_an_unknown_tag_and_a_small_keep(monkeypatch,
     assert result["msg"].startswith("release tag v0.6.5 (ds4_release) does not exist in git://forge/ds4.git")
     result = _run_module(monkeypatch, _args(tmp_path, keep=1), listing)
     assert result["msg"].startswith("ds4_releases_keep must be 2 or more")
-
-
-@pytest.mark.parametrize("module", [ds4_release_plan, ds4_release_build])
-def test_module_documentation_is_yaml(module):
-    # ansible-doc refuses the whole page over one unquoted `key: value` inside a description.
-    for text in (module.DOCUMENTATION, module.EXAMPLES, module.RETURN):
-        assert isinstance(yaml.safe_load(text), (dict, list))
