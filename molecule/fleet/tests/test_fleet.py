@@ -2,12 +2,14 @@
 
 The tests run in file order and build on each other's state, as an operator's upgrades would:
 1. converge left all three on v0.6.3, serving, and status.yml says so;
-2. v0.6.6 (it answers "Lyon") fails its smoke test on the canary: the rollout stops there, the canary is
-   rolled back and serves, the other two are untouched;
-3. v0.6.5 with spark02 pinned to v0.6.6 by an extra inventory: the canary passes, with a slow request in
+2. a Spark that cannot stage (an unknown tag), alone: the rollout stops before any switch;
+3. v0.6.6 (it answers "Lyon") with spark03 pinned to v0.6.7 (its build fails) and a failure share of 34%:
+   spark03 cannot stage, one of three is under the share, so the rollout goes on; the canary fails its
+   smoke test and the rollout stops there: the canary is rolled back and serves, the others are untouched;
+4. v0.6.5 with spark02 pinned to v0.6.6 by an extra inventory: the canary passes, with a slow request in
    flight that completes across its switch; spark02 fails and is rolled back; spark03 is never switched;
-4. v0.6.5 again, resuming the stopped rollout: all three end on v0.6.5 and serve;
-5. status.yml in check mode reports the same and changes nothing.
+5. v0.6.5 again, resuming the stopped rollout: all three end on v0.6.5 and serve;
+6. status.yml in check mode reports the same and changes nothing.
 The playbooks run nested, as an operator runs them, with the repository's ansible.cfg; each case asserts
 the exit status, the summary (its JSON), the load balancer hooks' log, what each Spark runs (read on the
 Spark itself) and what status.yml reports.
@@ -164,12 +166,36 @@ def test_converge_left_all_three_on_v063_serving(sparks, work):
         assert record["notes"] == []
 
 
-# --- 2. a release that fails on the canary ---
+# --- 2. a Spark that cannot stage ---
+
+
+def test_a_spark_that_cannot_stage_stops_the_rollout_before_any_switch(sparks, work):
+    before = fleet(sparks)
+    run, document, summary, events = upgrade(work, "-e", "ds4_release=v0.9.9", "-l", "spark03")
+    assert run.returncode == 2, run.stdout[-4000:]
+    assert list(summary) == ["spark03"]
+    assert summary["spark03"]["upgrade"]["outcome"] == "not staged"
+    assert "v0.9.9 (ds4_release) does not exist" in summary["spark03"]["upgrade"]["detail"]
+    assert document["stopped"].startswith(
+        "the rollout stopped before any switch: 1 of 1 Sparks could not be staged"
+    )
+    assert events == [] and "Switch the staged Sparks" not in "".join(plays_of(run, "spark03"))
+    assert fleet(sparks) == before
+
+
+# --- 3. a release that fails on the canary, and a Spark that cannot stage under the allowed share ---
 
 
 def test_a_release_failing_its_smoke_test_stops_at_the_canary_which_is_rolled_back(sparks, work):
+    pinned = work / "pinned-v067.yml"
+    # In the inventory, not with -e, which would override spark03's own value.
+    pinned.write_text(
+        "sparks:\n  vars:\n    ds4_release: v0.6.6\n  hosts:\n    spark03:\n      ds4_release: v0.6.7\n"
+    )
     before = fleet(sparks)
-    run, document, summary, events = upgrade(work, "-e", "ds4_release=v0.6.6")
+    run, document, summary, events = upgrade(
+        work, "-e", "ds4_upgrade_max_fail_percentage=34", extra_inventory=pinned
+    )
     assert run.returncode == 2, run.stdout[-4000:]
     after = fleet(sparks)
 
@@ -178,9 +204,12 @@ def test_a_release_failing_its_smoke_test_stops_at_the_canary_which_is_rolled_ba
     assert "Lyon" in summary["spark01"]["upgrade"]["detail"]
     assert after["spark01"]["release"] == "v0.6.3" and "Paris" in after["spark01"]["answer"]
     assert after["spark01"]["pid"] != before["spark01"]["pid"]
-    # The others were staged but never switched: the same engine process, untouched.
+    # spark02 was staged but never switched, spark03 could not be staged (its build fails): one of three
+    # is within the 34% allowed, so the rollout went on to the canary. Both run the same engine process.
+    assert summary["spark02"]["upgrade"]["outcome"] == "not switched"
+    assert summary["spark03"]["upgrade"]["outcome"] == "not staged"
+    assert "building release v0.6.7 failed" in summary["spark03"]["upgrade"]["detail"]
     for name in ("spark02", "spark03"):
-        assert summary[name]["upgrade"]["outcome"] == "not switched"
         assert after[name] == before[name]
     assert document["stopped"].startswith("the rollout stopped after batch 1 (spark01): 1 of 1 failed")
     # Out of the load balancer and back in once it served again; the others never left it.
@@ -200,7 +229,7 @@ def test_a_release_failing_its_smoke_test_stops_at_the_canary_which_is_rolled_ba
         assert report[name]["notes"] == []
 
 
-# --- 3. the canary passes, a later Spark fails, with a request in flight on the canary ---
+# --- 4. the canary passes, a later Spark fails, with a request in flight on the canary ---
 
 
 def slow_request_on_canary(spark01, work, seconds, result):
@@ -282,7 +311,7 @@ def test_a_later_spark_failing_stops_the_rollout_there_and_a_request_in_flight_c
     assert all(report[name]["answering"] and report[name]["notes"] == [] for name in NAMES)
 
 
-# --- 4. the stopped rollout resumed with a good release ---
+# --- 5. the stopped rollout resumed with a good release ---
 
 
 def test_a_good_upgrade_resumes_the_rollout_and_ends_with_all_three_on_it(sparks, work):
@@ -312,7 +341,7 @@ def test_a_good_upgrade_resumes_the_rollout_and_ends_with_all_three_on_it(sparks
         assert record["previous"] == "v0.6.3"
 
 
-# --- 5. the report changes nothing ---
+# --- 6. the report changes nothing ---
 
 
 def test_status_in_check_mode_reports_the_same_and_changes_nothing(sparks, work):
