@@ -165,12 +165,11 @@ def ensure_forge_data() -> Path:
     log("building the stand-in engine repository and hub data")
     subprocess.run(["rm", "-rf", str(data)], check=True)
     data.mkdir(parents=True)
-    subprocess.run(
-        [sys.executable, str(STANDINS / "engine" / "make_repo.py"), "--out", str(data / "git")], check=True
-    )
-    subprocess.run(
-        [sys.executable, str(STANDINS / "hub" / "make_weights.py"), "--out", str(data / "hub")], check=True
-    )
+    # Their reports go to stderr: stdout carries `up --json`'s answer.
+    for script, out in (("engine/make_repo.py", "git"), ("hub/make_weights.py", "hub")):
+        subprocess.run(
+            [sys.executable, str(STANDINS / script), "--out", str(data / out)], check=True, stdout=sys.stderr
+        )
     stamp.write_text(digest)
     return data
 
