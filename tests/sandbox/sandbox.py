@@ -234,11 +234,10 @@ def set_persona(container: str, persona: str) -> None:
 def ensure_spark(names: Names, host: str, ssh_port: int | None, persona: str, small_disk: str | None) -> None:
     container = names.host(host)
     state = container_state(container)
-    if state == "running":
-        return
+    created = False
     if state in ("exited", "stopped", "created"):
         podman("start", container)
-    else:
+    elif state != "running":
         if state is not None:
             podman("rm", "-f", container)
         publish = f"127.0.0.1:{ssh_port}:22" if ssh_port else "127.0.0.1::22"
@@ -250,10 +249,12 @@ def ensure_spark(names: Names, host: str, ssh_port: int | None, persona: str, sm
             "run", "-d", "--name", container, "--hostname", host, "--network", names.network,
             "--systemd=always", "-p", publish, *extra, IMAGE, "/sbin/init",
         )  # fmt: skip
+        created = True
     wait_booted(container)
+    # Every time: a host made from another checkout of this repository knows that checkout's key.
     exec_in(container, "sh", "-c", "install -d -m 700 /root/.ssh && cat > /root/.ssh/authorized_keys",
             stdin=SSH_KEY.with_suffix(".pub").read_bytes())  # fmt: skip
-    if state is None or state not in ("exited", "stopped", "created"):
+    if created:
         set_persona(container, persona)
 
 
