@@ -36,9 +36,6 @@ SYSTEMD_PROPERTIES = (
     "NRestarts",
 )
 
-# Upgrade outcomes that leave a Spark on the release it was meant to run.
-UPGRADE_DONE = ("switched", "already on it")
-
 COLUMNS = (
     ("HOST", "host"),
     ("SERVICE", "service"),

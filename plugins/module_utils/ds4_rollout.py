@@ -15,9 +15,6 @@ import re
 
 _PERCENT_RE = re.compile(r"^([0-9]+)%$")
 
-# What upgrade_outcome() can say; the first two leave the Spark on what the inventory names.
-OUTCOMES = ("switched", "unchanged", "rolled back", "failed", "not staged", "not switched", "unreachable")
-
 
 class RolloutError(ValueError):
     """A setting of the rollout that cannot be used, named in the message."""
