@@ -8,7 +8,6 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_drain import (
     EngineUnreachable,
     ProbeError,
@@ -18,6 +17,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_drain import (
     read_inflight,
 )
 from ansible_collections.ds4.fleet.plugins.modules import ds4_drain
+from module_runner import run_module
 
 METRICS = """# HELP ds4_requests_inflight Generation requests answered or queued.
 # TYPE ds4_requests_inflight gauge
@@ -241,26 +241,24 @@ def test_without_waiting_one_look_reports_what_is_in_flight(engine):
 # --- the module ---
 
 
-def run_module(args, capsys):
-    with patch_module_args(args), pytest.raises(SystemExit) as exc:
-        ds4_drain.main()
-    return exc.value.code, json.loads(capsys.readouterr().out)
+def drain_module(args):
+    return run_module(ds4_drain, args)
 
 
-def test_the_module_waits_and_changes_nothing(engine, capsys):
+def test_the_module_waits_and_changes_nothing(engine):
     Engine.inflight = 1
     timer = finish_after(0.3)
     port = int(engine.rsplit(":", 1)[1])
-    code, out = run_module({"host": "0.0.0.0", "port": port, "interval": 0.1}, capsys)
+    code, out = drain_module({"host": "0.0.0.0", "port": port, "interval": 0.1})
     timer.join()
     assert code == 0 and out["changed"] is False
     assert out["drained"] and out["inflight_at_start"] == 1 and out["url"] == engine
 
 
-def test_the_module_in_check_mode_does_not_wait(engine, capsys):
+def test_the_module_in_check_mode_does_not_wait(engine):
     Engine.inflight = 2
     port = int(engine.rsplit(":", 1)[1])
-    code, out = run_module({"port": port, "_ansible_check_mode": True}, capsys)
+    code, out = drain_module({"port": port, "_ansible_check_mode": True})
     assert code == 0 and out["polls"] == 1 and out["inflight_at_end"] == 2 and not out["drained"]
 
 
@@ -272,6 +270,6 @@ def test_the_module_in_check_mode_does_not_wait(engine, capsys):
         ({"timeout": -1}, "timeout must be a positive number of seconds: -1.0"),
     ],
 )
-def test_the_module_refuses_impossible_settings(args, message, capsys):
-    code, out = run_module(args, capsys)
+def test_the_module_refuses_impossible_settings(args, message):
+    code, out = drain_module(args)
     assert code == 1 and out["failed"] and out["msg"] == message

@@ -4,12 +4,12 @@ import json
 import subprocess
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_launch import (
     LaunchConfigError,
     launch_config,
 )
 from ansible_collections.ds4.fleet.plugins.modules import ds4_launch_config
+from module_runner import run_module
 
 BASE = "/var/lib/ds4/models/DeepSeek-V4-Flash-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8-chat-v2-imatrix-0731.gguf"
 DRAFTER = "/var/lib/ds4/models/DSpark-drafter-Q2K-Q8-0731.gguf"
@@ -339,22 +339,12 @@ def test_exec_start_quoting():
     )
 
 
-class _Exit(Exception):
-    pass
-
-
-def _run_module(monkeypatch, args):
-    """Run the module's main() and return its JSON result (exit_json and fail_json both exit)."""
-    printed = []
-    monkeypatch.setattr("builtins.print", lambda text, **_: printed.append(text))
-    monkeypatch.setattr("sys.exit", lambda code=0: (_ for _ in ()).throw(_Exit(code)))
-    with patch_module_args(args), pytest.raises(_Exit):
-        ds4_launch_config.main()
-    return json.loads(printed[-1])
+def _run_module(args):
+    return run_module(ds4_launch_config, args)[1]
 
 
 def test_module_returns_the_launch(monkeypatch):
-    result = _run_module(monkeypatch, {**MINIMAL, "port": "9000", "_ansible_check_mode": True})
+    result = _run_module({**MINIMAL, "port": "9000", "_ansible_check_mode": True})
     assert result["changed"] is False
     assert "failed" not in result
     expected = launch_config({**MINIMAL, "port": "9000"})
@@ -363,7 +353,7 @@ def test_module_returns_the_launch(monkeypatch):
 
 
 def test_module_fails_naming_the_variable(monkeypatch):
-    result = _run_module(monkeypatch, {**MINIMAL, "port": 70000, "ctx": "abc"})
+    result = _run_module({**MINIMAL, "port": 70000, "ctx": "abc"})
     assert result["failed"] is True
     assert result["msg"] == (
         "ds4_ctx must be a positive whole number of tokens: 'abc'; "
@@ -373,5 +363,5 @@ def test_module_fails_naming_the_variable(monkeypatch):
 
 
 def test_module_keeps_a_string_extra_args_for_its_own_message(monkeypatch):
-    result = _run_module(monkeypatch, {**MINIMAL, "extra_args": "--cors,--port=1"})
+    result = _run_module({**MINIMAL, "extra_args": "--cors,--port=1"})
     assert result["msg"] == "ds4_extra_args must be a list of strings: '--cors,--port=1'"

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible.module_utils.testing import patch_module_args
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_preflight import (
     UNKNOWN_SIZE_BYTES,
     describe_bytes,
@@ -17,6 +16,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_preflight import (
     weights_need,
 )
 from ansible_collections.ds4.fleet.plugins.modules import ds4_preflight_check
+from module_runner import run_module
 
 REPO = Path(__file__).resolve().parents[2]
 # What ds4_host_facts returned on the real H200 machine (gguf_dir=/tmp/x).
@@ -407,21 +407,19 @@ def test_describe_bytes():
     assert describe_bytes(93691352992) == "93,691,352,992 bytes (87.26 GiB)"
 
 
-def run_module(args, capsys):
-    with patch_module_args(args), pytest.raises(SystemExit):
-        ds4_preflight_check.main()
-    return json.loads(capsys.readouterr().out)
+def check_module(args):
+    return run_module(ds4_preflight_check, args)[1]
 
 
-def test_module_passes_a_spark_and_sets_the_build(capsys):
-    out = run_module({"host": GB10, "catalog": CATALOG}, capsys)
+def test_module_passes_a_spark_and_sets_the_build():
+    out = check_module({"host": GB10, "catalog": CATALOG})
     assert not out.get("failed") and out["changed"] is False
     assert out["ansible_facts"] == {"ds4_build_target": SPARK_BUILD}
     assert out["preflight"]["weights"]["bytes"] == SIZE_BASE + SIZE_DRAFTER
 
 
-def test_module_refuses_with_one_line_per_refusal(capsys):
-    out = run_module({"host": host(H200_FACTS, cuda=CUDA_12), "catalog": CATALOG}, capsys)
+def test_module_refuses_with_one_line_per_refusal():
+    out = check_module({"host": host(H200_FACTS, cuda=CUDA_12), "catalog": CATALOG})
     assert out["failed"] is True and "ansible_facts" not in out
     errors = out["preflight"]["errors"]
     assert out["msg"].split("\n") == errors
@@ -429,9 +427,9 @@ def test_module_refuses_with_one_line_per_refusal(capsys):
     assert errors[3].startswith("Free space on the filesystem of ds4_gguf_dir /tmp/x")
 
 
-def test_module_forced_warns(capsys):
+def test_module_forced_warns():
     args = {"host": H200_FACTS, "force": True, "accepted_archs": ["x86_64"], "weights_space_bytes": 1}
-    out = run_module(args, capsys)
+    out = check_module(args)
     assert not out.get("failed")
     # Also passed to module.warn(), which Ansible prints as [WARNING] (the Molecule scenario checks that
     # line); in-process, whether it lands in the result depends on what other tests imported.
@@ -439,7 +437,7 @@ def test_module_forced_warns(capsys):
     assert out["ansible_facts"]["ds4_build_target"] == H200_BUILD
 
 
-def test_module_names_a_bad_catalog_request(capsys):
-    out = run_module({"host": GB10, "catalog": CATALOG, "speculation": "mtp"}, capsys)
+def test_module_names_a_bad_catalog_request():
+    out = check_module({"host": GB10, "catalog": CATALOG, "speculation": "mtp"})
     assert out["failed"] is True
     assert "ds4_speculation='mtp' needs a mtp file" in out["msg"]

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_build import (
     BuildError,
     build_env,
@@ -18,6 +17,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_build import
 )
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_plan import ReleaseError
 from ansible_collections.ds4.fleet.plugins.modules import ds4_release_build
+from module_runner import run_module
 
 REPO = Path(__file__).resolve().parents[2]
 STANDINS = REPO / "tests" / "standins"
@@ -185,17 +185,8 @@ def test_leftovers_of_an_interrupted_build_are_cleared(forge, tmp_path):
     assert hidden(tmp_path) == []
 
 
-class _Exit(Exception):
-    pass
-
-
-def _run_module(monkeypatch, args):
-    printed = []
-    monkeypatch.setattr("builtins.print", lambda text, **_: printed.append(text))
-    monkeypatch.setattr("sys.exit", lambda code=0: (_ for _ in ()).throw(_Exit(code)))
-    with patch_module_args(args), pytest.raises(_Exit):
-        ds4_release_build.main()
-    return json.loads(printed[-1])
+def _run_module(args):
+    return run_module(ds4_release_build, args)[1]
 
 
 def _args(forge, root, tag, **extra):
@@ -214,7 +205,7 @@ def _args(forge, root, tag, **extra):
 
 
 def test_module_check_mode_builds_nothing_and_shows_the_stamp(monkeypatch, forge, tmp_path):
-    result = _run_module(monkeypatch, {**_args(forge, tmp_path, "v0.6.3"), "_ansible_check_mode": True})
+    result = _run_module({**_args(forge, tmp_path, "v0.6.3"), "_ansible_check_mode": True})
     assert (result["changed"], result["built"], result["msg"]) == (
         True,
         False,
@@ -225,10 +216,10 @@ def test_module_check_mode_builds_nothing_and_shows_the_stamp(monkeypatch, forge
 
 
 def test_module_builds_once_and_reports_failures(monkeypatch, forge, tmp_path):
-    result = _run_module(monkeypatch, _args(forge, tmp_path, "v0.6.5.1"))
+    result = _run_module(_args(forge, tmp_path, "v0.6.5.1"))
     assert (result["changed"], result["built"], result["stamp"]["release"]) == (True, True, "v0.6.5.1")
-    result = _run_module(monkeypatch, _args(forge, tmp_path, "v0.6.5.1"))
+    result = _run_module(_args(forge, tmp_path, "v0.6.5.1"))
     assert (result["changed"], result["built"], result["msg"]) == (False, False, "v0.6.5.1 is up to date")
-    result = _run_module(monkeypatch, _args(forge, tmp_path, "v0.6.7"))
+    result = _run_module(_args(forge, tmp_path, "v0.6.7"))
     assert result["failed"] and result["log_path"] == str(tmp_path / "logs" / "build-v0.6.7.log")
     assert result["msg"].startswith("building release v0.6.7 failed")
