@@ -268,7 +268,8 @@ def test_a_later_spark_failing_stops_the_rollout_there_and_a_request_in_flight_c
     )
     before = fleet(sparks)
     request = {}
-    client = threading.Thread(target=slow_request_on_canary, args=(sparks["spark01"], work, 6, request))
+    # Long enough that the drain, starting after the gate opens, still finds it in flight on a busy machine.
+    client = threading.Thread(target=slow_request_on_canary, args=(sparks["spark01"], work, 20, request))
     client.start()
     run, document, summary, events = upgrade(
         work, extra_inventory=pinned, env_extra={"DS4_FLEET_LB_GATE": str(work / "lb.gate")}
