@@ -12,8 +12,8 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_cubin import (
     parse_list_elf,
 )
 
-# What the engine role captured building the real source on the H200 (tests/unit/fixtures/h200/engine/run.sh):
-# `make cuda CUDA_ARCH=sm_90`, and a Makefile that drops the arch (as the source's cuda-spark does).
+# Captured on the H200 by tests/unit/fixtures/h200/engine/run.sh: the programs the engine role built from
+# the real source with `make cuda CUDA_ARCH=sm_90` (sm_90/), and those of its `make cuda-spark` (dropped/).
 H200_CAPTURES = Path(__file__).resolve().parent / "fixtures" / "h200" / "engine"
 
 # The format of the real tool (NVIDIA's CUDA Binary Utilities), one line per embedded cubin.
@@ -129,13 +129,13 @@ def test_a_tool_that_is_not_executable_is_refused(tmp_path):
 
 
 @pytest.mark.skipif(
-    not (H200_CAPTURES / "sm_90" / "ds4-server.list-elf").exists(),
+    not (H200_CAPTURES / "sm_90" / "ds4-server.list-elf.stdout").exists(),
     reason="the real H200 captures are not in tests/unit/fixtures/h200/engine yet",
 )
 @pytest.mark.parametrize(("build", "passes"), [("sm_90", True), ("dropped", False)])
 @pytest.mark.parametrize("program", ["ds4", "ds4-server", "ds4-bench"])
 def test_real_captures_from_the_h200(tmp_path, build, passes, program):
-    out = (H200_CAPTURES / build / f"{program}.list-elf").read_text()
+    out = (H200_CAPTURES / build / f"{program}.list-elf.stdout").read_text()
     tool, run, _ = fake_tool(tmp_path, out=out)
     if passes:
         assert "sm_90" in check_program(run, tool, program, "sm_90")
