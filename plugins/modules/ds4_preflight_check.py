@@ -126,7 +126,7 @@ ansible_facts:
     ds4_build_target:
       description: C(arch), C(make_target), C(make_args).
       type: dict
-      sample: {"arch": "sm_121", "make_target": "cuda-spark", "make_args": []}
+      sample: {"arch": "sm_121", "make_target": "cuda", "make_args": ["CUDA_ARCH=sm_121"]}
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402

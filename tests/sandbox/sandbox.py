@@ -231,10 +231,19 @@ def set_persona(container: str, persona: str) -> None:
     )
 
 
+def can_make_devices(container: str) -> bool:
+    caps = podman("container", "inspect", "--format", "{{.EffectiveCaps}}", container, check=False)
+    return "CAP_MKNOD" in caps.stdout.decode()
+
+
 def ensure_spark(names: Names, host: str, ssh_port: int | None, persona: str, small_disk: str | None) -> None:
     container = names.host(host)
     state = container_state(container)
     created = False
+    # Made before Sparks could create device nodes (ds4-nvidia-devices.service needs it): made anew.
+    if state is not None and not can_make_devices(container):
+        podman("rm", "-f", container)
+        state = None
     if state in ("exited", "stopped", "created"):
         podman("start", container)
     elif state != "running":
@@ -247,7 +256,9 @@ def ensure_spark(names: Names, host: str, ssh_port: int | None, persona: str, sm
             extra = ["--mount", f"type=tmpfs,destination=/var/lib/ds4,tmpfs-size={small_disk}"]
         podman(
             "run", "-d", "--name", container, "--hostname", host, "--network", names.network,
-            "--systemd=always", "-p", publish, *extra, IMAGE, "/sbin/init",
+            # CAP_MKNOD, which Podman no longer grants by default: root on a Spark creates the GPU's
+            # device nodes at boot (the stand-in nvidia-modprobe does here).
+            "--systemd=always", "--cap-add=MKNOD", "-p", publish, *extra, IMAGE, "/sbin/init",
         )  # fmt: skip
         created = True
     wait_booted(container)

@@ -127,7 +127,7 @@ NO_NVCC_REFUSED = (
     "(ds4_cuda_major); install the CUDA 13 toolkit, or set ds4_cuda_home to the folder it is in "
     "(ds4_force does not skip this check)"
 )
-SPARK_BUILD = {"arch": "sm_121", "make_target": "cuda-spark", "make_args": []}
+SPARK_BUILD = {"arch": "sm_121", "make_target": "cuda", "make_args": ["CUDA_ARCH=sm_121"]}
 H200_BUILD = {"arch": "sm_90", "make_target": "cuda", "make_args": ["CUDA_ARCH=sm_90"]}
 
 

@@ -27,7 +27,8 @@ NVCC_DIR = Path("/usr/local/cuda/bin")
 PROGRAMS = ("ds4", "ds4-server", "ds4-bench")
 SMOKE = "What is the capital of France? Answer in one sentence."
 STAMP = r"\d{4} \d\d:\d\d:\d\d "
-TAGS = ("v0.5.6", "v0.6.3", "v0.6.5", "v0.6.5.1", "v0.6.6", "v0.6.7")
+TAGS = ("v0.5.6", "v0.6.3", "v0.6.5", "v0.6.5.1", "v0.6.6", "v0.6.7", "v0.6.8", "v0.6.9")
+CUOBJDUMP = HERE.parent / "gpu" / "cuobjdump"
 
 pytestmark = pytest.mark.skipif(
     not (NVCC_DIR / "nvcc").exists() or not shutil.which("git") or not shutil.which("make"),
@@ -261,9 +262,14 @@ def test_repository_has_one_commit_per_release_and_main_on_the_newest(repo, tmp_
     assert list(tags) == list(TAGS)
     assert (git_dir / "git-daemon-export-ok").is_file()
     listed = run(["git", "ls-remote", git_dir]).stdout
-    assert f"{tags['v0.6.7']}\trefs/heads/main" in listed
-    assert run(["git", f"--git-dir={git_dir}", "rev-list", "--count", "main"]).stdout.strip() == "6"
-    flavours = {"v0.6.6": "wrong-answer", "v0.6.7": "build-broken"}
+    assert f"{tags['v0.6.9']}\trefs/heads/main" in listed
+    assert run(["git", f"--git-dir={git_dir}", "rev-list", "--count", "main"]).stdout.strip() == "8"
+    flavours = {
+        "v0.6.6": "wrong-answer",
+        "v0.6.7": "build-broken",
+        "v0.6.8": "spark-drops-arch",
+        "v0.6.9": "drops-arch",
+    }
     for tag, commit in tags.items():
         assert run(["git", f"--git-dir={git_dir}", "rev-parse", f"{tag}^{{commit}}"]).stdout.strip() == commit
         release = run(["git", f"--git-dir={git_dir}", "show", f"{tag}:RELEASE"]).stdout
@@ -305,6 +311,34 @@ def test_cuda_spark_builds_the_three_programs_for_sm_121(good, build):
         assert version.returncode == 0
         assert version.stdout.startswith(f"{program} v0.6.5 (cuda sm_121, CUDA ")
     assert run(["git", "-C", good, "status", "--porcelain"]).stdout == ""
+
+
+def cubins(program: Path) -> str:
+    """What the cuobjdump stand-in lists for a built program."""
+    return run([CUOBJDUMP, "--list-elf", program]).stdout
+
+
+def test_the_programs_carry_the_gpu_code_of_their_arch(good):
+    for program in PROGRAMS:
+        assert cubins(good / program) == f"ELF file    1: {program}.1.sm_121.cubin\n"
+
+
+def test_v0_6_8_cuda_spark_drops_the_arch_as_the_real_source_does(build):
+    clone, result = build("v0.6.8", "cuda-spark")
+    assert result.returncode == 0, result.stdout + result.stderr
+    # The real source's cuda-spark runs `$(MAKE) ... CUDA_ARCH=`: nvcc 13's default, sm_75.
+    assert "CUDA_ARCH=\n" in result.stdout and "[-arch=(none), CUDA 13.0]" in result.stdout
+    assert cubins(clone / "ds4-server") == "ELF file    1: ds4-server.1.sm_75.cubin\n"
+    assert run([clone / "ds4-server", "--version"]).stdout.startswith("ds4-server v0.6.8 (cuda sm_75, ")
+    named, result = build("v0.6.8", "cuda", "CUDA_ARCH=sm_121")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert cubins(named / "ds4-server") == "ELF file    1: ds4-server.1.sm_121.cubin\n"
+
+
+def test_v0_6_9_drops_the_arch_it_is_given(build):
+    clone, result = build("v0.6.9", "cuda", "CUDA_ARCH=sm_121")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert all(cubins(clone / program) == f"ELF file    1: {program}.1.sm_75.cubin\n" for program in PROGRAMS)
 
 
 def test_cuda_builds_for_the_arch_it_is_given(build):
