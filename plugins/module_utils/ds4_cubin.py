@@ -4,12 +4,13 @@ nvcc embeds, per arch it compiled for, a cubin (native code) and/or PTX (which t
 at start-up). A build whose Makefile dropped the arch still links and runs, from nvcc's default arch
 (sm_75 with CUDA 13): on a GB10 that means JIT-compiled PTX, ~25% slower, and nothing fails. So the
 only truth is the binary: `cuobjdump --list-elf PROGRAM`, from the toolkit that built it, lists one line
-per embedded cubin, as the real tool prints them:
+per embedded cubin, as the real tool printed them for the real engine built with CUDA_ARCH=sm_90
+(tests/unit/fixtures/h200/engine/sm_90/):
 
-    ELF file    1: ds4-server.1.sm_121.cubin
-    ELF file    2: ds4-server.2.sm_121.cubin
+    ELF file    1: ds4_server-ds4_kvstore-rax-ds4-ds4_cuda.sm_90.cubin
+    ELF file    2: ds4_cuda.sm_90.cubin
 
-A binary with PTX only lists none.
+A binary with PTX only lists none; one with no GPU code at all makes the tool exit 255.
 """
 
 from __future__ import annotations

@@ -172,8 +172,8 @@ def test_a_build_without_native_code_for_the_arch_is_refused_before_it_can_be_us
     ), message
     log = (tmp_path / "logs" / "build-v0.6.9.log").read_text()
     # The log shows what was asked and what was found; the error carries its tail.
-    assert "ELF file    1: ds4.1.sm_75.cubin" in log
-    assert any("ELF file    1: ds4.1.sm_75.cubin" in line for line in failed.value.log_tail)
+    assert "ELF file    1: ds4_cuda.sm_75.cubin" in log
+    assert any("ELF file    1: ds4_cuda.sm_75.cubin" in line for line in failed.value.log_tail)
     assert not (tmp_path / "releases" / "v0.6.9").exists() and hidden(tmp_path) == []
     assert os.readlink(tmp_path / "current") == "releases/v0.6.5"
 

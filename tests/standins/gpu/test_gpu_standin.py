@@ -212,13 +212,13 @@ def test_cuobjdump_lists_the_cubins_and_ptx_the_linker_recorded(root, tmp_path):
     listed = run(root, "cuobjdump", "--list-elf", str(server))
     assert (listed.returncode, listed.stdout, listed.stderr) == (
         0,
-        b"ELF file    1: ds4-server.1.sm_121.cubin\n",
+        b"ELF file    1: ds4_cuda.sm_121.cubin\n",
         b"",
     )
-    assert run(root, "cuobjdump", "-lptx", str(server)).stdout == b"PTX file    1: ds4-server.1.sm_121.ptx\n"
+    assert run(root, "cuobjdump", "-lptx", str(server)).stdout == b"PTX file    1: ds4_cuda.sm_121.ptx\n"
     several = program(tmp_path / "ds4", {"elf": ["sm_90", "sm_121"], "ptx": []})
     assert run(root, "cuobjdump", "--list-elf", str(several)).stdout == (
-        b"ELF file    1: ds4.1.sm_90.cubin\nELF file    2: ds4.2.sm_121.cubin\n"
+        b"ELF file    1: ds4_cuda.sm_90.cubin\nELF file    2: ds4_cuda.sm_121.cubin\n"
     )
 
 
@@ -226,7 +226,7 @@ def test_cuobjdump_on_files_without_gpu_code_and_its_refusals(root, tmp_path):
     install(root, "gb10")
     plain = program(tmp_path / "plain", None)
     result = run(root, "cuobjdump", "--list-elf", str(plain))
-    assert (result.returncode, result.stdout) == (0, b"")
+    assert (result.returncode, result.stdout) == (255, b"")
     assert result.stderr == f"cuobjdump info    : File '{plain}' does not contain device code\n".encode()
     missing = run(root, "cuobjdump", "--list-elf", str(tmp_path / "missing"))
     assert missing.returncode == 1 and b"Could not open input file" in missing.stderr
