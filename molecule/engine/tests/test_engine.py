@@ -45,7 +45,8 @@ def play(*args, playbook="build.yml"):
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        timeout=300,
+        # A guard against a hang, not an expectation of speed: a loaded 2-core machine has taken minutes.
+        timeout=1800,
     )
     output = proc.stdout
     # With the JSON result format a host's result follows ` => ` (per item: ` => (item=...) => `).

@@ -120,7 +120,7 @@ def nested_run(host, extra_vars, args):
     )
     argv = ["ansible-playbook", "-i", inventory, str(PLAYBOOK), "-l", host, "-e", json.dumps(extra_vars)]
     argv += args
-    proc = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=1800)
     return Run(host, proc)
 
 

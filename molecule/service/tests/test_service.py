@@ -42,7 +42,8 @@ def play(*args):
         env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"),
         capture_output=True,
         text=True,
-        timeout=300,
+        # A guard against a hang, not an expectation of speed: a loaded 2-core machine has taken minutes.
+        timeout=1800,
     )
     # Molecule's environment may force colour all the same.
     return proc.returncode, re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + proc.stderr)
