@@ -32,7 +32,7 @@ import uuid
 FORMAT = 1
 DEFAULT_MODEL = "deepseek-v4-flash"
 METRICS = ("prefill", "decode")
-GATES = ("enforce", "warn", "off")
+GATES = ("enforce", "warn")
 
 # Verdicts of a record. A rolled-back release never served: it is neither a baseline nor on record as
 # what a Spark runs.
