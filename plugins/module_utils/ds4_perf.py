@@ -356,7 +356,7 @@ def plan(history: list, release: dict, replaced: dict | None, models: dict, sett
         why = (
             "first measurement on this Spark"
             if not history
-            else f"no figures of {release['release']} with this model set and these launch settings yet"
+            else f"no figures of {release['release']} on this model set, launch settings and measurement yet"
         )
         return {"measure": True, "baseline": None, "on_record": None, "why": why}
     baseline = latest(history, replaced, models, settings)
@@ -365,7 +365,9 @@ def plan(history: list, release: dict, replaced: dict | None, models: dict, sett
     if not history:
         why = "first measurement on this Spark"
     elif any(same_release(r, replaced) and r.get("verdict") != ROLLED_BACK for r in history):
-        why = f"the model set or launch settings changed since {replaced['release']} was measured"
+        why = (
+            f"the model set, launch settings or measurement changed since {replaced['release']} was measured"
+        )
     else:
         why = f"{replaced['release']}, which ran before, was never measured"
     return {"measure": True, "baseline": None, "on_record": None, "why": why}

@@ -158,6 +158,8 @@ def main():
         check_max_regression(p["max_regression"])
         history = load_history(p["fact"])
         models, settings = setup_of(p["launch"])
+        # Figures of another prompt or answer length are not comparable: they are matched as settings.
+        settings["measurement"] = {"prompt_tokens": p["prompt_tokens"], "decode_tokens": p["decode_tokens"]}
     except PerfSettingError as exc:
         module.fail_json(msg=str(exc))
     release = read_stamp(p["release_dir"])

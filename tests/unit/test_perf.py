@@ -284,7 +284,7 @@ def test_a_run_that_switched_nothing_measures_nothing_when_the_figures_are_on_re
 def test_a_spark_provisioned_before_the_gate_gets_its_baseline_on_the_next_run():
     decision = plan([record(PREV)], NEW, NEW, MODELS, SETTINGS)
     assert decision["measure"] and decision["baseline"] is None
-    assert "no figures of v0.6.5.2 with this model set and these launch settings yet" in decision["why"]
+    assert "no figures of v0.6.5.2 on this model set, launch settings and measurement yet" in decision["why"]
 
 
 def test_a_switch_compares_with_the_newest_figures_of_the_release_replaced():
@@ -304,7 +304,9 @@ def test_a_switch_compares_with_the_newest_figures_of_the_release_replaced():
 def test_a_changed_model_set_or_settings_starts_a_new_baseline(models, settings):
     decision = plan([record(PREV)], NEW, PREV, models, settings)
     assert decision["measure"] and decision["baseline"] is None
-    assert decision["why"] == "the model set or launch settings changed since v0.6.5 was measured"
+    assert (
+        decision["why"] == "the model set, launch settings or measurement changed since v0.6.5 was measured"
+    )
 
 
 def test_a_release_replaced_that_was_never_measured_gives_no_baseline():
@@ -480,3 +482,14 @@ def test_the_module_fails_when_the_engine_cannot_be_measured(tmp_path):
     assert rc == 1 and result["msg"].startswith("the speed measurement failed: "), result
     assert time.monotonic() - started < 30
     assert load_history(str(tmp_path / "facts.d" / "ds4_perf.fact")) == []
+
+
+def test_another_measurement_shape_starts_a_new_baseline(engine, tmp_path):
+    old = release_dir(tmp_path, "v0.6.5", "a" * 40)
+    new = release_dir(tmp_path, "v0.6.5.2", "b" * 40)
+    Streamer.script = script(prefill=0.05, gap=0.02)
+    rc, first = run_module(perf_module, args(engine, tmp_path, old))
+    assert rc == 0 and first["record"]["settings"]["measurement"] == {"prompt_tokens": 64, "decode_tokens": 4}
+    rc, other = run_module(perf_module, args(engine, tmp_path, new, old, prompt_tokens=128))
+    assert rc == 0 and other["record"]["verdict"] == "baseline", other
+    assert "launch settings or measurement changed since v0.6.5 was measured" in other["message"]

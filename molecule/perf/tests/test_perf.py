@@ -28,7 +28,7 @@ def playbook(path, *args):
     env.update(ANSIBLE_NOCOLOR="1", ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"))
     proc = subprocess.run(
         [ansible, "-i", os.environ["MOLECULE_INVENTORY_FILE"], str(PROJECT / path), "-l", "spark01", *args],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=420,
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900,
     )  # fmt: skip
     return proc.returncode, proc.stdout
 
@@ -90,14 +90,6 @@ def test_a_release_30_percent_slower_at_decode_is_rolled_back_with_both_figures(
     assert (last["release"], last["verdict"], last["decode_tps"]) == ("v0.6.5.3", "rolled-back", new)
 
 
-def test_check_mode_measures_nothing(host):
-    before = host.file(FACT).content_string
-    rc, out = site("--check", "-e", "ds4_release=v0.6.5.2")
-    assert rc == 0, out
-    assert "Measure the engine's speed and compare it with the release it replaced" in out
-    assert host.file(FACT).content_string == before
-
-
 def test_a_release_within_the_bound_passes_against_the_release_it_replaced(host):
     rc, out = site("-e", "ds4_release=v0.6.5.2")
     assert rc == 0, out
@@ -118,8 +110,8 @@ def test_changed_launch_settings_start_a_new_baseline(host):
     last = history(host)[-1]
     assert (last["release"], last["verdict"], last["baseline"]) == ("v0.6.5", "baseline", None), last
     assert (
-        "recorded as the baseline, nothing compared (the model set or launch settings changed since "
-        "v0.6.5.2 was measured)"
+        "recorded as the baseline, nothing compared (the model set, launch settings or measurement "
+        "changed since v0.6.5.2 was measured)"
     ) in out
     assert "65536" in last["settings"]["args"]
 
