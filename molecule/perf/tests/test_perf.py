@@ -4,7 +4,8 @@ other's state; each nested `ansible-playbook` is a run whose exit status and out
 an expected failure (the slower release rolled back) fails the scenario only when the expectation is wrong.
 
 The stand-in's releases (tests/standins/engine/README.md): v0.6.5.2 is 5% slower at prefill and decode,
-within the default ds4_perf_max_regression of 10%; v0.6.5.3 is 30% slower at decode.
+within the sandbox's ds4_perf_max_regression of 15% (inventory/sandbox: this busy machine is noisier than a
+Spark, whose default is 10%); v0.6.5.3 is 30% slower at decode.
 """
 
 import json
@@ -75,7 +76,7 @@ def test_a_release_30_percent_slower_at_decode_is_rolled_back_with_both_figures(
     assert "Activation of v0.6.5.3 failed at \"Measure the engine's speed" in out, out
     found = re.search(
         r"decode ([0-9.]+) tok/s against ([0-9.]+) tok/s of v0.6.5 \((-[0-9.]+)%\): "
-        r"decode slower than ds4_perf_max_regression \(10%\) allows on this Spark",
+        r"decode slower than ds4_perf_max_regression \(15%\) allows on this Spark",
         out,
     )
     assert found, out
@@ -100,8 +101,8 @@ def test_a_release_within_the_bound_passes_against_the_release_it_replaced(host)
         last["baseline"]["release"] == "v0.6.5"
         and last["baseline"]["decode_tps"] == history(host)[0]["decode_tps"]
     )
-    assert all(change >= -10 for change in last["change_pct"].values()), last
-    assert "within ds4_perf_max_regression (10%)" in out
+    assert all(change >= -15 for change in last["change_pct"].values()), last
+    assert "within ds4_perf_max_regression (15%)" in out
 
 
 def test_changed_launch_settings_start_a_new_baseline(host):
