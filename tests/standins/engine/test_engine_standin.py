@@ -27,7 +27,18 @@ NVCC_DIR = Path("/usr/local/cuda/bin")
 PROGRAMS = ("ds4", "ds4-server", "ds4-bench")
 SMOKE = "What is the capital of France? Answer in one sentence."
 STAMP = r"\d{4} \d\d:\d\d:\d\d "
-TAGS = ("v0.5.6", "v0.6.3", "v0.6.5", "v0.6.5.1", "v0.6.6", "v0.6.7", "v0.6.8", "v0.6.9")
+TAGS = (
+    "v0.5.6",
+    "v0.6.3",
+    "v0.6.5",
+    "v0.6.5.1",
+    "v0.6.6",
+    "v0.6.7",
+    "v0.6.5.2",
+    "v0.6.5.3",
+    "v0.6.8",
+    "v0.6.9",
+)
 CUOBJDUMP = HERE.parent / "gpu" / "cuobjdump"
 
 pytestmark = pytest.mark.skipif(
@@ -262,11 +273,15 @@ def test_repository_has_one_commit_per_release_and_main_on_the_newest(repo, tmp_
     assert list(tags) == list(TAGS)
     assert (git_dir / "git-daemon-export-ok").is_file()
     listed = run(["git", "ls-remote", git_dir]).stdout
-    assert f"{tags['v0.6.9']}\trefs/heads/main" in listed
-    assert run(["git", f"--git-dir={git_dir}", "rev-list", "--count", "main"]).stdout.strip() == "8"
+    assert f"{tags[TAGS[-1]]}\trefs/heads/main" in listed
+    assert run(["git", f"--git-dir={git_dir}", "rev-list", "--count", "main"]).stdout.strip() == str(
+        len(TAGS)
+    )
     flavours = {
         "v0.6.6": "wrong-answer",
         "v0.6.7": "build-broken",
+        "v0.6.5.2": "slightly-slower",
+        "v0.6.5.3": "slow-decode",
         "v0.6.8": "spark-drops-arch",
         "v0.6.9": "drops-arch",
     }
@@ -584,3 +599,68 @@ def test_a_second_signal_exits_130_without_waiting_for_the_held_request(good, mo
     assert engine.wait(timeout=30) == 130
     held.join(timeout=10)
     assert outcome and isinstance(outcome[0], OSError)
+
+
+# --- speed ---------------------------------------------------------------------------------------------
+
+
+def timed_stream(base: str, prompt: str, max_tokens: int) -> dict:
+    """A streamed chat completion asking for usage: seconds to the first event, from there to the last
+    event with a choice, the events, and the usage."""
+    body = {
+        **payload(prompt),
+        "max_tokens": max_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    request = urllib.request.Request(
+        f"{base}/v1/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    sent, first, last, events = time.monotonic(), None, None, []
+    with urllib.request.urlopen(request, timeout=30) as response:
+        for raw in response:
+            line = raw.decode().strip()
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            events.append(json.loads(line[len("data: ") :]))
+            if events[-1]["choices"]:
+                first = first or time.monotonic()
+                last = time.monotonic()
+    return {"prefill_s": first - sent, "decode_s": last - first, "events": events}
+
+
+COUNT = "Count upward from 1 to 500, one number per line."
+
+
+def test_a_stream_sends_its_tokens_as_they_come_and_the_usage_last(good, models, engine_env, start):
+    _, base = serve(start, good, models["base"], engine_env)
+    timed = timed_stream(base, " ".join(["word"] * 390) + " " + COUNT, 60)
+    events = timed["events"]
+    assert events[0]["choices"][0]["delta"]["role"] == "assistant"
+    words = "".join(e["choices"][0]["delta"].get("content", "") for e in events if e["choices"]).split()
+    assert words == [str(n) for n in range(1, 61)]
+    assert events[-2]["choices"][0]["finish_reason"] == "length"
+    assert events[-1]["choices"] == []
+    assert events[-1]["usage"] == {"prompt_tokens": 400, "completion_tokens": 60, "total_tokens": 460}
+    # Paced at the release's speed (4000 prompt and 300 generated tokens a second): 0.1 s, then 0.2 s.
+    assert timed["prefill_s"] >= 0.1 and timed["decode_s"] >= 0.9 * 60 / 300
+    plain = chat(base, COUNT)
+    assert "usage" in plain and plain["choices"][0]["message"]["content"].startswith("1 2 3")
+
+
+@pytest.mark.parametrize(("tag", "prefill", "decode"), [("v0.6.5.2", 0.95, 0.95), ("v0.6.5.3", 1.0, 0.7)])
+def test_a_slower_release_measures_slower(build, good, models, engine_env, start, tag, prefill, decode):
+    slower, result = build(tag, "cuda-spark")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+    def speeds(clone):
+        _, base = serve(start, clone, models["base"], {**engine_env, "DS4_LOCK_FILE": f"{clone}/ds4.lock"})
+        runs = [timed_stream(base, " ".join(["word"] * 1190) + " " + COUNT, 150) for _ in range(3)]
+        return min(r["prefill_s"] for r in runs), min(r["decode_s"] for r in runs)
+
+    (good_prefill, good_decode), (slow_prefill, slow_decode) = speeds(good), speeds(slower)
+    # Time taken is the inverse of speed; the best of three runs, within a few percent of the flavour's.
+    assert good_prefill / slow_prefill == pytest.approx(prefill, abs=0.04)
+    assert good_decode / slow_decode == pytest.approx(decode, abs=0.04)

@@ -134,8 +134,12 @@ class State:
 
     # --- generation ---
 
-    def generate(self, prompt: str, max_tokens: int) -> tuple[str, bool, int, int]:
-        """Answer `prompt` within a client slot: (text, truncated, prompt tokens, completion tokens)."""
+    def generate(
+        self, prompt: str, max_tokens: int, on_prefilled=None, on_token=None
+    ) -> tuple[str, bool, int, int]:
+        """Answer `prompt` within a client slot, paced at the release's speed (common.Pace):
+        (text, truncated, prompt tokens, completion tokens). A stream sends its events from `on_prefilled()`
+        and `on_token(word)` as the generation goes."""
         with self.cond:
             if self.inflight >= self.max_clients + self.max_queue:
                 raise QueueFull
@@ -157,12 +161,16 @@ class State:
                 if clean not in self.prompts_seen:
                     self.prompts_seen.add(clean)
                     self.banks += 1
-            return (
-                " ".join(words[:max_tokens]),
-                len(words) > max_tokens,
-                common.count_tokens(clean),
-                min(len(words), max_tokens),
-            )
+            answer = words[:max_tokens]
+            pace = common.Pace(self.build.flavour, common.count_tokens(clean))
+            pace.prefill()
+            if on_prefilled:
+                on_prefilled()
+            for index, word in enumerate(answer, 1):
+                pace.token(index)
+                if on_token:
+                    on_token(word)
+            return (" ".join(answer), len(words) > max_tokens, common.count_tokens(clean), len(answer))
         finally:
             self.slots.release()
             with self.cond:
@@ -393,34 +401,36 @@ class Handler(BaseHTTPRequestHandler):
     def post_chat_completions(self, body: dict):
         prompt = last_user_text(body.get("messages"))
         max_tokens = self.requested_max_tokens(body, "max_completion_tokens", "max_tokens")
+        if body.get("stream"):
+            stream = Stream(self, "chatcmpl", "chat.completion.chunk", body)
+            text, truncated, prompt_tokens, completion_tokens = self.state.generate(
+                prompt,
+                max_tokens,
+                lambda: stream.send({"delta": {"role": "assistant", "content": ""}}),
+                lambda word: stream.send({"delta": {"content": word + " "}}),
+            )
+            stream.finish({"delta": {}}, "length" if truncated else "stop", prompt_tokens, completion_tokens)
+            return 200, (prompt_tokens, completion_tokens)
         text, truncated, prompt_tokens, completion_tokens = self.state.generate(prompt, max_tokens)
         finish = "length" if truncated else "stop"
         ident = f"chatcmpl-{self.state.requests_total}"
-        if body.get("stream"):
-            chunks = [{"role": "assistant", "content": ""}] + [
-                {"content": word + " "} for word in text.split()
-            ]
-            events = [self.chunk(ident, "chat.completion.chunk", {"delta": delta}, None) for delta in chunks]
-            events.append(self.chunk(ident, "chat.completion.chunk", {"delta": {}}, finish))
-            self.send_events(events)
-        else:
-            self.send_json(
-                200,
-                {
-                    "id": ident,
-                    "object": "chat.completion",
-                    "created": int(time.time()),
-                    "model": common.MODEL_ID,
-                    "choices": [
-                        {
-                            "index": 0,
-                            "message": {"role": "assistant", "content": text},
-                            "finish_reason": finish,
-                        }
-                    ],
-                    "usage": usage(prompt_tokens, completion_tokens),
-                },
-            )
+        self.send_json(
+            200,
+            {
+                "id": ident,
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": common.MODEL_ID,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": text},
+                        "finish_reason": finish,
+                    }
+                ],
+                "usage": usage(prompt_tokens, completion_tokens),
+            },
+        )
         return 200, (prompt_tokens, completion_tokens)
 
     def post_completions(self, body: dict):
@@ -430,27 +440,27 @@ class Handler(BaseHTTPRequestHandler):
         if not isinstance(prompt, str):
             raise BadRequest("'prompt' must be a string")
         max_tokens = self.requested_max_tokens(body, "max_tokens")
+        if body.get("stream"):
+            stream = Stream(self, "cmpl", "text_completion", body)
+            text, truncated, prompt_tokens, completion_tokens = self.state.generate(
+                prompt, max_tokens, stream.start, lambda word: stream.send({"text": word + " "})
+            )
+            stream.finish({"text": ""}, "length" if truncated else "stop", prompt_tokens, completion_tokens)
+            return 200, (prompt_tokens, completion_tokens)
         text, truncated, prompt_tokens, completion_tokens = self.state.generate(prompt, max_tokens)
         finish = "length" if truncated else "stop"
         ident = f"cmpl-{self.state.requests_total}"
-        if body.get("stream"):
-            events = [
-                self.chunk(ident, "text_completion", {"text": word + " "}, None) for word in text.split()
-            ]
-            events.append(self.chunk(ident, "text_completion", {"text": ""}, finish))
-            self.send_events(events)
-        else:
-            self.send_json(
-                200,
-                {
-                    "id": ident,
-                    "object": "text_completion",
-                    "created": int(time.time()),
-                    "model": common.MODEL_ID,
-                    "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}],
-                    "usage": usage(prompt_tokens, completion_tokens),
-                },
-            )
+        self.send_json(
+            200,
+            {
+                "id": ident,
+                "object": "text_completion",
+                "created": int(time.time()),
+                "model": common.MODEL_ID,
+                "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}],
+                "usage": usage(prompt_tokens, completion_tokens),
+            },
+        )
         return 200, (prompt_tokens, completion_tokens)
 
     def post_responses(self, body: dict):
@@ -510,17 +520,6 @@ class Handler(BaseHTTPRequestHandler):
             "choices": [{"index": 0, **choice, "finish_reason": finish}],
         }
 
-    def send_events(self, events: list[dict]) -> None:
-        """Server-sent events; the HTTP/1.0 connection closing ends the stream."""
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.end_headers()
-        for event in events:
-            self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
-            self.wfile.flush()
-        self.wfile.write(b"data: [DONE]\n\n")
-
 
 ENDPOINTS = {
     "/v1/chat/completions": Handler.post_chat_completions,
@@ -536,6 +535,45 @@ def usage(prompt_tokens: int, completion_tokens: int) -> dict:
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
     }
+
+
+class Stream:
+    """Server-sent events of one generation, sent as it goes; the HTTP/1.0 connection closing ends the
+    stream. The headers go out once the prompt is prefilled, as the engine sends its first event then.
+    With `stream_options: {"include_usage": true}` the last event before [DONE] carries the usage, with
+    empty choices, as the engine's does."""
+
+    def __init__(self, handler: Handler, prefix: str, kind: str, body: dict):
+        self.handler = handler
+        self.prefix = prefix
+        self.kind = kind
+        options = body.get("stream_options")
+        self.include_usage = isinstance(options, dict) and options.get("include_usage") is True
+        self.ident = None
+
+    def start(self) -> None:
+        if self.ident is not None:
+            return
+        self.ident = f"{self.prefix}-{self.handler.state.requests_total}"
+        self.handler.send_response(200)
+        self.handler.send_header("Content-Type", "text/event-stream")
+        self.handler.send_header("Cache-Control", "no-cache")
+        self.handler.end_headers()
+
+    def event(self, event: dict) -> None:
+        self.handler.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+        self.handler.wfile.flush()
+
+    def send(self, choice: dict, finish=None) -> None:
+        self.start()
+        self.event(self.handler.chunk(self.ident, self.kind, choice, finish))
+
+    def finish(self, choice: dict, finish: str, prompt_tokens: int, completion_tokens: int) -> None:
+        self.send(choice, finish)
+        if self.include_usage:
+            last = self.handler.chunk(self.ident, self.kind, {}, None)
+            self.event(dict(last, choices=[], usage=usage(prompt_tokens, completion_tokens)))
+        self.handler.wfile.write(b"data: [DONE]\n\n")
 
 
 class EngineHTTPServer(ThreadingHTTPServer):
