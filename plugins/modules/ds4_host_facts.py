@@ -13,7 +13,8 @@ short_description: Gather GPU, CUDA, memory, disk, systemd and shell-installer f
 description:
   - Reads the GPU (C(nvidia-smi)), the CUDA toolkit (C(nvcc --version), else the toolkit's C(version.json)),
     total memory, free disk space for the weights and the install, the systemd version, and what a run of
-    the shell installer (ds4-on-spark C(install.sh)) left behind, and returns them as the fact C(ds4_host_facts).
+    the shell installer (ds4-on-spark C(install.sh)) left behind,
+    and returns them as the fact C(ds4_host_facts).
   - A missing C(nvidia-smi) or C(nvcc) is a fact (C(ds4_host_facts.gpu.present=false),
     C(ds4_host_facts.cuda.present=false)), not a failure. The module fails only when C(nvidia-smi) prints
     something it cannot read.
