@@ -41,6 +41,7 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/ansible-lint --profile production
+	$(BIN)/antsibull-changelog lint
 
 unit: setup
 	$(BIN)/pytest -q tests

@@ -142,3 +142,15 @@ def test_converges_with_the_default_configuration(tmp_path):
         "host": "192.0.2.7",
         "url": "http://192.0.2.7:8000",
     }
+
+
+def test_the_playbooks_hosts_variable_is_documented():
+    """A play's hosts are chosen before any role runs, so their variable has no role defaults to live in."""
+    used = set()
+    for path in (REPO / "playbooks").glob("*.yml"):
+        for play in yaml.safe_load(path.read_text()):
+            # Variables, not the group names quoted in the same expressions.
+            used |= set(re.findall(r"(?<![\w'])ds4_\w+", str(play.get("hosts", ""))))
+    doc = (REPO / "docs" / "variables.md").read_text().split("\n## Playbooks\n", 1)[1]
+    documented = set(re.findall(r"^\| `(ds4_\w+)` \| `sparks` \|", doc, re.M))
+    assert used == documented == {"ds4_target_hosts"}
