@@ -5,7 +5,8 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 export PATH := $(abspath $(BIN)):$(PATH)
 export ANSIBLE_CONFIG := $(abspath ansible.cfg)
-# Molecule scenarios run one after another: container names are global on the machine.
+# Molecule scenarios run one after another: container names are global on the machine, so each also
+# takes a lock of its own name, which keeps two checkouts on one machine from running it at once.
 SCENARIOS ?= $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
 
 .PHONY: setup host demo sandbox-up sandbox-down test lint unit sanity molecule clean
@@ -70,7 +71,8 @@ sanity: setup
 	  $(abspath $(BIN))/ansible-test sanity --venv --python $(SANITY_PYTHON) $(SANITY_ARGS)
 
 molecule: setup host
-	@set -e; for s in $(SCENARIOS); do echo "== molecule test -s $$s"; $(BIN)/molecule test -s $$s; done
+	@set -e; for s in $(SCENARIOS); do echo "== molecule test -s $$s"; \
+	  flock /tmp/ds4-mol-$$s.lock $(BIN)/molecule test -s $$s; done
 
 # Everything the sandbox left on this machine: containers, networks, images, state, the virtualenv.
 clean: sandbox-down

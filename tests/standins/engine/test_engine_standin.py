@@ -186,9 +186,13 @@ def models(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture
 def engine_env(tmp_path) -> dict:
-    """No load delay, no release check, and a lock file of this test's own (never /tmp/ds4.lock)."""
+    """No load delay, no release check, and a lock file and hold directory of this test's own."""
+    (tmp_path / "holds").mkdir()
     return clean_env(
-        DS4_LOCK_FILE=str(tmp_path / "ds4.lock"), DS4_STANDIN_LOAD_DELAY="0", DS4_NO_UPDATE_CHECK="1"
+        DS4_LOCK_FILE=str(tmp_path / "ds4.lock"),
+        DS4_STANDIN_LOAD_DELAY="0",
+        DS4_NO_UPDATE_CHECK="1",
+        DS4_STANDIN_HOLD_DIR=str(tmp_path / "holds"),
     )
 
 
@@ -220,25 +224,32 @@ def stats(base: str) -> dict:
     return json.loads(http("GET", f"{base}/v1/stats", accept="application/json")[2])
 
 
-def slow_request(base: str, seconds: float) -> tuple[threading.Thread, list]:
-    """Ask a question the stand-in answers after `seconds`, and wait until the server counts it in flight.
-
-    The thread leaves the reply, or the connection error, in the returned list."""
+def held_request(base: str, name: str) -> tuple[threading.Thread, list]:
+    """Ask a question the stand-in holds until the test releases `name`, and wait until the server counts
+    it in flight. The thread leaves the reply, or the connection error, in the returned list."""
     outcome: list = []
 
     def ask():
         try:
-            outcome.append(chat(base, f"[[standin-sleep:{seconds}]] {SMOKE}"))
+            outcome.append(chat(base, f"[[standin-hold:{name}]] {SMOKE}"))
         except OSError as error:
             outcome.append(error)
 
     thread = threading.Thread(target=ask, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while stats(base)["server"]["requests_inflight"] != 1:
-        assert time.monotonic() < deadline, "the slow request never reached the server"
+        assert time.monotonic() < deadline, "the held request never reached the server"
         time.sleep(0.05)
     return thread, outcome
+
+
+def holds(base: str) -> dict:
+    return json.loads(http("GET", f"{base}/standin/holds")[2])
+
+
+def release(env: dict, name: str) -> None:
+    (Path(env["DS4_STANDIN_HOLD_DIR"]) / name).touch()
 
 
 # --- the repository ------------------------------------------------------------------------------------
@@ -497,26 +508,45 @@ def test_a_second_engine_is_refused_by_the_lock(good, models, engine_env, start)
     assert second.returncode == 2
 
 
-def test_sigterm_drains_a_slow_request_then_persists_kv(good, models, engine_env, start, tmp_path):
+def test_a_held_request_stays_in_flight_until_released_and_counts_who_looked(good, models, engine_env, start):
+    engine, base = serve(start, good, models["base"], engine_env)
+    held, outcome = held_request(base, "one")
+    looked = holds(base)["one"]["reads"]  # the in-flight reads so far: held_request's own
+    assert looked >= 1
+    http("GET", f"{base}/metrics")
+    stats(base)
+    assert holds(base) == {"one": {"reads": looked + 2, "requests": 1}}
+    assert held.is_alive() and stats(base)["server"]["requests_inflight"] == 1
+    release(engine_env, "one")
+    held.join(timeout=30)
+    assert "Paris" in outcome[0]["choices"][0]["message"]["content"]
+    assert holds(base) == {} and stats(base)["server"]["requests_inflight"] == 0
+
+
+def test_sigterm_drains_a_held_request_then_persists_kv(good, models, engine_env, start, tmp_path):
     kv_dir = tmp_path / "kv"
     engine, base = serve(start, good, models["base"], engine_env, "--kv-disk-dir", kv_dir)
-    slow, outcome = slow_request(base, 1.5)
+    held, outcome = held_request(base, "drain")
     engine.proc.send_signal(signal.SIGTERM)
     engine.wait_for("ds4-server: shutdown requested, draining requests")
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", int(base.rsplit(":", 1)[1])), timeout=1).close()
-    assert engine.wait(timeout=10) == 0
-    slow.join(timeout=10)
+    # Still draining: the request is held, so the engine cannot have exited.
+    assert engine.proc.poll() is None and not outcome
+    release(engine_env, "drain")
+    assert engine.wait(timeout=30) == 0
+    held.join(timeout=10)
     assert "Paris" in outcome[0]["choices"][0]["message"]["content"]
     assert list(kv_dir.iterdir())
 
 
-def test_a_second_signal_exits_130_at_once(good, models, engine_env, start):
+def test_a_second_signal_exits_130_without_waiting_for_the_held_request(good, models, engine_env, start):
     engine, base = serve(start, good, models["base"], engine_env)
-    slow_request(base, 30)
+    held, outcome = held_request(base, "never")
     engine.proc.send_signal(signal.SIGTERM)
     engine.wait_for("draining requests")
-    started = time.monotonic()
     engine.proc.send_signal(signal.SIGINT)
-    assert engine.wait(timeout=5) == 130
-    assert time.monotonic() - started < 2
+    # The request is never released: only the second signal can end the engine.
+    assert engine.wait(timeout=30) == 130
+    held.join(timeout=10)
+    assert outcome and isinstance(outcome[0], OSError)

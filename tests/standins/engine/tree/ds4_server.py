@@ -3,11 +3,14 @@ ds4-fleet, NOT the real engine).
 
 It validates the model files, takes the single-instance lock, "loads" for DS4_STANDIN_LOAD_DELAY seconds,
 then serves the contract's endpoints with answers from the fixed table in ds4_common. Stand-in only: a
-prompt containing `[[standin-sleep:SECONDS]]` is answered after that long, to test draining.
+prompt containing `[[standin-sleep:SECONDS]]` is answered after that long, and one containing
+`[[standin-hold:NAME]]` only once a test releases it (the file NAME in DS4_STANDIN_HOLD_DIR), to test
+draining.
 """
 
 import json
 import os
+import re
 import signal
 import socket
 import socketserver
@@ -23,6 +26,16 @@ from ds4_common import Option
 PROGRAM = "ds4-server"
 KV_BANK_FILE = "ds4-kv-banks.json"  # Guess: the real engine's bank file names are not in the contract.
 UPDATE_INTERVAL_S = 24 * 3600
+# Stand-in only: a request in flight that a test arranges rather than times. `[[standin-hold:NAME]]` in a
+# prompt holds its answer until the file NAME exists in DS4_STANDIN_HOLD_DIR (a file, so that a test can
+# release it while the listener is closed for a drain), or HOLD_LIMIT_S passes, so nothing hangs for ever.
+# `GET /standin/holds` lists the open holds and, for each, how many times /metrics or /v1/stats reported
+# the requests in flight while it was held: a test waits until a drain has looked before releasing.
+HOLD_MARKER = re.compile(r"\[\[standin-hold:([A-Za-z0-9_.-]{1,64})\]\]")
+HOLD_DIR = "/run/ds4-standin"
+HOLD_LIMIT_S = 600
+HOLD_POLL_S = 0.05
+STANDIN_HOLDS = "/standin/holds"
 
 
 def server_options(build: common.Build) -> list[Option]:
@@ -76,6 +89,7 @@ class State:
         self.requests_total = 0
         self.banks = 0
         self.prompts_seen: set[str] = set()
+        self.holds: dict[str, dict] = {}  # stand-in only: name -> {"reads": int, "requests": int}
         self.started = time.monotonic()
 
     # --- KV banks: one per distinct prompt, persisted only with --kv-disk-dir ---
@@ -135,6 +149,9 @@ class State:
             clean, delay = common.split_sleep_marker(prompt)
             if delay:
                 time.sleep(delay)
+            for name in HOLD_MARKER.findall(clean):
+                self.hold(name)
+            clean = HOLD_MARKER.sub("", clean)
             words = common.answer_for(clean, self.build.flavour).split()
             with self.cond:
                 if clean not in self.prompts_seen:
@@ -151,6 +168,33 @@ class State:
             with self.cond:
                 self.inflight -= 1
                 self.cond.notify_all()
+
+    # --- stand-in only: holds ---
+
+    def hold(self, name: str) -> None:
+        """Wait until a test releases the hold `name` (requests holding the same name share its count)."""
+        released = os.path.join(os.environ.get("DS4_STANDIN_HOLD_DIR") or HOLD_DIR, name)
+        with self.cond:
+            entry = self.holds.setdefault(name, {"reads": 0, "requests": 0})
+            entry["requests"] += 1
+        deadline = time.monotonic() + HOLD_LIMIT_S
+        while not os.path.exists(released) and time.monotonic() < deadline:
+            time.sleep(HOLD_POLL_S)
+        with self.cond:
+            entry["requests"] -= 1
+            if entry["requests"] == 0 and self.holds.get(name) is entry:
+                del self.holds[name]
+
+    def open_holds(self) -> dict:
+        with self.cond:
+            return {name: dict(entry) for name, entry in self.holds.items()}
+
+    def inflight_report(self) -> dict:
+        """stats() for /metrics and /v1/stats, counted against every open hold."""
+        with self.cond:
+            for entry in self.holds.values():
+                entry["reads"] += 1
+        return self.stats()
 
     # --- reports ---
 
@@ -281,14 +325,16 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 self.send_error_json(404, f"model '{wanted}' not found")
         elif path == "/v1/stats":
-            stats = self.state.stats()
+            stats = self.state.inflight_report()
             if "application/json" in self.headers.get("Accept", ""):
                 self.send_json(200, stats)
             else:
                 self.send_body(200, stats_text(stats).encode(), "text/plain; charset=utf-8")
         elif path == "/metrics":
-            body = metrics_text(self.state.stats()).encode()
+            body = metrics_text(self.state.inflight_report()).encode()
             self.send_body(200, body, "text/plain; version=0.0.4; charset=utf-8")
+        elif path == STANDIN_HOLDS:
+            self.send_json(200, self.state.open_holds())
         else:
             self.send_error_json(404, "unknown endpoint")
 
