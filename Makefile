@@ -78,5 +78,6 @@ molecule: setup host
 clean: sandbox-down
 	for n in $$(podman network ls --format '{{.Name}}' | grep '^mol-.*-net$$'); do \
 	  $(PY) tests/sandbox/sandbox.py --prefix "$${n%net}" down; done
-	podman images --format '{{.Repository}}:{{.Tag}}' | grep '^localhost/ds4-sandbox-spark:' | xargs -r podman rmi
+	podman images --format '{{.Repository}}:{{.Tag}}' | grep -E '^localhost/ds4-(sandbox-spark|ee-base|fleet-ee):' \
+	  | xargs -r podman rmi
 	rm -rf $(VENV) .sandbox
