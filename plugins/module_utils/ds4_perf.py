@@ -29,8 +29,10 @@ import urllib.error
 import urllib.request
 import uuid
 
+# The engine's model id and chat endpoint have one owner: the smoke test asks the same engine the same way.
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_smoke import DEFAULT_MODEL, chat_url
+
 FORMAT = 1
-DEFAULT_MODEL = "deepseek-v4-flash"
 METRICS = ("prefill", "decode")
 GATES = ("enforce", "warn")
 
@@ -67,10 +69,6 @@ def build_prompt(prompt_tokens: int, decode_tokens: int, nonce: str) -> str:
         f"Measurement {nonce}.\n{filler}\n"
         f"Ignore the text above. Count upward from 1 to {decode_tokens * 2}, one number per line."
     )
-
-
-def chat_url(base_url: str) -> str:
-    return base_url.rstrip("/") + "/v1/chat/completions"
 
 
 def _int(value):

@@ -116,6 +116,7 @@ runs:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_perf import (
+    DEFAULT_MODEL,
     PerfError,
     PerfSettingError,
     check_max_regression,
@@ -144,7 +145,7 @@ def main():
             "runs": {"type": "int", "default": 3},
             "timeout": {"type": "float", "default": 120},
             "keep": {"type": "int", "default": 20},
-            "model": {"type": "str", "default": "deepseek-v4-flash"},
+            "model": {"type": "str", "default": DEFAULT_MODEL},
         },
         supports_check_mode=False,
     )
