@@ -23,8 +23,12 @@ SPECULATION_ROLES = {"dspark": ("base", "dspark"), "mtp": ("base", "mtp"), "plai
 GEN_0731 = "0731"
 _0731_MARK = "-0731"
 
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
-_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+# Matched whole (fullmatch): a `$` would let a trailing newline through.
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
+# A file name the roles join to ds4_gguf_dir: no directory part, no control characters, no leading dot.
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*\.gguf")
+_REVISION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]*")
 
 
 class CatalogError(ValueError):
@@ -44,17 +48,17 @@ def _check_file(generation, role, entry):
     if not isinstance(entry, dict):
         raise CatalogError(f"{_where(generation, role)} must be a mapping, got {entry!r}")
     name = entry.get("name")
-    if not isinstance(name, str) or not name.endswith(".gguf") or "/" in name or name.startswith("."):
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise CatalogError(
             f"{_where(generation, role, 'name')} must be a plain file name ending .gguf, got {name!r}"
         )
     repo = entry.get("repo")
-    if not isinstance(repo, str) or not _REPO.match(repo):
+    if not isinstance(repo, str) or not _REPO.fullmatch(repo):
         raise CatalogError(
             f"{_where(generation, role, 'repo')} must be a hub repo 'owner/name', got {repo!r}"
         )
     revision = entry.get("revision")
-    if not isinstance(revision, str) or not revision or revision.strip() != revision:
+    if not isinstance(revision, str) or not _REVISION.fullmatch(revision):
         raise CatalogError(
             f"{_where(generation, role, 'revision')} must be a branch, tag or commit, got {revision!r}"
         )
@@ -64,7 +68,7 @@ def _check_file(generation, role, entry):
             f"{_where(generation, role, 'size')} must be a positive byte count or null, got {size!r}"
         )
     sha256 = entry.get("sha256")
-    if sha256 is not None and (not isinstance(sha256, str) or not _SHA256.match(sha256)):
+    if sha256 is not None and (not isinstance(sha256, str) or not _SHA256.fullmatch(sha256)):
         raise CatalogError(
             f"{_where(generation, role, 'sha256')} must be 64 lowercase hex digits or null, got {sha256!r}"
         )
@@ -136,12 +140,12 @@ def model_files(catalog, generation, speculation):
     validate_catalog(catalog)
     if generation not in catalog:
         raise CatalogError(
-            f"{GENERATION_VAR}={generation!r} is not a generation of {CATALOG_VAR} "
+            f"{GENERATION_VAR} {generation!r} is not a generation of {CATALOG_VAR} "
             f"(known: {', '.join(catalog)})"
         )
     if speculation not in SPECULATION_ROLES:
         raise CatalogError(
-            f"{SPECULATION_VAR}={speculation!r} is not a speculation mode "
+            f"{SPECULATION_VAR} {speculation!r} is not a speculation mode "
             f"(known: {', '.join(SPECULATION_ROLES)})"
         )
     files = catalog[generation]["files"]
@@ -149,7 +153,7 @@ def model_files(catalog, generation, speculation):
     for role in SPECULATION_ROLES[speculation]:
         if role not in files:
             raise CatalogError(
-                f"{SPECULATION_VAR}={speculation!r} needs a {role} file, and {GENERATION_VAR}={generation!r} "
+                f"{SPECULATION_VAR} {speculation!r} needs a {role} file, and {GENERATION_VAR} {generation!r} "
                 f"has none in {CATALOG_VAR}; choose one of: {', '.join(speculations_of(catalog, generation))}"
             )
         chosen.append(dict(files[role], role=role, generation=generation))

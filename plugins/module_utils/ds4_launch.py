@@ -3,7 +3,8 @@
 This is the installer's `ds4-serve` launcher (engine contract, "Launcher defaults") as data, so the
 systemd unit can run ds4-server directly: `EnvironmentFile=/etc/ds4/ds4.env` plus `ExecStart=`.
 
-Settings (the role variable that feeds each is `ds4_<key>`, and every message names it):
+Settings (the role variable that feeds each is `ds4_<key>`, and every message names it; the paths
+the roles derive are named after what they come from):
 
 | key | default | meaning |
 |---|---|---|
@@ -11,8 +12,8 @@ Settings (the role variable that feeds each is `ds4_<key>`, and every message na
 | base_model | required | base GGUF (absolute) |
 | dspark_model | required for dspark | drafter GGUF of the same generation (absolute) |
 | mtp_model | required for mtp | legacy MTP GGUF (absolute) |
-| speculation | dspark | dspark, mtp (legacy only) or plain |
-| model_generation | 0731 | 0731 or legacy |
+| speculation | dspark | dspark, mtp or plain (the catalog says which a generation has files for) |
+| model_generation | 0731 | a generation of ds4_model_catalog (ds4_catalog checks which) |
 | ctx | 524288 | context length, tokens |
 | host / port | 127.0.0.1 / 8000 | listen address |
 | kv_disk_dir | /var/lib/ds4/kv | disk-persisted KV banks; '' leaves `--kv-disk-dir` out (engine: off) |
@@ -33,7 +34,8 @@ Decisions:
   Change the variable instead. extra_env likewise may not set a managed variable.
 - extra_env values and extra_args items may be strings or ints (YAML writes `64` as an int), never
   booleans (True could mean "1", "true" or "yes" to the engine) and never with control characters:
-  a newline would start a new line in the environment file or the unit.
+  a newline would start a new line in the environment file or the unit. A message about an extra_env
+  value never shows the value: it may be a secret.
 - The engine's own daily update check is always off (DS4_NO_UPDATE_CHECK=1): the ds4-update-check
   timer replaces it, with an ordering that knows v0.5.6.1 is newer than v0.5.6.
 - The lock defaults to /run/ds4, not the engine's /tmp/ds4.lock: the unit runs with PrivateTmp=, and a
@@ -67,13 +69,12 @@ DEFAULTS = {
 
 REQUIRED = ("release_dir", "base_model")
 SPECULATIONS = ("dspark", "mtp", "plain")
-GENERATIONS = ("0731", "legacy")
 
 # Environment the launch sets itself, with what to change instead.
 MANAGED_ENV = {
     "DS4_NO_UPDATE_CHECK": "the engine's own update check stays off; the ds4-update-check timer replaces it",
     "DS4_UPDATE_URL": "the engine's own update check stays off; the ds4-update-check timer has its own feed",
-    "DS4_LOCK_FILE": "set ds4_lock_file",
+    "DS4_LOCK_FILE": "the service keeps its lock in its runtime directory",
     "DS4_CONT_DSPARK": "set ds4_speculation",
     "DS4_DSPARK_MODEL": "set ds4_speculation and the model settings",
     "DS4_CONT_MTP_MODE": "set ds4_speculation",
@@ -121,8 +122,18 @@ class LaunchConfigError(ValueError):
         super().__init__("; ".join(self.errors))
 
 
+# What a message calls each setting: the public variable, or what the roles derive it from.
+NAMES = {
+    "release_dir": "the release directory (ds4_root, ds4_release)",
+    "base_model": "the base model path (ds4_gguf_dir, ds4_model_catalog)",
+    "dspark_model": "the drafter path (ds4_gguf_dir, ds4_model_catalog)",
+    "mtp_model": "the MTP model path (ds4_gguf_dir, ds4_model_catalog)",
+    "lock_file": "the lock file",
+}
+
+
 def _var(key):
-    return f"ds4_{key}"
+    return NAMES.get(key, f"ds4_{key}")
 
 
 def _whole(value, key, low, high, what, errors):
@@ -154,12 +165,17 @@ def _abs_path(value, key, errors, why="an absolute path"):
     return posixpath.normpath(value)
 
 
-def _word(value, what, errors):
-    """A string or int (as text) free of control characters; None after recording an error."""
+def _word(value, what, errors, secret=False):
+    """A string or int (as text) free of control characters; None after recording an error.
+
+    A secret's value is never put in the message."""
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
     if not isinstance(value, str):
-        errors.append(f"{what} must be a string: {value!r}")
+        errors.append(f"{what} must be a string" + ("" if secret else f": {value!r}"))
+        return None
+    if secret and _CONTROL_RE.search(value):
+        errors.append(f"{what} must not contain control characters such as a newline")
         return None
     return value if _no_control(value, what, errors) else None
 
@@ -178,7 +194,7 @@ def _extra_env(value, errors):
         elif name in MANAGED_ENV:
             errors.append(f"ds4_extra_env must not set {name}, which ds4-fleet manages: {MANAGED_ENV[name]}")
         else:
-            text = _word(value[name], f"ds4_extra_env value of {name}", errors)
+            text = _word(value[name], f"ds4_extra_env value of {name}", errors, secret=True)
             if text is not None:
                 env[name] = text
     return env
@@ -219,12 +235,14 @@ def validate(settings):
     out["release_dir"] = _abs_path(s["release_dir"], "release_dir", errors)
     out["base_model"] = _abs_path(s["base_model"], "base_model", errors, "an absolute path to the base GGUF")
 
+    # Which generations exist, and which speculation each has files for, is the catalog's to say
+    # (ds4_catalog, data in ds4_model_catalog): the launch only needs the files it is given.
     generation = s["model_generation"]
-    if generation not in GENERATIONS:
+    if not isinstance(generation, str) or not generation:
         hint = ""
-        if generation in (473, 731):
+        if isinstance(generation, int):
             hint = " (an unquoted 0731 in YAML is a number: write '0731' in quotes)"
-        errors.append(f"ds4_model_generation must be '0731' or 'legacy': {generation!r}{hint}")
+        errors.append(f"ds4_model_generation must be a generation name in quotes: {generation!r}{hint}")
     out["model_generation"] = generation
 
     speculation = s["speculation"]
@@ -237,11 +255,6 @@ def validate(settings):
             s["dspark_model"], "dspark_model", errors, "an absolute path to the drafter GGUF for dspark"
         )
     elif speculation == "mtp":
-        if generation == "0731":
-            errors.append(
-                "ds4_speculation 'mtp' needs ds4_model_generation 'legacy': the 0731 generation has no "
-                "MTP head (use dspark or plain)"
-            )
         out["mtp_model"] = _abs_path(
             s["mtp_model"], "mtp_model", errors, "an absolute path to the MTP GGUF for mtp"
         )

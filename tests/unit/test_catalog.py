@@ -103,10 +103,10 @@ def test_model_files(catalog, generation, speculation, roles, names):
 @pytest.mark.parametrize(
     "generation, speculation, words",
     [
-        ("0731", "mtp", ["ds4_speculation='mtp'", "ds4_model_generation='0731'", "dspark, plain"]),
-        ("0731", "eagle", ["ds4_speculation='eagle'", "dspark, mtp, plain"]),
-        ("0732", "dspark", ["ds4_model_generation='0732'", "0731, legacy"]),
-        (731, "dspark", ["ds4_model_generation=731"]),
+        ("0731", "mtp", ["ds4_speculation 'mtp'", "ds4_model_generation '0731'", "dspark, plain"]),
+        ("0731", "eagle", ["ds4_speculation 'eagle'", "dspark, mtp, plain"]),
+        ("0732", "dspark", ["ds4_model_generation '0732'", "0731, legacy"]),
+        (731, "dspark", ["ds4_model_generation 731"]),
     ],
 )
 def test_model_files_refuses_impossible_pairs(catalog, generation, speculation, words):
@@ -177,5 +177,5 @@ def test_filters_fail_naming_the_value(catalog):
         AnsibleFilterError, match=r"model_generation: cannot tell the generation of 'x\.gguf'"
     ):
         FILTERS["model_generation"]("x.gguf")
-    with pytest.raises(AnsibleFilterError, match=r"model_files: ds4_speculation='mtp' needs a mtp file"):
+    with pytest.raises(AnsibleFilterError, match=r"model_files: ds4_speculation 'mtp' needs a mtp file"):
         FILTERS["model_files"](catalog, "0731", "mtp")

@@ -164,34 +164,35 @@ def test_settings_are_returned_normalised():
             "ds4_mem_floor_gb must be a whole number of GiB, or '' to leave the flag out: -1",
         ),
         ({"speculation": "eagle"}, "ds4_speculation must be one of dspark, mtp, plain: 'eagle'"),
-        (
-            {"speculation": "mtp", "mtp_model": MTP},
-            "ds4_speculation 'mtp' needs ds4_model_generation 'legacy': the 0731 generation has no MTP head "
-            "(use dspark or plain)",
-        ),
-        ({"model_generation": "v4"}, "ds4_model_generation must be '0731' or 'legacy': 'v4'"),
+        ({"model_generation": ""}, "ds4_model_generation must be a generation name in quotes: ''"),
         (
             {"model_generation": 473},
-            "ds4_model_generation must be '0731' or 'legacy': 473 "
+            "ds4_model_generation must be a generation name in quotes: 473 "
             "(an unquoted 0731 in YAML is a number: write '0731' in quotes)",
         ),
         (
             {"dspark_model": None},
-            "ds4_dspark_model must be an absolute path to the drafter GGUF for dspark: None",
+            "the drafter path (ds4_gguf_dir, ds4_model_catalog) must be an absolute path to the drafter GGUF "
+            "for dspark: None",
         ),
         (
             {"base_model": "base.gguf"},
-            "ds4_base_model must be an absolute path to the base GGUF: 'base.gguf'",
+            "the base model path (ds4_gguf_dir, ds4_model_catalog) must be an absolute path to the base "
+            "GGUF: 'base.gguf'",
         ),
-        ({"release_dir": None}, "ds4_release_dir must be an absolute path: None"),
-        ({"lock_file": "ds4.lock"}, "ds4_lock_file must be an absolute path: 'ds4.lock'"),
+        (
+            {"release_dir": None},
+            "the release directory (ds4_root, ds4_release) must be an absolute path: None",
+        ),
+        ({"lock_file": "ds4.lock"}, "the lock file must be an absolute path: 'ds4.lock'"),
         (
             {"kv_disk_dir": False},
             "ds4_kv_disk_dir must be an absolute path, or '' to keep KV banks off disk: False",
         ),
         (
             {"base_model": "/m/a\nb.gguf"},
-            "ds4_base_model must not contain control characters such as a newline: '/m/a\\nb.gguf'",
+            "the base model path (ds4_gguf_dir, ds4_model_catalog) must not contain control characters "
+            "such as a newline: '/m/a\\nb.gguf'",
         ),
         ({"host": "-0.0.0.0"}, "ds4_host must be an IP address or a host name: '-0.0.0.0'"),
         ({"host": "a b"}, "ds4_host must be an IP address or a host name: 'a b'"),
@@ -234,7 +235,8 @@ def test_settings_are_returned_normalised():
         ),
         (
             {"extra_env": {"DS4_LOCK_FILE": "/tmp/x"}},
-            "ds4_extra_env must not set DS4_LOCK_FILE, which ds4-fleet manages: set ds4_lock_file",
+            "ds4_extra_env must not set DS4_LOCK_FILE, which ds4-fleet manages: the service keeps its lock "
+            "in its runtime directory",
         ),
         (
             {"extra_env": {"DS4_NO_UPDATE_CHECK": "0"}},
@@ -245,12 +247,12 @@ def test_settings_are_returned_normalised():
             {"extra_env": {"DS4_CONT_DSPARK": "0"}},
             "ds4_extra_env must not set DS4_CONT_DSPARK, which ds4-fleet manages: set ds4_speculation",
         ),
-        ({"extra_env": {"X": False}}, "ds4_extra_env value of X must be a string: False"),
-        ({"extra_env": {"X": None}}, "ds4_extra_env value of X must be a string: None"),
+        # An environment value may be a secret: a message names the variable, never the value.
+        ({"extra_env": {"X": False}}, "ds4_extra_env value of X must be a string"),
+        ({"extra_env": {"X": None}}, "ds4_extra_env value of X must be a string"),
         (
             {"extra_env": {"X": "a\nDS4_LOCK_FILE=/tmp/x"}},
-            "ds4_extra_env value of X must not contain control characters such as a newline: "
-            "'a\\nDS4_LOCK_FILE=/tmp/x'",
+            "ds4_extra_env value of X must not contain control characters such as a newline",
         ),
         ({"prot": 9000}, "unknown launch settings: 'prot'"),
     ],
@@ -265,7 +267,16 @@ def test_launch_config_refuses(changes, message):
 def test_mtp_needs_its_file():
     with pytest.raises(LaunchConfigError) as info:
         launch_config(settings(LEGACY, speculation="mtp", mtp_model=None))
-    assert info.value.errors == ["ds4_mtp_model must be an absolute path to the MTP GGUF for mtp: None"]
+    assert info.value.errors == [
+        "the MTP model path (ds4_gguf_dir, ds4_model_catalog) must be an absolute path to the MTP GGUF "
+        "for mtp: None"
+    ]
+
+
+def test_a_generation_added_to_the_catalog_launches():
+    # The generations are the catalog's (data), not a list in the launcher.
+    cfg = launch_config(settings(model_generation="0932"))
+    assert cfg["settings"]["model_generation"] == "0932"
 
 
 def test_all_errors_are_reported_together():

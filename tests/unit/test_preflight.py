@@ -440,4 +440,4 @@ def test_module_forced_warns():
 def test_module_names_a_bad_catalog_request():
     out = check_module({"host": GB10, "catalog": CATALOG, "speculation": "mtp"})
     assert out["failed"] is True
-    assert "ds4_speculation='mtp' needs a mtp file" in out["msg"]
+    assert "ds4_speculation 'mtp' needs a mtp file" in out["msg"]

@@ -155,4 +155,4 @@ def test_a_shell_installers_files_are_adopted(plan, hub_files, tmp_path):
 def test_an_impossible_pair_names_the_variables(plan):
     rc, out = plan(speculation="mtp")
     assert rc == 1
-    assert "ds4_speculation='mtp'" in out["msg"] and "ds4_model_generation='0731'" in out["msg"]
+    assert "ds4_speculation 'mtp'" in out["msg"] and "ds4_model_generation '0731'" in out["msg"]

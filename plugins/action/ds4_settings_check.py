@@ -1,0 +1,103 @@
+"""Check every public setting of the ds4 roles a play uses, on the controller, before anything changes.
+
+Each role checks its own variables on entry (meta/argument_specs.yml), but only when the play reaches it:
+a bad ds4_port would be refused after the engine build and the weights fetch. This action runs the
+same argument specs, and the rules of module_utils/ds4_settings.py, for the roles it is given, at once:
+
+    - ds4.fleet.ds4_settings_check:
+        roles: [ds4_preflight, ds4_engine, ds4_weights, ds4_service, ds4_activate]
+
+The values are the play's (inventory, -e, role defaults); a variable the play has not defined yet (a
+role it includes later) takes the role's default. It fails with one line per refused variable, secrets
+masked; it needs no connection, changes nothing, and runs in check mode alike.
+"""
+
+from __future__ import annotations
+
+import os
+
+import yaml
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+from ansible_collections.ds4.fleet.plugins.module_utils import ds4_settings
+
+try:  # ansible-core 2.19 templates only strings marked as trusted; before it, every string.
+    from ansible.template import trust_as_template
+except ImportError:  # pragma: no cover - older ansible-core
+
+    def trust_as_template(value):
+        return value
+
+
+# plugins/action/ -> the collection root, whose roles/ hold the argument specs and defaults.
+ROLES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "roles")
+# Every ds4 role's variables include the shared ones.
+COMMON = "ds4_common"
+
+
+def _load(role, *parts):
+    path = os.path.join(ROLES_DIR, role, *parts)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return yaml.safe_load(handle), path
+    except (OSError, yaml.YAMLError) as exc:
+        raise AnsibleActionFail(f"cannot read {path} of role {role}: {exc}") from exc
+
+
+def role_defaults(role):
+    """A role's defaults/main.yml: what a variable is when the play has not loaded the role yet."""
+    defaults, _ = _load(role, "defaults", "main.yml")
+    return defaults or {}
+
+
+def role_options(role, entry_point="main"):
+    """The options of a role's entry point, read from its meta/argument_specs.yml."""
+    loaded, path = _load(role, "meta", "argument_specs.yml")
+    specs = (loaded or {}).get("argument_specs") or {}
+    if entry_point not in specs:
+        raise AnsibleActionFail(f"role {role} has no entry point {entry_point} in {path}")
+    return specs[entry_point].get("options") or {}
+
+
+def _trusted(value):
+    """A default read from a role's file, its strings marked as templates as Ansible's loader marks them."""
+    if isinstance(value, str):
+        return trust_as_template(value)
+    if isinstance(value, list):
+        return [_trusted(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _trusted(item) for key, item in value.items()}
+    return value
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        task_vars = task_vars or {}
+        roles = self._task.args.get("roles")
+        if not isinstance(roles, list) or not roles:
+            raise AnsibleActionFail("roles must be a list of ds4 role names")
+        options, defaults = {}, {}
+        for role in [COMMON, *roles]:
+            for name, spec in role_options(role).items():
+                options.setdefault(name, spec)
+            for name, value in role_defaults(role).items():
+                defaults.setdefault(name, value)
+
+        values = {}
+        for name, spec in options.items():
+            # A role the play includes later (upgrade.yml) has not put its defaults in the play yet.
+            if name in task_vars:
+                values[name] = self._templar.template(task_vars[name])
+            else:
+                values[name] = self._templar.template(_trusted(defaults.get(name, spec.get("default"))))
+        refused = ds4_settings.check(options, values)
+        result.update(changed=False, checked=sorted(options))
+        if refused:
+            result.update(failed=True, refused=refused, msg="; ".join(refused))
+        else:
+            result["msg"] = f"{len(options)} settings of {', '.join(roles)} accepted"
+        return result

@@ -1,0 +1,544 @@
+"""What the ds4 roles accept in their public settings, beyond the types and choices of their argument specs.
+
+One owner per rule: each role's meta/argument_specs.yml says a variable's type and choices; this file
+says what a type cannot (a port's range, a path the roles may create and chown, a regular expression
+that compiles, where a token may travel). The action ds4_settings_check runs both, on the controller, for
+every public variable of the roles a play uses, before anything on a host changes:
+
+    check(options, values) -> ["ds4_port must be a port number from 1 to 65535: 70000", ...]
+
+`options` are the argument specs' options (name -> type, elements, choices, no_log, ...), `values` the
+play's values by name. A value its spec refuses is reported as such; the others, converted to their
+types, go through the rules here: a rule runs only for variables present, and a rule between variables
+only when all of them are. Every message names the variable, shows the value (secrets as ********) and
+says what would be accepted.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+from urllib.parse import urlsplit
+
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible_collections.ds4.fleet.plugins.module_utils import ds4_catalog, ds4_launch
+
+MASK = "********"
+# The argument spec keys Ansible's validator knows; the rest (description, default) is documentation.
+SPEC_KEYS = ("type", "elements", "choices", "options", "no_log")
+
+# Directories of the system: a managed directory is never one of these, nor a parent of one.
+SYSTEM_DIRS = frozenset(
+    (
+        "/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32", "/media",
+        "/mnt", "/opt", "/proc", "/root", "/run", "/sbin", "/snap", "/srv", "/sys", "/tmp", "/usr",
+        "/usr/bin", "/usr/include", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libexec", "/usr/local",
+        "/usr/local/bin", "/usr/local/etc", "/usr/local/include", "/usr/local/lib", "/usr/local/sbin",
+        "/usr/local/share", "/usr/sbin", "/usr/share", "/usr/src", "/var", "/var/backups", "/var/cache",
+        "/var/lib", "/var/local", "/var/lock", "/var/log", "/var/mail", "/var/opt", "/var/run",
+        "/var/spool", "/var/tmp",
+    )
+)  # fmt: skip
+# Trees that belong to the system or are writable by everyone: nothing the roles own goes inside them.
+SYSTEM_TREES = (
+    "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run", "/sbin",
+    "/sys", "/tmp", "/usr/bin", "/usr/include", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libexec",
+    "/usr/sbin", "/usr/share", "/usr/src", "/var/tmp", "/var/lock", "/var/run",
+)  # fmt: skip
+# Directories the roles create, own or chown: each is confined, and none may hold another.
+MANAGED_DIRS = ("ds4_root", "ds4_gguf_dir", "ds4_kv_disk_dir", "ds4_engine_build_log_dir")
+
+_PATH_CHARS = re.compile(r"/[A-Za-z0-9._+@/-]*")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_RELEASE = re.compile(r"v(0|[1-9][0-9]*)(\.(0|[1-9][0-9]*)){2,}")
+_COMMIT = re.compile(r"([0-9a-fA-F]{40})?")
+_CUDA_ARCH = re.compile(r"(sm_[0-9]{2,3}[af]?)?")
+_COMPUTE_CAP = re.compile(r"[0-9]+\.[0-9]+")
+_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
+_ACCOUNT = re.compile(r"[a-z_][a-z0-9_-]*\$?")
+_MODE = re.compile(r"0[0-7]{3}")
+_URL_UNSAFE = re.compile(r"[\s\"'\\%$`\x00-\x1f\x7f]")
+_PROXY_NAMES = ("http_proxy", "https_proxy", "no_proxy", "all_proxy")
+_MEMLOCK = re.compile(r"infinity|[0-9]+[KMGT]?")
+_DEVICE = re.compile(r"(char-|block-|/dev/)[^\s\x00-\x1f\x7f]+ [rwm]+")
+_LOG_SIZE = re.compile(r"[0-9]+[kMG]?")
+_CALENDAR = re.compile(r"[A-Za-z0-9 ,:.*/~-]+")
+_TIME_SPAN = re.compile(r"[0-9]+ ?[a-z]*( [0-9]+ ?[a-z]*)*")
+_PERCENT = re.compile(r"([1-9][0-9]?|100)%")
+
+
+def show(name, value, secret_names=()):
+    """The value as a message shows it: JSON (so a trailing newline is visible), secrets masked."""
+    if name in secret_names and value not in ("", None):
+        return MASK
+    if name == "ds4_extra_env" and isinstance(value, dict):
+        value = {key: MASK for key in value}
+    try:
+        return json.dumps(value, sort_keys=True, default=str)
+    except ValueError:
+        return repr(value)
+
+
+# --- rules on one value: None when it is accepted, else what would be -----------------------------------
+
+
+def _between(low, high=None, what="a whole number"):
+    def rule(value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return f"{what} from {low}" + (f" to {high}" if high is not None else " up")
+        if value < low or (high is not None and value > high):
+            return f"{what} from {low}" + (f" to {high}" if high is not None else " up")
+        return None
+
+    return rule
+
+
+def _above_zero(what="a number of seconds above 0"):
+    def rule(value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            return what
+        return None
+
+    return rule
+
+
+def _matching(pattern, what):
+    def rule(value):
+        if not isinstance(value, str) or not pattern.fullmatch(value):
+            return what
+        return None
+
+    return rule
+
+
+def path_problem(value):
+    """What is wrong with an absolute path the roles write under, or None: normalised, plain characters."""
+    if not isinstance(value, str) or not value.startswith("/"):
+        return "an absolute path"
+    if not _PATH_CHARS.fullmatch(value):
+        return "an absolute path of letters, digits and ._+@-/ (no spaces, quotes, $, % or controls)"
+    if posixpath.normpath(value) != value or value.startswith("//"):
+        return "a normalised absolute path (no '.', '..', '//' or trailing '/')"
+    return None
+
+
+def managed_dir_problem(value):
+    """What is wrong with a directory the roles create and chown, or None.
+
+    Besides path_problem: never a system directory or a parent of one (chowning it would hand the
+    system to the service user), never inside a system or world-writable tree."""
+    problem = path_problem(value)
+    if problem:
+        return problem
+    if value in SYSTEM_DIRS:
+        return "a directory of its own, not a system directory such as " + value
+    if any(system.startswith(value + "/") for system in SYSTEM_DIRS):
+        return "a directory of its own, not a parent of system directories"
+    for tree in SYSTEM_TREES:
+        if value.startswith(tree + "/"):
+            return f"a directory of its own outside {tree}, which belongs to the system or to everyone"
+    return None
+
+
+def _managed_dir(value):
+    return managed_dir_problem(value)
+
+
+def _kv_disk_dir(value):
+    return None if value == "" else managed_dir_problem(value)
+
+
+def _path(value):
+    return path_problem(value)
+
+
+def _paths(value):
+    if not isinstance(value, list):
+        return "a list of absolute paths"
+    for item in value:
+        problem = path_problem(item)
+        if problem:
+            return f"a list of absolute paths; {json.dumps(item)} is not {problem}"
+    return None
+
+
+def _adopt_dirs(value):
+    # The default names the installer's ~user/gguf: a ~ is expanded on the host.
+    if not isinstance(value, list):
+        return "a list of directories (absolute, or ~user/...)"
+    for item in value:
+        text = item
+        if isinstance(item, str) and item.startswith("~"):
+            account, _, rest = item[1:].partition("/")
+            if account and not _ACCOUNT.fullmatch(account):
+                return f"a list of directories; {json.dumps(item)} names no user after ~"
+            text = "/" + rest
+        problem = path_problem(text)
+        if problem:
+            return f"a list of directories (absolute, or ~user/...); {json.dumps(item)} is not {problem}"
+    return None
+
+
+def _url(schemes, what):
+    def rule(value):
+        if not isinstance(value, str) or _URL_UNSAFE.search(value):
+            return what + " without spaces, quotes, backslashes, %, $ or control characters"
+        parts = urlsplit(value)
+        if parts.scheme not in schemes or (parts.scheme != "file" and not parts.hostname):
+            return what
+        if parts.username or parts.password:
+            return what + " without credentials in it (a URL is printed and logged)"
+        return None
+
+    return rule
+
+
+def _engine_repo(value):
+    if not isinstance(value, str) or not value.strip() or _CONTROL.search(value) or value != value.strip():
+        return "a git URL or an absolute path, without spaces at its ends or control characters"
+    return None
+
+
+def _proxy_env(value):
+    what = (
+        "a mapping of http_proxy, https_proxy, no_proxy or all_proxy (lower or upper case) to values "
+        "without spaces, quotes, backslashes, % or $"
+    )
+    if not isinstance(value, dict):
+        return what
+    for key, item in value.items():
+        if not isinstance(key, str) or key.lower() not in _PROXY_NAMES:
+            return what
+        if not isinstance(item, str) or _URL_UNSAFE.search(item):
+            return what
+    return None
+
+
+def _words(value):
+    if not isinstance(value, list) or not value:
+        return "a non-empty list of names such as aarch64"
+    if any(not isinstance(item, str) or not _WORD.fullmatch(item) for item in value):
+        return "a non-empty list of names such as aarch64"
+    return None
+
+
+def _compute_caps(value):
+    if not isinstance(value, list) or not value:
+        return "a non-empty list of compute capabilities such as 12.1"
+    if any(not isinstance(item, str) or not _COMPUTE_CAP.fullmatch(item) for item in value):
+        return "a non-empty list of compute capabilities such as 12.1, each quoted"
+    return None
+
+
+def _unknown_sizes(value):
+    what = "a mapping of base, dspark and mtp to whole numbers of bytes, 0 or more"
+    if not isinstance(value, dict):
+        return what
+    for key, item in value.items():
+        if key not in ds4_catalog.ROLES or isinstance(item, bool) or not isinstance(item, int) or item < 0:
+            return what
+    return None
+
+
+def _optional_bytes(value):
+    if value is None:
+        return None
+    return _between(0, what="null or a whole number of bytes")(value)
+
+
+def _device_allow(value):
+    what = 'a list of "char-NAME PERMS" or "/dev/PATH PERMS" entries (PERMS of r, w, m)'
+    if not isinstance(value, list) or any(not isinstance(i, str) or not _DEVICE.fullmatch(i) for i in value):
+        return what
+    return None
+
+
+def _regex(value):
+    if not isinstance(value, str) or not value:
+        return "a non-empty regular expression"
+    try:
+        re.compile(value)
+    except re.error as exc:
+        return f"a regular expression that compiles (Python re: {exc})"
+    return None
+
+
+def _text(value):
+    if not isinstance(value, str) or not value.strip() or "\x00" in value:
+        return "a non-empty text"
+    return None
+
+
+def _token(value):
+    if not isinstance(value, str) or (value and not re.fullmatch(r"[\x21-\x7e]+", value)):
+        return "empty, or a token of printable characters without spaces"
+    return None
+
+
+def _serial(value):
+    what = "a whole number of Sparks (1 or more), a percentage such as 25%, or a list of those"
+    items = value if isinstance(value, list) else [value]
+    if not items:
+        return what
+    for item in items:
+        if isinstance(item, bool):
+            return what
+        if isinstance(item, int) and item >= 1:
+            continue
+        if isinstance(item, str) and (_PERCENT.fullmatch(item) or (item.isdigit() and int(item) >= 1)):
+            continue
+        return what
+    return None
+
+
+def _optional_controller_path(value):
+    if value == "":
+        return None
+    problem = path_problem(value)
+    return f"empty or {problem}" if problem else None
+
+
+def _task_file(value):
+    if value == "" or (isinstance(value, str) and not _CONTROL.search(value) and value.strip() == value):
+        return None
+    return "empty or the path of a task file on the controller"
+
+
+RULES = {
+    # ds4_common
+    "ds4_root": _managed_dir,
+    "ds4_release": _matching(_RELEASE, "an engine release tag: v and three or more numbers, like v0.6.5"),
+    "ds4_release_commit": _matching(_COMMIT, "empty or a full commit id, 40 hex digits"),
+    "ds4_cuda_arch": _matching(_CUDA_ARCH, "empty or a CUDA arch like sm_121 or sm_90a"),
+    "ds4_gguf_dir": _managed_dir,
+    "ds4_hf_endpoint": _url(("http", "https"), "an http or https URL"),
+    "ds4_hf_token": _token,
+    "ds4_proxy_env": _proxy_env,
+    # ds4_engine
+    "ds4_engine_repo": _engine_repo,
+    "ds4_releases_keep": _between(2, what="a whole number (the running and the rollback release at least)"),
+    "ds4_engine_build_jobs": _between(0, what="a whole number of jobs, 0 for every CPU,"),
+    "ds4_engine_build_log_dir": _managed_dir,
+    # ds4_preflight
+    "ds4_accepted_archs": _words,
+    "ds4_accepted_compute_caps": _compute_caps,
+    "ds4_cuda_major": _between(1, 99, "a CUDA major version"),
+    "ds4_cuda_home": _path,
+    "ds4_build_space_bytes": _between(0, what="a whole number of bytes"),
+    "ds4_weights_space_bytes": _optional_bytes,
+    "ds4_weights_unknown_size_bytes": _unknown_sizes,
+    # ds4_weights
+    "ds4_weights_adopt_dirs": _adopt_dirs,
+    "ds4_weights_owner": _matching(_ACCOUNT, "a user name"),
+    "ds4_weights_group": _matching(_ACCOUNT, "a group name"),
+    "ds4_weights_dir_mode": _matching(_MODE, 'an octal mode in quotes, such as "0755"'),
+    "ds4_weights_file_mode": _matching(_MODE, 'an octal mode in quotes, such as "0644"'),
+    "ds4_weights_retries": _between(0, what="a whole number of retries"),
+    "ds4_weights_retry_delay": _above_zero(),
+    "ds4_weights_timeout": _above_zero(),
+    "ds4_weights_fetch_timeout": _between(1, what="a whole number of seconds"),
+    # An operator sees progress at least every 30 s.
+    "ds4_weights_progress_interval": _between(1, 30, "a whole number of seconds"),
+    "ds4_weights_in_use": _paths,
+    # ds4_service (the launch settings themselves are ds4_launch's: see launch_problems)
+    "ds4_kv_disk_dir": _kv_disk_dir,
+    "ds4_start_timeout": _between(1, what="a whole number of seconds"),
+    "ds4_stop_timeout": _between(1, what="a whole number of seconds"),
+    "ds4_restart_sec": _between(1, what="a whole number of seconds"),
+    "ds4_start_limit_burst": _between(1, what="a whole number of starts"),
+    "ds4_start_limit_interval": _between(1, what="a whole number of seconds"),
+    "ds4_limit_memlock": _matching(_MEMLOCK, "infinity or a number of bytes with an optional K, M, G or T"),
+    "ds4_device_allow": _device_allow,
+    "ds4_log_rotate": _between(1, what="a whole number of files"),
+    "ds4_log_maxsize": _matching(_LOG_SIZE, "a number of bytes with an optional k, M or G"),
+    "ds4_update_url": _url(("http", "https", "file"), "an http, https or file URL"),
+    "ds4_update_check_on_calendar": _matching(_CALENDAR, "a systemd calendar expression on one line"),
+    "ds4_update_check_randomized_delay": _matching(_TIME_SPAN, "a systemd time span such as 1h or 30min"),
+    # ds4_activate
+    "ds4_smoke_prompt": _text,
+    "ds4_smoke_expect": _regex,
+    "ds4_smoke_max_tokens": _between(1, what="a whole number of tokens"),
+    "ds4_smoke_timeout": _between(1, what="a whole number of seconds"),
+    "ds4_perf_max_regression": lambda v: None if 0 < v < 100 else "a percentage above 0 and below 100",
+    "ds4_perf_prompt_tokens": _between(16, 131072, "a whole number of tokens"),
+    "ds4_perf_decode_tokens": _between(2, 16384, "a whole number of tokens"),
+    "ds4_perf_runs": _between(1, 20, "a whole number of runs"),
+    "ds4_perf_timeout": _between(1, what="a whole number of seconds"),
+    "ds4_perf_history": _between(1, 1000, "a whole number of records"),
+    # ds4_fleet
+    "ds4_upgrade_serial": _serial,
+    "ds4_upgrade_max_fail_percentage": _between(0, 100, "a percentage"),
+    "ds4_upgrade_drain_timeout": _between(0, what="a number of seconds"),
+    "ds4_upgrade_drain_interval": _above_zero(),
+    "ds4_upgrade_lb_out_tasks": _task_file,
+    "ds4_upgrade_lb_in_tasks": _task_file,
+    "ds4_upgrade_summary_json": _optional_controller_path,
+    "ds4_status_json": _optional_controller_path,
+}
+
+# The launch settings, by ds4_launch's name for each: ds4_launch validates them (it also runs on the host).
+# The generation and speculation are the catalog's to judge (_catalog): the launch takes its defaults.
+LAUNCH_SETTINGS = {
+    "ds4_ctx": "ctx",
+    "ds4_host": "host",
+    "ds4_port": "port",
+    "ds4_kv_disk_dir": "kv_disk_dir",
+    "ds4_kv_disk_space_mb": "kv_disk_space_mb",
+    "ds4_mem_floor_gb": "mem_floor_gb",
+    "ds4_extra_args": "extra_args",
+    "ds4_extra_env": "extra_env",
+}
+
+
+# --- rules between values ---------------------------------------------------------------------------------
+
+
+def _confined_dirs(values):
+    """Managed directories that hold one another: a chown or ReadWritePaths= of one would reach the other."""
+    present = [(name, values[name]) for name in MANAGED_DIRS if isinstance(values.get(name), str)]
+    present = [(name, path) for name, path in present if path and not path_problem(path)]
+    out = []
+    for name, path in present:
+        for other, other_path in present:
+            if name != other and (path == other_path or other_path.startswith(path + "/")):
+                out.append(
+                    f"{name} must be a directory apart from {other} ({other_path}), neither it nor a parent "
+                    f"of it; got {json.dumps(path)}"
+                )
+    return out
+
+
+def _start_limit(values):
+    names = ("ds4_start_limit_interval", "ds4_start_limit_burst", "ds4_restart_sec")
+    if not all(isinstance(values.get(n), int) for n in names):
+        return []
+    interval, burst, restart = (values[n] for n in names)
+    if interval > burst * restart:
+        return []
+    return [
+        f"ds4_start_limit_interval ({interval} s) must exceed ds4_start_limit_burst times ds4_restart_sec "
+        f"({burst * restart} s), or a crash loop never reaches the start limit"
+    ]
+
+
+def _token_transport(values, secret_names):
+    endpoint, token = values.get("ds4_hf_endpoint"), values.get("ds4_hf_token")
+    if not isinstance(endpoint, str) or not token or values.get("ds4_hf_token_over_http") is True:
+        return []
+    if urlsplit(endpoint).scheme != "http":
+        return []
+    return [
+        f"ds4_hf_endpoint {json.dumps(endpoint)} is plain http and ds4_hf_token is set: the token would "
+        "cross the network in clear text; use https, or set ds4_hf_token_over_http: true for a hub on a "
+        "trusted link"
+    ]
+
+
+def _catalog(values):
+    names = ("ds4_model_catalog", "ds4_model_generation", "ds4_speculation")
+    if not all(n in values for n in names):
+        return []
+    try:
+        ds4_catalog.model_files(*(values[n] for n in names))
+    except ds4_catalog.CatalogError as exc:
+        return [str(exc)]
+    return []
+
+
+def launch_problems(values):
+    """ds4_launch's refusals of the launch settings present, each naming its public variable."""
+    settings = {key: values[name] for name, key in LAUNCH_SETTINGS.items() if name in values}
+    if not settings:
+        return []
+    # The paths the roles derive themselves are sound here; only the operator's settings are judged.
+    settings.update(release_dir="/r", base_model="/b.gguf", dspark_model="/d.gguf", mtp_model="/m.gguf")
+    try:
+        ds4_launch.validate(settings)
+    except ds4_launch.LaunchConfigError as exc:
+        return list(exc.errors)
+    return []
+
+
+def problems(values, secret_names=()):
+    """Every refusal, in the order of RULES and then the rules between variables."""
+    out = []
+    for name, rule in RULES.items():
+        if name not in values:
+            continue
+        what = rule(values[name])
+        if what:
+            out.append(f"{name} must be {what}; got {show(name, values[name], secret_names)}")
+    out += _confined_dirs(values)
+    out += _start_limit(values)
+    out += _token_transport(values, secret_names)
+    out += _catalog(values)
+    out += launch_problems(values)
+    # Two rules may say the same of one value (a path ds4_launch and the confinement both refuse).
+    return list(dict.fromkeys(out))
+
+
+def expected(spec):
+    """What an argument spec accepts, for a message: 'a whole number', 'one of keep, remove, auto', ..."""
+    if spec.get("choices"):
+        return "one of " + ", ".join(str(c) for c in spec["choices"])
+    words = {
+        "int": "a whole number",
+        "float": "a number",
+        "bool": "true or false",
+        "dict": "a mapping",
+        "list": "a list",
+        "path": "a path",
+        "str": "a string",
+    }
+    kind = spec.get("type", "str")
+    text = words.get(kind, f"of type {kind}")
+    if kind == "list" and spec.get("elements"):
+        text += " of " + words.get(spec["elements"], spec["elements"]) + "s"
+    return text
+
+
+_NUMBER_TEXT = {"int": re.compile(r"-?[0-9]+"), "float": re.compile(r"-?[0-9]+(\.[0-9]+)?")}
+
+
+def _plain_for(kind, value):
+    """Whether a value is its type already, or text Ansible converts without losing anything.
+
+    The roles also use the values unconverted, in templates and commands: a list given as a string, a
+    number with a trailing newline or a boolean for a number would reach them as such."""
+    if kind in _NUMBER_TEXT:
+        if isinstance(value, bool):
+            return False
+        return isinstance(value, (int, float)) or (
+            isinstance(value, str) and bool(_NUMBER_TEXT[kind].fullmatch(value))
+        )
+    if kind in ("str", "path"):
+        return isinstance(value, str)
+    if kind == "list":
+        return isinstance(value, list)
+    if kind == "dict":
+        return isinstance(value, dict)
+    return True
+
+
+def check(options, values):
+    """Every refusal of `values` by the argument specs' `options` and by the rules above."""
+    secrets = {name for name, spec in options.items() if spec.get("no_log")}
+    typed, refused = {}, []
+    for name, spec in options.items():
+        if name not in values:
+            continue
+        value = values[name]
+        result = ArgumentSpecValidator({name: {k: spec[k] for k in SPEC_KEYS if k in spec}}).validate(
+            {name: value}
+        )
+        # null only where it is the default (it means "not set", e.g. ds4_weights_space_bytes).
+        plain = spec.get("default") is None if value is None else _plain_for(spec.get("type", "str"), value)
+        if result.error_messages or not plain:
+            refused.append(f"{name} must be {expected(spec)}; got {show(name, value, secrets)}")
+        elif spec.get("type") == "path":
+            # Ansible expands ~ and $VARS in a path; the roles use the value as given.
+            typed[name] = value
+        else:
+            typed[name] = result.validated_parameters[name]
+    return refused + problems(typed, secrets)

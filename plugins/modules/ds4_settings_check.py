@@ -1,0 +1,51 @@
+#!/usr/bin/python
+"""Documentation of the ds4_settings_check action (plugins/action/ds4_settings_check.py)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: ds4_settings_check
+short_description: Refuse bad ds4 settings of several roles at once, before anything changes
+description:
+  - Checks every public variable of the ds4 roles named in O(roles) (and of C(ds4_common), which they all
+    share) against the role's C(meta/argument_specs.yml) (type, elements, choices) and the rules of
+    C(module_utils/ds4_settings.py) (ranges, confined paths, URLs, regular expressions, the catalog, the
+    launch settings, rules between variables).
+  - A variable the play leaves unset is checked at its argument spec's default.
+  - Fails with one line per refused variable, naming it, its value and what would be accepted; secrets
+    (options with C(no_log), the values of C(ds4_extra_env)) are shown as C(********).
+  - Runs on the controller as an action and needs no connection; this file only documents it.
+version_added: 0.2.0
+author: ds4-fleet developers
+attributes:
+  check_mode:
+    support: full
+    details: It only reads variables.
+  diff_mode:
+    support: none
+options:
+  roles:
+    description: The ds4 roles whose variables to check, by name (their C(main) entry point).
+    type: list
+    elements: str
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: Refuse bad settings of every role of the play before any change
+  ds4.fleet.ds4_settings_check:
+    roles: [ds4_preflight, ds4_engine, ds4_weights, ds4_service, ds4_activate]
+"""
+
+RETURN = r"""
+checked:
+  description: The variables checked, by name.
+  returned: always
+  type: list
+  elements: str
+refused:
+  description: One message per refused variable or rule between variables.
+  returned: failed
+  type: list
+  elements: str
+"""
