@@ -35,6 +35,8 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_plan import 
     STAMP_NAME,
     ReleaseError,
     build_log_path,
+    public_url,
+    redact,
     release_state,
 )
 
@@ -125,20 +127,27 @@ class _Progress:
 
 
 class _Log:
-    """The build log: each command is written before it runs, then its output and exit status."""
+    """The build log: each command is written before it runs, then its output and exit status.
 
-    def __init__(self, handle, env, progress):
+    `repo` is the repository URL, whose password (if any) is masked in every line the log and the
+    progress record say themselves."""
+
+    def __init__(self, handle, env, progress, repo=""):
         self.handle = handle
         self.env = env
         self.progress = progress
+        self.repo = repo
 
     def note(self, text):
-        self.handle.write(f"== {text}\n")
+        self.handle.write(f"== {redact(text, self.repo)}\n")
         self.handle.flush()
 
-    def run(self, argv, cwd, timeout=None):
+    def _started(self, argv):
         self.note("$ " + " ".join(argv))
-        self.progress.write(f"`{' '.join(argv)}`")
+        self.progress.write(redact(f"`{' '.join(argv)}`", self.repo))
+
+    def run(self, argv, cwd, timeout=None):
+        self._started(argv)
         proc = subprocess.Popen(
             argv,
             cwd=cwd,
@@ -164,8 +173,7 @@ class _Log:
         return rc
 
     def capture(self, argv, cwd, timeout=None):
-        self.note("$ " + " ".join(argv))
-        self.progress.write(f"`{' '.join(argv)}`")
+        self._started(argv)
         try:
             proc = subprocess.run(
                 argv,
@@ -184,6 +192,14 @@ class _Log:
         self.handle.write(proc.stdout + proc.stderr)
         self.note(f"exit {proc.returncode}")
         return proc.returncode, proc.stdout
+
+
+def _open_log(path):
+    """The build log, written anew: a link or another file at its name is replaced, never followed."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o640)
+    return os.fdopen(fd, "w", encoding="utf-8")
 
 
 @contextlib.contextmanager
@@ -217,7 +233,7 @@ def _build_in(staging, log, *, release, commit, repo, build_target, nvcc, jobs, 
     ]
     rc = log.run(clone, cwd="/")
     if rc != 0:
-        raise _StepFailed(f"cloning tag {release} of {repo} failed (git exited {rc})")
+        raise _StepFailed(f"cloning tag {release} of {public_url(repo)} failed (git exited {rc})")
     rc, head = log.capture([git, "-C", staging, "rev-parse", "HEAD"], cwd=staging)
     head = head.strip().lower()
     if rc != 0 or head != commit:
@@ -303,8 +319,10 @@ def build_release(
         _remove_leftovers(releases)
         staging = os.path.join(releases, STAGING_PREFIX + release)
         try:
-            with open(log_path, "w", encoding="utf-8") as handle:
-                log = _Log(handle, build_env(nvcc, env), _Progress(progress_file, release, log_path))
+            # 0640, created afresh (never through a link left at its name): git and make may echo what
+            # the repository URL or the environment holds.
+            with _open_log(log_path) as handle:
+                log = _Log(handle, build_env(nvcc, env), _Progress(progress_file, release, log_path), repo)
                 log.note(f"ds4 engine release {release} (commit {commit}) from {repo}, {state['reason']}")
                 make_command, version_output, sass = _build_in(
                     staging,
@@ -322,7 +340,7 @@ def build_release(
                     state["wanted"],
                     built_at=(now or datetime.datetime.now(_UTC)).strftime("%Y-%m-%dT%H:%M:%SZ"),
                     version_output=version_output,
-                    engine_repo=repo,
+                    engine_repo=public_url(repo),
                     make_command=" ".join(make_command),
                     # What cuobjdump found: the native GPU code each program carries.
                     sass_archs=sass,

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from urllib.parse import urlsplit, urlunsplit
 
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_version import releases_to_prune, sort_releases
 
@@ -99,17 +100,42 @@ def parse_ls_remote(text, tag):
     return peeled or own
 
 
+def public_url(url):
+    """A repository URL as it may be printed, logged and stamped: without a user's password or token.
+
+    `https://user:token@host/x.git` becomes `https://user:***@host/x.git`; anything else is unchanged."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return url
+    if not password:
+        return url
+    netloc = parts.netloc.replace(f":{password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def redact(text, url):
+    """TEXT (a tool's output) with URL's password masked wherever it appears."""
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        return text
+    return text.replace(password, "***") if password else text
+
+
 def resolve_release(run, git, repo, tag):
     """The commit release TAG resolves to in REPO. RUN(argv) -> (rc, stdout, stderr)."""
     rc, out, err = run(ls_remote_argv(git, repo, tag))
+    shown = public_url(repo)
     if rc != 0:
         raise ReleaseError(
-            f"cannot list the tags of {repo} (ds4_engine_repo): git ls-remote exited {rc}: "
-            f"{(err or out).strip()[-500:]}"
+            f"cannot list the tags of {shown} (ds4_engine_repo): git ls-remote exited {rc}: "
+            f"{redact((err or out).strip(), repo)[-500:]}"
         )
     commit = parse_ls_remote(out, tag)
     if commit is None:
-        raise ReleaseError(f"release tag {tag} (ds4_release) does not exist in {repo} (ds4_engine_repo)")
+        raise ReleaseError(f"release tag {tag} (ds4_release) does not exist in {shown} (ds4_engine_repo)")
     return commit
 
 
@@ -117,9 +143,9 @@ def verify_pin(tag, repo, resolved, pinned):
     """Refuse a tag that resolves to a commit other than the pinned one: a moved tag must not slip in."""
     if pinned and resolved != pinned:
         raise ReleaseError(
-            f"release tag {tag} in {repo} resolves to commit {resolved}, not to ds4_release_commit "
-            f"{pinned}: refusing to build it, since the tag may have been moved. Check the tag at its "
-            "source, then correct ds4_release_commit (or ds4_release)."
+            f"release tag {tag} in {public_url(repo)} resolves to commit {resolved}, not to "
+            f"ds4_release_commit {pinned}: refusing to build it, since the tag may have been moved. Check "
+            "the tag at its source, then correct ds4_release_commit (or ds4_release)."
         )
 
 

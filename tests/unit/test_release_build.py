@@ -16,7 +16,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_build import
     build_release,
     make_argv,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_plan import ReleaseError
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_plan import ReleaseError, public_url
 from ansible_collections.ds4.fleet.plugins.modules import ds4_release_build
 from module_runner import run_module
 
@@ -129,6 +129,52 @@ def test_two_releases_side_by_side_then_nothing_to_do(forge, tmp_path):
     again = build(forge, tmp_path, "v0.6.5")
     assert (again["built"], again["state"]["reason"]) == (False, "up to date")
     assert log.stat().st_mtime_ns == written
+
+
+def test_a_password_in_the_repository_url_is_never_logged_and_the_log_is_private(forge, tmp_path):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    # A link planted at the log's name: the build replaces it rather than writing through it.
+    target = tmp_path / "elsewhere"
+    target.write_text("untouched\n")
+    (logs / "build-v0.6.5.log").symlink_to(target)
+    repo = "http://builder:s3cret-token@127.0.0.1:9/Entrpi/ds4.git"
+    with pytest.raises(BuildError) as info:
+        build_release(
+            root=str(tmp_path),
+            release="v0.6.5",
+            commit=forge["tags"]["v0.6.5"],
+            repo=repo,
+            build_target=SPARK,
+            cuda_version="13.0",
+            nvcc=forge["nvcc"],
+            jobs=1,
+            log_dir=str(logs),
+            git="git",
+            make="make",
+            env=os.environ,
+            progress_file=str(tmp_path / "progress.json"),
+        )
+    log = logs / "build-v0.6.5.log"
+    assert "cloning tag v0.6.5 of http://builder:***@127.0.0.1:9/Entrpi/ds4.git failed" in str(info.value)
+    for text in (str(info.value), log.read_text(), (tmp_path / "progress.json").read_text()):
+        assert "s3cret-token" not in text
+    assert "builder:***@127.0.0.1:9" in log.read_text()
+    assert not log.is_symlink() and oct(log.stat().st_mode & 0o777) == "0o640"
+    assert target.read_text() == "untouched\n"
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://user:tok@github.com/Entrpi/ds4.git", "https://user:***@github.com/Entrpi/ds4.git"),
+        ("https://github.com/Entrpi/ds4.git", "https://github.com/Entrpi/ds4.git"),
+        ("git@github.com:Entrpi/ds4.git", "git@github.com:Entrpi/ds4.git"),
+        ("/srv/git/ds4.git", "/srv/git/ds4.git"),
+    ],
+)
+def test_public_url_masks_only_a_password(url, shown):
+    assert public_url(url) == shown
 
 
 def test_a_failed_build_changes_nothing_and_reports_the_log(forge, tmp_path):

@@ -269,7 +269,8 @@ def test_all_bad_values_are_reported_in_one_pass():
         (
             "ds4_release",
             "v0.6.5\n",
-            'ds4_release must be an engine release tag: v and three or more numbers, like v0.6.5; got "v0.6.5\\n"',
+            "ds4_release must be an engine release tag: v and three or more numbers, like v0.6.5; "
+            'got "v0.6.5\\n"',
         ),
         ("ds4_port", 70000, "ds4_port must be a port number from 1 to 65535: 70000"),
         ("ds4_port", "http", 'ds4_port must be a whole number; got "http"'),
@@ -291,13 +292,13 @@ def test_a_refusal_says_what_would_be_accepted(name, value, message):
     [
         (
             {"ds4_kv_disk_dir": "/var/lib/ds4/gguf/kv"},
-            "ds4_gguf_dir must be a directory apart from ds4_kv_disk_dir (/var/lib/ds4/gguf/kv), neither it nor "
-            'a parent of it; got "/var/lib/ds4/gguf"',
+            "ds4_gguf_dir must be a directory apart from ds4_kv_disk_dir (/var/lib/ds4/gguf/kv), neither it "
+            'nor a parent of it; got "/var/lib/ds4/gguf"',
         ),
         (
             {"ds4_root": "/var/lib/ds4"},
-            "ds4_root must be a directory apart from ds4_gguf_dir (/var/lib/ds4/gguf), neither it nor a parent "
-            'of it; got "/var/lib/ds4"',
+            "ds4_root must be a directory apart from ds4_gguf_dir (/var/lib/ds4/gguf), neither it nor a "
+            'parent of it; got "/var/lib/ds4"',
         ),
         (
             {"ds4_engine_build_log_dir": "/opt/ds4"},

@@ -378,7 +378,7 @@ def test_check_mode_reports_changes_and_a_pending_restart_and_changes_nothing(ho
     [
         (["-e", "ds4_port=70000", "-e", "ds4_ctx=-1"], ["ds4_port must be a port number", "ds4_ctx must be"]),
         (["-e", "ds4_speculation=turbo"], ["ds4_speculation", "turbo"]),
-        (["-e", "ds4_speculation=mtp"], ["ds4_speculation='mtp' needs a mtp file", "'0731'"]),
+        (["-e", "ds4_speculation=mtp"], ["ds4_speculation 'mtp' needs a mtp file", "'0731'"]),
         (["-e", "ds4_update_url=ftp://forge/LATEST"], ["ds4_update_url must be an http, https or file URL"]),
     ],
 )
