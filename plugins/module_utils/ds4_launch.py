@@ -46,6 +46,7 @@ All errors are gathered and raised together as LaunchConfigError, before anythin
 
 from __future__ import annotations
 
+import hashlib
 import posixpath
 import re
 
@@ -346,17 +347,26 @@ def exec_word(word):
     return word.replace("%", "%%").replace("$", "$$")
 
 
+def masked(value):
+    """An extra_env value as output and records show it: a digest that tells a change, never the value."""
+    return "sha256:" + hashlib.sha256(value.encode("utf-8")).hexdigest()[:12]
+
+
 def launch_config(settings):
     """Everything the service role needs from the settings; LaunchConfigError when they are wrong.
 
     Returns a dict: settings (validated, defaults filled), env (name -> value), env_lines,
-    env_content (the text of /etc/ds4/ds4.env, without a header), binary, args, exec_start.
+    env_content (the text of /etc/ds4/ds4.env, without a header), binary, args, exec_start, and
+    public: settings, env, env_lines and args with each extra_env value replaced by masked(value), for
+    whatever is shown or kept where others read it (a diff, the speed records).
     """
     cfg = validate(settings)
     env = server_env(cfg)
     env_lines = [env_file_line(name, value) for name, value in env.items()]
     binary = posixpath.join(cfg["release_dir"], "ds4-server")
     args = server_args(cfg)
+    hidden = {name: masked(value) for name, value in cfg["extra_env"].items()}
+    public_env = dict(env, **hidden)
     return {
         "settings": cfg,
         "env": env,
@@ -365,4 +375,10 @@ def launch_config(settings):
         "binary": binary,
         "args": args,
         "exec_start": " ".join(exec_word(word) for word in [binary, *args]),
+        "public": {
+            "settings": dict(cfg, extra_env=hidden),
+            "env": public_env,
+            "env_lines": [env_file_line(name, value) for name, value in public_env.items()],
+            "args": args,
+        },
     }

@@ -104,12 +104,15 @@ EXAMPLES = r"""
   vars:
     models: /var/lib/ds4/models
   register: __ds4_launch
+  # Its result holds the ds4_extra_env values, which may be secrets.
+  no_log: "{{ ds4_extra_env | length > 0 }}"
 
 - name: Write the ds4-server environment file
   ansible.builtin.copy:
     content: "{{ __ds4_launch.env_content }}"
     dest: /etc/ds4/ds4.env
-    mode: "0644"
+    mode: "0640"
+  diff: false
 """
 
 RETURN = r"""
@@ -146,6 +149,13 @@ exec_start:
   description: Binary and arguments quoted for a systemd ExecStart= line (% and $ doubled).
   returned: success
   type: str
+public:
+  description: >-
+    C(settings), C(env), C(env_lines) and C(args) with each C(extra_env) value replaced by
+    C(sha256:) and the first 12 hex digits of its digest, to show or record where others may read
+    (a diff, the speed records): a change is told, the value never.
+  returned: success
+  type: dict
 """
 
 # Ansible's convention puts DOCUMENTATION, EXAMPLES and RETURN before the imports.

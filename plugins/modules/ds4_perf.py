@@ -44,7 +44,9 @@ options:
     type: str
     default: ""
   launch:
-    description: The registered result of M(ds4.fleet.ds4_launch_config) for what runs now.
+    description: >-
+      The C(public) part of the registered result of M(ds4.fleet.ds4_launch_config) for what runs now (each
+      C(ds4_extra_env) value a digest, so that the records never hold a secret).
     type: dict
     required: true
   gate:
@@ -89,7 +91,7 @@ EXAMPLES = r"""
     fact: /etc/ansible/facts.d/ds4_perf.fact
     release_dir: /opt/ds4/releases/v0.6.5
     replaced_dir: /opt/ds4/releases/v0.6.3
-    launch: "{{ __ds4_launch }}"
+    launch: "{{ __ds4_launch.public }}"
 """
 
 RETURN = r"""

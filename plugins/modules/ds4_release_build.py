@@ -130,6 +130,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_plan import 
     ReleaseError,
     check_commit,
     check_release_tag,
+    public_url,
     release_state,
 )
 
@@ -155,6 +156,9 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    # A password in the URL is masked in everything the module returns, its invocation included.
+    if public_url(p["repo"]) != p["repo"]:
+        module.no_log_values.add(p["repo"])
     path = os.path.join(p["root"], "releases", str(p["release"]))
     try:
         release = check_release_tag(p["release"])

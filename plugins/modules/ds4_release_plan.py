@@ -148,6 +148,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_plan import 
     check_commit,
     check_release_tag,
     plan_release,
+    public_url,
     resolve_release,
     verify_pin,
 )
@@ -169,6 +170,9 @@ def main():
     )
     module.run_command_environ_update = {"LANG": "C", "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"}
     p = module.params
+    # A password in the URL is masked in everything the module returns, its invocation included.
+    if public_url(p["repo"]) != p["repo"]:
+        module.no_log_values.add(p["repo"])
     if p["keep"] < 2:
         module.fail_json(
             msg=f"ds4_releases_keep must be 2 or more (the running and the rollback release); got {p['keep']}"

@@ -376,3 +376,18 @@ def test_module_fails_naming_the_variable(monkeypatch):
 def test_module_keeps_a_string_extra_args_for_its_own_message(monkeypatch):
     result = _run_module({**MINIMAL, "extra_args": "--cors,--port=1"})
     assert result["msg"] == "ds4_extra_args must be a list of strings: '--cors,--port=1'"
+
+
+def test_the_public_view_tells_a_secret_changed_without_showing_it():
+    cfg = launch_config(settings(extra_env={"OPENAI_API_KEY": "sk-live-1", "LOG_LEVEL": "info"}))
+    assert "OPENAI_API_KEY=sk-live-1\n" in cfg["env_content"]
+    public = cfg["public"]
+    assert "sk-live-1" not in repr(public)
+    assert public["env"]["OPENAI_API_KEY"].startswith("sha256:") and public["env"]["LOG_LEVEL"].startswith(
+        "sha256:"
+    )
+    assert public["settings"]["extra_env"] == {k: public["env"][k] for k in ("LOG_LEVEL", "OPENAI_API_KEY")}
+    assert public["args"] == cfg["args"]
+    other = launch_config(settings(extra_env={"OPENAI_API_KEY": "sk-live-2", "LOG_LEVEL": "info"}))["public"]
+    assert other["env"]["OPENAI_API_KEY"] != public["env"]["OPENAI_API_KEY"]
+    assert other["env"]["LOG_LEVEL"] == public["env"]["LOG_LEVEL"]
