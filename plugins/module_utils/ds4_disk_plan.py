@@ -56,6 +56,7 @@ def plan(
     other=(),
     in_use=(),
     adoptable=(),
+    elsewhere=(),
 ):
     """Decide how the wanted files get into `gguf_dir`.
 
@@ -68,6 +69,8 @@ def plan(
     other      names of the other generation's files (the catalog's); only those present count
     in_use     absolute paths the running service has open; never removed
     adoptable  [{"name", "path", "size", "same_fs"}]: wanted files found in a shell installer's ~/gguf
+    elsewhere  names present in gguf_dir whose bytes another filesystem holds (a link, a mount):
+               removing them frees nothing here
     """
     if policy not in POLICIES:
         raise ValueError(f"{POLICY_VAR}={policy!r} is not one of: {', '.join(POLICIES)}")
@@ -132,7 +135,7 @@ def plan(
 
     others = []
     for name in other:
-        on_disk = present.get(name, 0) + partial.get(name, 0)
+        on_disk = (0 if name in elsewhere else present.get(name, 0)) + partial.get(name, 0)
         if name in present or name in partial:
             paths = [name, part_name(name), sidecar_name(name), progress_name(name)]
             others.append(

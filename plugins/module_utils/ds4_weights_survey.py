@@ -21,6 +21,14 @@ def _regular(path):
     return st if stat.S_ISREG(st.st_mode) else None
 
 
+def _link(path):
+    """Where a symbolic link at PATH points, or None when PATH is no link."""
+    try:
+        return os.readlink(path) if stat.S_ISLNK(os.lstat(path).st_mode) else None
+    except OSError:
+        return None
+
+
 def _existing_ancestor(path):
     while not os.path.exists(path):
         path = os.path.dirname(path)
@@ -58,6 +66,11 @@ def survey(gguf_dir, wanted, other, size_of, adopt_dirs=(), in_use=(), proc="/pr
               or, failing that, from `size_of(entry)` (the hub's metadata)
     other     names of the other generation's files
     in_use    paths the caller knows the service uses; files open in any process are added
+
+    Paths are compared resolved: a model reached through a link is in use when its target is open,
+    and its bytes are not counted as freed on gguf_dir's filesystem when another one holds them
+    (`elsewhere`). A symbolic link in an adopt directory is never adopted (`skipped` says why): the
+    move or copy would take whatever it points at.
     """
     gguf_dir = os.path.normpath(gguf_dir)
     anchor = _existing_ancestor(gguf_dir)
@@ -65,11 +78,14 @@ def survey(gguf_dir, wanted, other, size_of, adopt_dirs=(), in_use=(), proc="/pr
     dev = os.stat(anchor).st_dev
     names = [w["name"] for w in wanted] + list(other)
 
-    present, partial = {}, {}
+    present, partial, elsewhere = {}, {}, []
     for name in names:
-        st = _regular(os.path.join(gguf_dir, name))
+        path = os.path.join(gguf_dir, name)
+        st = _regular(path)
         if st:
             present[name] = st.st_size
+            if _link(path) is not None or st.st_dev != dev:
+                elsewhere.append(name)
         st = _regular(os.path.join(gguf_dir, part_name(name)))
         if st:
             partial[name] = st.st_size
@@ -95,10 +111,10 @@ def survey(gguf_dir, wanted, other, size_of, adopt_dirs=(), in_use=(), proc="/pr
         os.path.join(gguf_dir, n)
         for name in names
         for n in (name, part_name(name))
-        if os.path.join(real_dir, n) in busy
+        if os.path.realpath(os.path.join(real_dir, n)) in busy
     ]
 
-    adoptable = []
+    adoptable, skipped = [], []
     for entry in sized:
         if entry["name"] in present:
             continue
@@ -108,6 +124,13 @@ def survey(gguf_dir, wanted, other, size_of, adopt_dirs=(), in_use=(), proc="/pr
             found = None
             for candidate in (entry["name"], part_name(entry["name"])):
                 path = os.path.join(directory, candidate)
+                target = _link(path)
+                if target is not None:
+                    skipped.append(
+                        f"{path} is a symbolic link (to {target}), not adopted: only a regular file is "
+                        "moved or copied into place; put the file itself there to adopt it"
+                    )
+                    continue
                 st = _regular(path)
                 if st:
                     found = {
@@ -130,4 +153,6 @@ def survey(gguf_dir, wanted, other, size_of, adopt_dirs=(), in_use=(), proc="/pr
         "other": list(other),
         "in_use": in_use_here,
         "adoptable": adoptable,
+        "elsewhere": elsewhere,
+        "skipped": skipped,
     }

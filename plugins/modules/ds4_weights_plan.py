@@ -121,6 +121,13 @@ adopt:
   returned: success
   type: list
   elements: dict
+skipped:
+  description: >-
+    What was found in O(adopt_dirs) and not adopted, and why (a symbolic link is never adopted); each is
+    also a warning.
+  returned: success
+  type: list
+  elements: str
 remove_before:
   description: Other-generation files to remove before the download (name, path, bytes, paths).
   returned: success
@@ -206,6 +213,9 @@ def main():
         wanted = model_files(p["catalog"], p["generation"], p["speculation"])
         other = [f["name"] for f in other_generation_files(p["catalog"], p["generation"])]
         host = survey(p["gguf_dir"], wanted, other, size_of, p["adopt_dirs"], p["in_use"])
+        skipped = host.pop("skipped")
+        for line in skipped:
+            module.warn(line)
         result = plan(policy=p["policy"], **host)
     except DiskPlanError as e:
         failed = {k: v for k, v in e.plan.items() if k != "message"}
@@ -214,7 +224,7 @@ def main():
         module.fail_json(msg=str(e))
     except OSError as e:  # requests' errors are OSErrors too
         module.fail_json(msg=f"cannot survey {p['gguf_dir']} or ask the hub for a size: {e}")
-    module.exit_json(changed=False, in_use=host["in_use"], **result)
+    module.exit_json(changed=False, in_use=host["in_use"], skipped=skipped, **result)
 
 
 if __name__ == "__main__":

@@ -156,3 +156,53 @@ def test_an_impossible_pair_names_the_variables(plan):
     rc, out = plan(speculation="mtp")
     assert rc == 1
     assert "ds4_speculation 'mtp'" in out["msg"] and "ds4_model_generation '0731'" in out["msg"]
+
+
+def test_a_link_in_the_installers_directory_is_never_adopted_and_the_run_says_so(plan, hub_files, tmp_path):
+    # The case: a file of the catalog's name that is a link to another file (here a root-only one).
+    home = tmp_path / "home" / "gguf"
+    home.mkdir(parents=True)
+    secret = tmp_path / "shadow"
+    secret.write_bytes(b"x" * hub_files[BASE_0731]["size"])
+    secret.chmod(0o600)
+    (home / BASE_0731).symlink_to(secret)
+    rc, out = plan(adopt_dirs=[str(home)])
+    assert rc == 0 and out["adopt"] == []
+    assert names(out["fetch"]) == [BASE_0731, DRAFTER_0731]
+    said = f"{home / BASE_0731} is a symbolic link (to {secret}), not adopted"
+    assert [line[: len(said)] for line in out["skipped"]] == [said]
+    warnings = out.get("warnings") or []
+    assert any(said in str(warning) for warning in warnings), out.keys()
+
+
+def test_a_model_reached_through_a_link_is_in_use_when_its_target_is_open(
+    plan, hub_files, tmp_path, monkeypatch
+):
+    # The service maps the link's target; the plan must see the name in gguf_dir as in use.
+    elsewhere = tmp_path / "other-disk"
+    place(hub_files, elsewhere, [BASE_LEGACY])
+    gguf = tmp_path / "gguf"
+    place(hub_files, gguf, [DRAFTER_LEGACY, MTP_LEGACY])
+    (gguf / BASE_LEGACY).symlink_to(elsewhere / BASE_LEGACY)
+    need = hub_files[BASE_0731]["size"] + hub_files[DRAFTER_0731]["size"]
+    fake_free(monkeypatch, need - 1000)
+    with open(elsewhere / BASE_LEGACY, "rb"):
+        rc, out = plan(policy="remove")
+    assert rc == 0 and out["in_use"] == [str(gguf / BASE_LEGACY)]
+    assert BASE_LEGACY not in names(out["remove_before"])
+    assert {k["name"]: k["reason"] for k in out["keep"]} == {BASE_LEGACY: "in use by the running service"}
+
+
+def test_removing_a_link_frees_nothing_on_the_weights_filesystem(plan, hub_files, tmp_path, monkeypatch):
+    elsewhere = tmp_path / "other-disk"
+    place(hub_files, elsewhere, [BASE_LEGACY])
+    gguf = tmp_path / "gguf"
+    place(hub_files, gguf, [DRAFTER_LEGACY, MTP_LEGACY])
+    (gguf / BASE_LEGACY).symlink_to(elsewhere / BASE_LEGACY)
+    need = hub_files[BASE_0731]["size"] + hub_files[DRAFTER_0731]["size"]
+    small = hub_files[DRAFTER_LEGACY]["size"] + hub_files[MTP_LEGACY]["size"]
+    # Short by more than the two real files free: the linked base must not be counted to make up for it.
+    fake_free(monkeypatch, need - small - 1000)
+    rc, out = plan(policy="remove")
+    assert rc == 1 and out["shortfall_bytes"] == 1000, out
+    assert "even after removing the other generation" in out["msg"]
