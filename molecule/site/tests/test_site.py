@@ -14,6 +14,9 @@ from pathlib import Path
 import pytest
 
 PROJECT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(PROJECT / "tests" / "unit"))
+from settings_cases import BAD, options_of  # noqa: E402
+
 ROOT = "/opt/ds4"
 GGUF = "/var/lib/ds4/gguf"
 LEGACY = {
@@ -27,13 +30,13 @@ GEN_0731 = {
 UPGRADE = ["-e", "ds4_release=v0.6.5", "-e", "ds4_model_generation=0731"]
 
 
-def site(limit, *args):
+def site(limit, *args, env_extra=None):
     """Run site.yml on one Spark of this scenario; (exit status, output)."""
     ansible = shutil.which(
         "ansible-playbook", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
     )
     env = {key: value for key, value in os.environ.items() if key != "ANSIBLE_FORCE_COLOR"}
-    env.update(ANSIBLE_NOCOLOR="1", ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"))
+    env.update(ANSIBLE_NOCOLOR="1", ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"), **(env_extra or {}))
     proc = subprocess.run(
         [ansible, "-i", os.environ["MOLECULE_INVENTORY_FILE"], str(PROJECT / "site.yml"), "-l", limit,
          "-e", "ds4_release=v0.6.3", "-e", "ds4_model_generation=legacy", *args],
@@ -106,6 +109,86 @@ def test_a_second_run_changes_nothing_and_restarts_nothing(host, name):
     assert rc == 0, out
     assert changed(out, name) == 0, out
     assert host.check_output("systemctl show ds4 -p ExecMainPID --value") == pid
+
+
+def untouched(host):
+    """state() and every managed tree, its owners and modes, and the system directories a bad path names."""
+    return state(host) + host.check_output(
+        "find /opt/ds4 /var/lib/ds4 /etc/ds4 /var/log/ds4 -printf '%p %s %T@ %u:%g %m %l\\n' | sort; "
+        "stat -c '%n %U:%G %a' / /tmp /usr /var/lib /etc /opt"
+    )
+
+
+# The variables of the roles site.yml runs, by rounds: round k gives each its k-th bad value at once.
+SITE_ROLES = ["ds4_preflight", "ds4_engine", "ds4_weights", "ds4_service", "ds4_activate"]
+SITE_BAD = {n: BAD[n] for n in options_of(SITE_ROLES)}
+# Variables judged together (a catalog against its generation; the start limit against the restarts) take
+# their bad values in rounds of their own: one bad value must not hide another's refusal.
+TOGETHER = [
+    ("ds4_model_generation", "ds4_speculation", "ds4_model_catalog"),
+    ("ds4_restart_sec", "ds4_start_limit_burst", "ds4_start_limit_interval"),
+]
+FIRST_ROUND = {}
+for group in TOGETHER:
+    start = 0
+    for member in group:
+        FIRST_ROUND[member] = start
+        start += len(SITE_BAD[member])
+ROUNDS = max(FIRST_ROUND.get(n, 0) + len(values) for n, values in SITE_BAD.items())
+
+
+def bad_values(round_):
+    """{variable: its bad value} for one round."""
+    out = {}
+    for n, values in SITE_BAD.items():
+        index = round_ - FIRST_ROUND.get(n, 0)
+        if 0 <= index < len(values):
+            out[n] = values[index]
+    return out
+
+
+def refusals(output):
+    """The refused variables' messages, from the json callback's report of the settings check."""
+    report = json.loads(output[output.index("{"):])
+    for play in report["plays"]:
+        for task in play["tasks"]:
+            for result in task["hosts"].values():
+                if result.get("refused"):
+                    return result["refused"]
+    return []
+
+
+@pytest.mark.parametrize("round_", range(ROUNDS))
+def test_every_bad_setting_is_refused_by_name_before_anything_changes(host, name, tmp_path, round_):
+    bad = bad_values(round_)
+    extra = tmp_path / "bad.json"
+    extra.write_text(json.dumps(bad))
+    before = untouched(host)
+    rc, out = site(name, "-e", f"@{extra}", env_extra={"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json"})
+    assert rc != 0, out
+    refused = refusals(out)
+    named = {message.split(" ")[0].split("[")[0].split("=")[0] for message in refused}
+    assert sorted(set(bad) - named) == [], refused
+    assert untouched(host) == before
+
+
+SECRET = "sk-live-Quux0ZPb9"
+
+
+def test_a_secret_is_shown_at_no_verbosity_nor_in_a_diff(host, name):
+    # The sandbox's hub is plain http: the token may go there only because this says so.
+    env = json.dumps(
+        {"ds4_extra_env": {"OPENAI_API_KEY": SECRET}, "ds4_hf_token": "hf_" + SECRET, "ds4_hf_token_over_http": True}
+    )
+    before = untouched(host)
+    rc, out = site(name, "--check", "--diff", "-vvv", "-e", env)
+    assert rc == 0, out
+    assert SECRET not in out
+    assert "OPENAI_API_KEY=sha256:" in out, "the diff shows the variable, its value as a digest"
+    rc, out = site(name, "-vvv", "-e", json.dumps({"ds4_extra_env": {"OPENAI_API_KEY": SECRET + "\n"}}))
+    assert rc != 0 and "ds4_extra_env value of OPENAI_API_KEY must not contain control characters" in out
+    assert SECRET not in out
+    assert untouched(host) == before
 
 
 def test_a_release_that_fails_its_smoke_test_is_rolled_back(host, name):

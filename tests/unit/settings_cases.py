@@ -1,0 +1,209 @@
+"""Values every public variable of the ds4 roles must refuse: an operator's typos and a hostile file's.
+
+Shared by the unit tests (tests/unit/test_settings.py) and the site scenario, which gives them to
+site.yml on a serving sandbox Spark and asserts that nothing on it changed.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+ROLES = [
+    "ds4_common",
+    "ds4_preflight",
+    "ds4_engine",
+    "ds4_weights",
+    "ds4_service",
+    "ds4_activate",
+    "ds4_fleet",
+]
+
+
+def load(*parts):
+    return yaml.safe_load((REPO.joinpath(*parts)).read_text()) or {}
+
+
+def options_of(roles):
+    """The options of the roles' main entry points, ds4_common's first."""
+    options = {}
+    for role in ["ds4_common", *roles]:
+        for name, spec in load("roles", role, "meta", "argument_specs.yml")["argument_specs"]["main"][
+            "options"
+        ].items():
+            options.setdefault(name, spec)
+    return options
+
+
+def _defaults():
+    values = {}
+    for role in ROLES:
+        for name, value in load("roles", role, "defaults", "main.yml").items():
+            values.setdefault(name, value)
+    # The one templated default: the installer's directory of the user Ansible connects as.
+    values["ds4_weights_adopt_dirs"] = ["~root/gguf"]
+    return values
+
+
+OPTIONS = options_of(ROLES)
+DEFAULTS = _defaults()
+CATALOG = DEFAULTS["ds4_model_catalog"]
+
+
+def _catalog_with(**base):
+    catalog = copy.deepcopy(CATALOG)
+    catalog["0731"]["files"]["base"].update(base)
+    return catalog
+
+
+# What each variable must refuse. Shared shapes first; each variable adds its own.
+CONTROL = ["x\n", "x\x00y", "x\x1b[31m"]
+SPECIAL = ["a b", 'a"b', "a$b", "a%b", "a`b", "a\\b"]
+BAD_DIR = [
+    "",
+    "relative/dir",
+    "/",
+    "/usr",
+    "/var/lib",
+    "/etc/ds4",
+    "/tmp/ds4",
+    "/var/tmp/ds4",
+    "/proc/ds4",
+    "/opt/ds4/../../etc",
+    "/opt/./ds4",
+    "/opt//ds4",
+    "/opt/ds4/",
+    "/opt/ds4\n",
+    "/opt/ds 4",
+    "/opt/ds4;rm",
+    "/opt/ds4%i",
+    "/opt/ds4$HOME",
+    "/opt/ds\x1b4",
+    ["/opt/ds4"],
+]
+WHOLE = ["many", 1.5, [], True, "1\n"]
+SECONDS = ["soon", -1, 0, True, []]
+
+BAD = {
+    # ds4_common
+    "ds4_root": BAD_DIR,
+    "ds4_release": ["", "0.6.5", "v0.6", "v0.6.5\n", "v0.6.5;id", "v01.6.5", "latest", 65],
+    "ds4_release_commit": ["abc", "a" * 40 + "\n", "g" * 40, "a" * 41],
+    "ds4_cuda_arch": ["sm121", "sm_121\n", "compute_121", "sm_1210"],
+    "ds4_gguf_dir": BAD_DIR,
+    "ds4_model_generation": ["", "v4", "0731\n", 731],
+    "ds4_speculation": ["eagle", "", "DSPARK"],
+    "ds4_hf_endpoint": [
+        "",
+        "huggingface.co",
+        "ftp://huggingface.co",
+        "https://",
+        "https://user:secret@huggingface.co",
+        "https://huggingface.co/a b",
+        "https://huggingface.co\n",
+        "https://huggingface.co/$x",
+    ],
+    "ds4_hf_token": ["a token", "hf_abc\n", "hf\x00abc"],
+    "ds4_hf_token_over_http": ["maybe", [], "2"],
+    "ds4_old_weights": ["sometimes", ""],
+    "ds4_model_catalog": [
+        {},
+        "catalog",
+        {"0731": {"files": {}}},
+        _catalog_with(name="bad\nname-0731.gguf"),
+        _catalog_with(name="../../etc/shadow-0731.gguf"),
+        _catalog_with(name="model-0731.gguf\n"),
+        _catalog_with(sha256="a" * 64 + "\n"),
+        _catalog_with(repo="owner/name\n"),
+        _catalog_with(revision="main\n"),
+    ],
+    "ds4_host": ["", "a b", "-0.0.0.0", "host\n"],
+    "ds4_port": [0, 70000, -1, "http", "8000\n", True],
+    "ds4_proxy_env": ["http://proxy", {"HTTP": "x"}, {"https_proxy": "http://a b"}, {"https_proxy": "x\n"}],
+    # ds4_engine
+    "ds4_engine_repo": ["", " ", "https://github.com/Entrpi/ds4.git\n", " https://x/ds4.git"],
+    "ds4_releases_keep": [1, 0, *WHOLE],
+    "ds4_engine_build_jobs": [-1, *WHOLE],
+    "ds4_engine_build_log_dir": BAD_DIR,
+    # ds4_preflight
+    "ds4_accepted_archs": [[], "aarch64", ["aarch64\n"], ["aarch 64"]],
+    "ds4_accepted_compute_caps": [[], ["12"], ["12.1\n"], "12.1"],
+    "ds4_cuda_major": [0, 100, *WHOLE],
+    "ds4_force": ["maybe", []],
+    "ds4_cuda_home": ["cuda", "/usr/local/cuda\n", "/usr/local/../cuda", "/usr/local/cuda x"],
+    "ds4_build_space_bytes": [-1, *WHOLE],
+    "ds4_weights_space_bytes": [-1, "lots", "1\n"],
+    "ds4_weights_unknown_size_bytes": [{"base": -1}, {"drafter": 1}, "94489280512", {"base": True}],
+    # ds4_weights
+    "ds4_weights_adopt_dirs": ["/home/ubuntu/gguf", ["gguf"], ["/home/u/../../etc"], ["~ro ot/gguf"]],
+    "ds4_weights_owner": ["", "Root", "root\n", "root;id", "ro ot"],
+    "ds4_weights_group": ["", "root\n", "a b"],
+    "ds4_weights_dir_mode": ["755", 755, "0755\n", "0855", "07555"],
+    "ds4_weights_file_mode": ["644", 644, "0644\n", "u+rw"],
+    "ds4_weights_retries": [-1, *WHOLE],
+    "ds4_weights_retry_delay": SECONDS,
+    "ds4_weights_timeout": SECONDS,
+    "ds4_weights_fetch_timeout": [0, *WHOLE],
+    "ds4_weights_progress_interval": [0, 31, *WHOLE],
+    "ds4_weights_in_use": ["/m/a.gguf", ["a.gguf"], ["/m/a.gguf\n"], ["/m/../a.gguf"]],
+    # ds4_service
+    "ds4_ctx": [0, -1, *WHOLE],
+    "ds4_kv_disk_dir": [d for d in BAD_DIR if d != ""],
+    "ds4_kv_disk_space_mb": [0, *WHOLE],
+    "ds4_mem_floor_gb": [-1, "four", 1.5, True],
+    "ds4_extra_args": ["--cors", ["--port", "9000"], ["-m", "/x.gguf"], ["--ok\n"], [True]],
+    "ds4_extra_env": [
+        "A=1",
+        {"lower": "1"},
+        {"DS4_LOCK_FILE": "/tmp/x"},
+        {"KEY": "v\nDS4_LOCK_FILE=/tmp/x"},
+        {"KEY": True},
+        {"KEY": None},
+    ],
+    "ds4_start_timeout": [0, *WHOLE],
+    "ds4_stop_timeout": [0, *WHOLE],
+    "ds4_restart_sec": [0, *WHOLE],
+    "ds4_start_limit_burst": [0, *WHOLE],
+    "ds4_start_limit_interval": [0, 150, *WHOLE],
+    "ds4_limit_memlock": ["", "8X", "8M\n", "unlimited", "-1"],
+    "ds4_device_allow": ["char-nvidia* rwm", ["char-nvidia* rwx"], ["char-nvidia*"], ["char-nvidia* rwm\n"]],
+    "ds4_log_file": ["maybe", [], "2"],
+    "ds4_log_rotate": [0, *WHOLE],
+    "ds4_log_maxsize": ["", "100MB", "100M\n", "-1"],
+    "ds4_update_check": ["maybe", []],
+    "ds4_update_url": [
+        "",
+        "ftp://x/LATEST",
+        "http://",
+        "http://user:pw@x/LATEST",
+        *("http://x/" + c for c in SPECIAL),
+    ],
+    "ds4_update_check_on_calendar": ["", "daily\n", "daily;id", "$daily"],
+    "ds4_update_check_randomized_delay": ["", "1h\n", "soon", "-1h"],
+    "ds4_take_over_installer": ["maybe", []],
+    "ds4_service_launch": ["maybe", []],
+    # ds4_activate
+    "ds4_smoke_prompt": ["", "   ", "a\x00b", 42, ["What?"]],
+    "ds4_smoke_expect": ["", "[Pp]aris(", "(?P<x", "*", 42],
+    "ds4_smoke_max_tokens": [0, *WHOLE],
+    "ds4_smoke_timeout": [0, *WHOLE],
+    "ds4_perf_gate": ["always", ""],
+    "ds4_perf_max_regression": [0, 100, -5, "ten", True],
+    "ds4_perf_prompt_tokens": [15, 131073, *WHOLE],
+    "ds4_perf_decode_tokens": [1, 16385, *WHOLE],
+    "ds4_perf_runs": [0, 21, *WHOLE],
+    "ds4_perf_timeout": [0, *WHOLE],
+    "ds4_perf_history": [0, 1001, *WHOLE],
+    # ds4_fleet
+    "ds4_upgrade_serial": [0, "0%", "101%", "half", [], [1, "x"], True],
+    "ds4_upgrade_max_fail_percentage": [-1, 101, "none"],
+    "ds4_upgrade_drain_timeout": [-1, "long"],
+    "ds4_upgrade_drain_interval": [0, -1, "often"],
+    "ds4_upgrade_lb_out_tasks": ["tasks.yml\n", " tasks.yml", ["tasks.yml"]],
+    "ds4_upgrade_lb_in_tasks": ["tasks.yml\n", " tasks.yml", ["tasks.yml"]],
+    "ds4_upgrade_summary_json": ["summary.json", "/tmp/../s.json", "/tmp/s.json\n"],
+    "ds4_status_json": ["status.json", "/tmp/s json", "/tmp/s.json\n"],
+}
