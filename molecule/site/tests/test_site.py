@@ -177,9 +177,12 @@ SECRET = "sk-live-Quux0ZPb9"
 
 def test_a_secret_is_shown_at_no_verbosity_nor_in_a_diff(host, name):
     # The sandbox's hub is plain http: the token may go there only because this says so.
-    env = json.dumps(
-        {"ds4_extra_env": {"OPENAI_API_KEY": SECRET}, "ds4_hf_token": "hf_" + SECRET, "ds4_hf_token_over_http": True}
-    )
+    settings = {
+        "ds4_extra_env": {"OPENAI_API_KEY": SECRET},
+        "ds4_hf_token": "hf_" + SECRET,
+        "ds4_hf_token_over_http": True,
+    }
+    env = json.dumps(settings)
     before = untouched(host)
     rc, out = site(name, "--check", "--diff", "-vvv", "-e", env)
     assert rc == 0, out
