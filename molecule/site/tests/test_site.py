@@ -149,7 +149,7 @@ def bad_values(round_):
 
 def refusals(output):
     """The refused variables' messages, from the json callback's report of the settings check."""
-    report = json.loads(output[output.index("{"):])
+    report = json.loads(output[output.index("{") :])
     for play in report["plays"]:
         for task in play["tasks"]:
             for result in task["hosts"].values():
