@@ -315,6 +315,7 @@ RULES = {
     "ds4_hf_endpoint": _url(("http", "https"), "an http or https URL"),
     "ds4_hf_token": _token,
     "ds4_proxy_env": _proxy_env,
+    "ds4_run_lock_wait": _between(0, 86400, "a whole number of seconds"),
     # ds4_engine
     "ds4_engine_repo": _engine_repo,
     "ds4_releases_keep": _between(2, what="a whole number (the running and the rollback release at least)"),

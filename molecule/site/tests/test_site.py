@@ -7,6 +7,7 @@ test of v0.6.6) fails the scenario only when the expectation is wrong.
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -192,6 +193,53 @@ def test_a_secret_is_shown_at_no_verbosity_nor_in_a_diff(host, name):
     assert rc != 0 and "ds4_extra_env value of OPENAI_API_KEY must not contain control characters" in out
     assert SECRET not in out
     assert untouched(host) == before
+
+
+LOCK = "/run/ds4-fleet.lock"
+
+
+def hold_lock(host, controller, pid):
+    """Write the lock as a run of CONTROLLER, ansible-playbook pid PID, would."""
+    record = json.dumps(
+        {"controller": controller, "pid": pid, "user": "carol", "playbook": "Provision the ds4 engine on each Spark",
+         "since": 1.0, "since_text": "2026-12-01 09:00:00 UTC"}
+    )  # fmt: skip
+    host.run_expect([0], f"printf '%s\\n' '{record}' > {LOCK}")
+
+
+def test_a_run_on_a_spark_another_run_holds_waits_then_refuses_naming_it(host, name):
+    # The other run: a process of this controller that is alive for the whole test.
+    other = subprocess.Popen(["sleep", "600"])
+    try:
+        hold_lock(host, socket.gethostname(), other.pid)
+        before = untouched(host)
+        rc, out = site(name, "-e", "ds4_run_lock_wait=3")
+        flat = " ".join(out.split())
+        assert rc != 0
+        assert (
+            f"another ds4-fleet run holds this Spark: carol on {socket.gethostname()} (pid {other.pid}, "
+            "Provision the ds4 engine on each Spark, since 2026-12-01 09:00:00 UTC); waited 3 s" in flat
+        ), out
+        assert untouched(host) == before
+    finally:
+        other.kill()
+        other.wait()
+    # Now the holder is gone without releasing (a killed run): the next run takes the Spark over.
+    rc, out = site(name)
+    assert rc == 0, out
+    assert changed(out, name) == 0, out
+    assert host.run(f"test -e {LOCK}").rc != 0, "the run released the Spark at its end"
+
+
+def test_a_run_held_from_another_controller_is_never_taken_over(host, name):
+    hold_lock(host, "another-controller", 4242)
+    try:
+        rc, out = site(name, "-e", "ds4_run_lock_wait=2")
+        assert rc != 0 and "carol on another-controller (pid 4242" in out, out
+        assert f"remove {LOCK} on the Spark" in " ".join(out.split())
+        assert json.loads(host.file(LOCK).content_string)["controller"] == "another-controller"
+    finally:
+        host.run(f"rm -f {LOCK}")
 
 
 def test_a_release_that_fails_its_smoke_test_is_rolled_back(host, name):
