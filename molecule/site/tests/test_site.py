@@ -200,9 +200,10 @@ LOCK = "/run/ds4-fleet.lock"
 
 def hold_lock(host, controller, pid):
     """Write the lock as a run of CONTROLLER, ansible-playbook pid PID, would."""
+    play = "Provision the ds4 engine on each Spark"
     record = json.dumps(
-        {"controller": controller, "pid": pid, "user": "carol", "playbook": "Provision the ds4 engine on each Spark",
-         "since": 1.0, "since_text": "2026-12-01 09:00:00 UTC"}
+        {"controller": controller, "pid": pid, "user": "carol", "playbook": play, "since": 1.0,
+         "since_text": "2026-12-01 09:00:00 UTC"}
     )  # fmt: skip
     host.run_expect([0], f"printf '%s\\n' '{record}' > {LOCK}")
 
