@@ -115,7 +115,7 @@ def test_a_second_run_changes_nothing_and_restarts_nothing(host, name):
 def untouched(host):
     """state() and every managed tree, its owners and modes, and the system directories a bad path names."""
     return state(host) + host.check_output(
-        "find /opt/ds4 /var/lib/ds4 /etc/ds4 /var/log/ds4 -printf '%p %s %T@ %u:%g %m %l\\n' | sort; "
+        "find /opt/ds4 /var/lib/ds4 /etc/ds4 -printf '%p %s %T@ %u:%g %m %l\\n' | sort; "
         "stat -c '%n %U:%G %a' / /tmp /usr /var/lib /etc /opt"
     )
 
