@@ -171,8 +171,6 @@ def test_a_link_in_the_installers_directory_is_never_adopted_and_the_run_says_so
     assert names(out["fetch"]) == [BASE_0731, DRAFTER_0731]
     said = f"{home / BASE_0731} is a symbolic link (to {secret}), not adopted"
     assert [line[: len(said)] for line in out["skipped"]] == [said]
-    warnings = out.get("warnings") or []
-    assert any(said in str(warning) for warning in warnings), out.keys()
 
 
 def test_a_model_reached_through_a_link_is_in_use_when_its_target_is_open(
