@@ -472,3 +472,84 @@ def test_cli_serves_with_a_plain_python_and_stops_on_sigterm(data):
     finally:
         proc.kill()
         proc.wait()
+
+
+# -- the network to the hub ----------------------------------------------------------------------------------
+
+
+def _fetch_all(urls):
+    """Fetch the URLs at once, one connection each; the seconds until the last body is complete."""
+    results = [None] * len(urls)
+    started = time.monotonic()
+    threads = [
+        threading.Thread(target=lambda i=i, u=u: results.__setitem__(i, fetch(u))) for i, u in enumerate(urls)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(r[3] and len(r[2]) == BENCH_SIZE for r in results)
+    return time.monotonic() - started
+
+
+@pytest.fixture
+def network(hub):
+    yield hub
+    hub.set_network()
+
+
+def test_each_connection_is_held_to_its_cap_however_many_there_are(network):
+    conn = 4 << 20
+    network.set_network(conn_bps=conn)
+    url = storage_url(network, BENCH_REPO, BENCH_FILE)
+    one = _fetch_all([url])
+    two = _fetch_all([url, url])
+    assert BENCH_SIZE / one == pytest.approx(conn, rel=0.1)
+    assert 2 * BENCH_SIZE / two == pytest.approx(2 * conn, rel=0.1), "connections add up below the link"
+
+
+def test_the_link_is_shared_by_all_connections(network):
+    link = 8 << 20
+    network.set_network(conn_bps=link, link_bps=link)
+    url = storage_url(network, BENCH_REPO, BENCH_FILE)
+    four = _fetch_all([url] * 4)
+    assert 4 * BENCH_SIZE / four == pytest.approx(link, rel=0.1)
+
+
+def test_each_answer_waits_a_round_trip_and_a_new_connection_one_more(network):
+    url = storage_url(network, BENCH_REPO, BENCH_FILE)
+    network.set_network(rtt_ms=200)
+    started = time.monotonic()
+    fetch(url, "HEAD")  # a new connection: handshake and request
+    assert 0.4 <= time.monotonic() - started < 0.6
+    with requests.Session() as session:
+        session.head(url)
+        started = time.monotonic()
+        session.head(url)  # the same connection
+        assert 0.2 <= time.monotonic() - started < 0.35
+
+
+def test_the_network_is_set_over_http_and_refuses_nonsense(network):
+    control = f"{network.endpoint}/_standin/network"
+    spec = {"conn_bps": 1000, "link_bps": 8000, "rtt_ms": 5}
+    assert fetch(control, "PUT", {"Content-Type": "application/json"}, json.dumps(spec))[0] == 200
+    assert json.loads(fetch(control)[2]) == spec
+    assert fetch(control, "PUT", body=json.dumps({"conn_bps": -1}))[0] == 400
+    assert fetch(control, "PUT", body=json.dumps({"bogus": 1}))[0] == 400
+    network.set_network()
+    assert json.loads(fetch(control)[2]) == {"conn_bps": None, "link_bps": None, "rtt_ms": 0}
+
+
+def test_a_server_without_ranges_and_a_replaced_file_are_faults(hub, data):
+    url = storage_url(hub, BASE, BASE_0731)
+    content = blob(data, BASE, BASE_0731)
+    hub.set_fault(BASE_0731, ignore_range=True)
+    status, headers, body, _ = fetch(url, headers={"Range": "bytes=10-19"})
+    assert (status, body, "Content-Range" in headers) == (200, content, False)
+    hub.set_fault(BASE_0731, etag="something-else")
+    status, headers, body, _ = fetch(url, headers={"Range": "bytes=10-19"})
+    assert (status, headers["ETag"], body) == (206, '"something-else"', content[10:20])
+    assert fetch(url, "HEAD")[1]["ETag"] != '"something-else"'
+    for bad in ({"ignore_range": 1}, {"etag": ""}, {"etag": 'a"b'}):
+        with pytest.raises(ValueError):
+            hub.set_fault(BASE_0731, **bad)
