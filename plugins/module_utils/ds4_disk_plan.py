@@ -38,6 +38,11 @@ def part_name(name):
     return f"{name}.part"
 
 
+def ranges_name(name):
+    """The list of the byte ranges of `<name>.part` that are on disk (ds4_hub_records.PartState)."""
+    return f".{name}.part.json"
+
+
 def sidecar_name(name):
     return f".{name}.verified.json"
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""Bring one weight file from the hub to a verified state: a thin shell over module_utils/ds4_hub.py."""
+"""Bring one weight file from the hub to a verified state: a thin shell over module_utils/ds4_hub*.py."""
 
 from __future__ import annotations
 
@@ -7,12 +7,13 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_disk_plan import progress_name
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import (
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import HubFile
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import (
     FileRef,
     HubError,
-    HubFile,
     NoSpaceError,
 )
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_transfer import CONNECTIONS
 
 DOCUMENTATION = r"""
 module: ds4_hub_file
@@ -22,9 +23,15 @@ description:
   - Reads the size, the sha256 (C(X-Linked-Etag)) and the commit (C(X-Repo-Commit)) from the hub's answer
     to a HEAD, following redirects only while they stay on the hub; when O(size) or O(sha256) are given
     too, the hub's values must agree with them.
-  - Downloads into C(<file>.part), resuming an existing part with a Range request; the part already there
-    is hashed once and the rest is hashed as it is written. The part is fsynced and renamed into place only
-    once its size and sha256 match; a part whose hash does not match is discarded and fetched once more.
+  - Downloads into C(<file>.part) over O(connections) connections, each fetching 16 MiB byte ranges of the
+    file in order from the storage the hub redirects to (without the token). Each completed range is synced
+    and listed in C(.<file>.part.json), so a cut or killed run loses at most one range per connection and
+    the next run fetches only the missing ranges. A storage that ignores C(Range) is read as one stream; a
+    file whose C(ETag) changes between ranges is discarded and fetched again from the start.
+  - Hashes the file in order as the ranges come, from memory within 256 MiB ahead of the hash and from the
+    part beyond that (and for ranges already on disk); memory stays under 256 MiB plus 1 MiB per
+    connection. The part is fsynced and renamed into place only once its size and sha256 match; a part
+    whose hash does not match is discarded and fetched once more.
   - Transient failures (connection errors, cut transfers, HTTP 429 and 5xx) are retried with exponential
     backoff, resuming where the transfer stopped.
   - Records each verified file in C(.<file>.verified.json) beside it, keyed by size, mtime_ns, inode and
@@ -90,6 +97,12 @@ options:
     description: Seconds to wait for the hub to connect or to send the next bytes.
     type: float
     default: 30.0
+  connections:
+    description:
+      - Connections per file, each fetching its own byte ranges. CDNs cap each connection well below a fast
+        link; several fill it. 1 fetches the file as one stream.
+    type: int
+    default: 16
 extends_documentation_fragment:
   - ansible.builtin.files
 """
@@ -143,7 +156,17 @@ bytes_to_fetch:
   returned: check mode, when the file is not verified
   type: int
 resumed_from:
-  description: Size of the part this run resumed (0 for a fresh download).
+  description: Bytes of the part on disk when this run resumed it (0 for a fresh download).
+  returned: when fetched
+  type: int
+connections:
+  description: Connections the transfer used.
+  returned: when fetched
+  type: int
+hashed_from_disk:
+  description: >-
+    Bytes hashed by reading the part back: the ranges on disk before this run, and those that came more
+    than 256 MiB ahead of the hash.
   returned: when fetched
   type: int
 verify_failures:
@@ -189,11 +212,14 @@ def main():
             retries=dict(type="int", default=5),
             retry_delay=dict(type="float", default=2.0),
             timeout=dict(type="float", default=30.0),
+            connections=dict(type="int", default=CONNECTIONS),
         ),
         supports_check_mode=True,
         add_file_common_args=True,
     )
     p = module.params
+    if p["connections"] < 1:
+        module.fail_json(msg=f"connections must be 1 or more, got {p['connections']}")
     if not os.path.isdir(p["dest"]):
         module.fail_json(msg=f"dest {p['dest']} is not a directory: create it (with its owner) first")
     progress_file = p["progress_file"] or os.path.join(p["dest"], progress_name(p["file"]))
@@ -209,6 +235,7 @@ def main():
             retries=p["retries"],
             retry_delay=p["retry_delay"],
             timeout=p["timeout"],
+            connections=p["connections"],
         ).ensure(check_mode=module.check_mode)
     except NoSpaceError as e:
         module.fail_json(msg=str(e), shortfall_bytes=e.shortfall_bytes, progress_file=progress_file)
