@@ -316,6 +316,8 @@ class HubFile:
         size, sha256 = state.size, state.sha256
         if not state.done:
             os.ftruncate(fd, 0)  # a part of another file, or none
+        # From here on the part is written out of order: only its list says which bytes are there.
+        state.save()
         failures = changes = moved = reread = 0
         one_stream = False
         location = meta.location or self.ref.url

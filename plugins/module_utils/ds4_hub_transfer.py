@@ -11,6 +11,7 @@ bounded by window + (connections + 1) * READ.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import os
@@ -289,10 +290,18 @@ class Transfer:
             self.progress.attempt = attempt_no
             self.progress.report("retrying", self.state.bytes_done + self._in_flight(), error=error)
 
-        retrying(
-            attempt, what="download", ref=self.ref, retries=self.retries, delay=self.retry_delay,
-            on_retry=on_retry, count=self.count,
-        )  # fmt: skip
+        try:
+            retrying(
+                attempt, what="download", ref=self.ref, retries=self.retries, delay=self.retry_delay,
+                on_retry=on_retry, count=self.count,
+            )  # fmt: skip
+        except BaseException:
+            # Given up or stopped: what came of the range is kept for the next run. Best effort: a disk too
+            # full for the list costs that next run these bytes again, and the error that matters is raised.
+            if at["pos"] > at["synced"]:
+                with contextlib.suppress(OSError):
+                    self._checkpoint(at["synced"], at, at["pos"])
+            raise
         self._checkpoint(at["synced"], at, end)
 
     def _copy(self, i, response, at, end, hasher, skip):
