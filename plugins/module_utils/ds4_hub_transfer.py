@@ -44,6 +44,8 @@ READ_SLOW = 0.25
 # One ranged request and the unit of resumption: large next to a round trip at a connection's rate
 # (16 MiB at 150 MB/s is ~110 ms, against tens of ms to a CDN), small enough to lose little when killed.
 PIECE = 16 << 20
+# A file of fewer than 4 pieces per connection is cut finer, down to this, so that all connections work.
+MIN_PIECE = 1 << 20
 # Connections per file; measured in bench/fetch_throughput.py: with each connection held to 1/8 of the
 # link and a round trip before each piece, 16 fill the link where 8 leave the gaps between pieces idle.
 CONNECTIONS = 16
@@ -169,7 +171,8 @@ class Transfer:
     ):  # fmt: skip
         self.ref, self.location, self.relocate = ref, location, relocate
         self.fd, self.state, self.session_factory, self._token = fd, state, session_factory, token
-        self.connections, self.piece, self.window = connections, piece, window
+        self.connections, self.window = connections, window
+        self.piece = min(piece, max(MIN_PIECE, -(-state.size // (4 * connections))))
         self.timeout, self.retries, self.retry_delay = timeout, retries, retry_delay
         self.progress, self.count, self.dest_dir = progress, count, dest_dir
         self.size = state.size
