@@ -6,6 +6,7 @@ Ansible shows nothing of a module until it returns, and an `until` loop over asy
 that is still running, through Ansible's display, so an operator sees numbers while 87 GiB come down:
 
     spark01: DeepSeek-V4-Flash-…-0731.gguf: fetching 41.2 GiB of 80.8 GiB (51%), 940.1 MiB/s, 43 s left
+      over 16 connections
 """
 
 from __future__ import annotations
@@ -54,8 +55,10 @@ def describe(progress):
         line += f", {human_bytes(progress['rate_bps'])}/s"
     if progress.get("eta_s") is not None:
         line += f", {human_seconds(progress['eta_s'])} left"
+    if (progress.get("connections") or 1) > 1:
+        line += f" over {progress['connections']} connections"
     if progress.get("resumed_from"):
-        line += f", resumed at byte {progress['resumed_from']:,}"
+        line += f", resumed with {progress['resumed_from']:,} bytes on disk"
     if (progress.get("attempt") or 1) > 1:
         line += f", attempt {progress['attempt']}"
     if progress.get("error"):

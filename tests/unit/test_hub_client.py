@@ -1,4 +1,4 @@
-"""The hub client (module_utils/ds4_hub*.py) against the hub stand-in: metadata, ranges, resume, verify, errors."""
+"""The hub client (module_utils/ds4_hub*.py) against the hub stand-in: metadata, resume, verify, errors."""
 
 import hashlib
 import json
@@ -8,7 +8,7 @@ import time
 
 import pytest
 import requests
-from ansible_collections.ds4.fleet.plugins.module_utils import ds4_hub, ds4_hub_records, ds4_hub_transfer
+from ansible_collections.ds4.fleet.plugins.module_utils import ds4_hub, ds4_hub_transfer
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import HubFile
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import (
     FileRef,

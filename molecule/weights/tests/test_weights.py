@@ -200,7 +200,7 @@ def test_a_cut_download_resumes_on_the_next_run_showing_progress(spark01):
     # machine about one a second, on a loaded one fewer, as each line takes a few round trips.
     lines = re.findall(
         rf"^spark01: {re.escape(BASE)}: (hashing|fetching) [\d.]+ KiB of 385\.1 KiB \(\d+%\).*"
-        rf"resumed at byte {cut:,}$",
+        rf"resumed with {cut:,} bytes on disk$",
         run.stdout,
         re.M,
     )
