@@ -25,7 +25,6 @@ the disk (ours fsyncs, the others do not). Everything is removed at the end, als
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import json
 import os
@@ -43,10 +42,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "collections"))
 
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import HubFile  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import (  # noqa: E402
-    FileRef,
-    HubTransientError,
-)
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import FileRef  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_records import PartState  # noqa: E402
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_transfer import CONNECTIONS  # noqa: E402
 
 STANDIN = ROOT / "tests" / "standins" / "hub" / "hubstandin.py"
@@ -195,17 +192,23 @@ def best_rates(clients, hub, dest_root, blob, repeat):
 
 
 def refetched_after_a_cut(name, hub, dest, blob, hf):
-    """Bytes fetched beyond the half missing after a cut at half way, on the run(s) that finish the file."""
+    """Bytes fetched beyond the half missing after a cut at half way, on the run(s) that finish the file.
+
+    Ours, over several connections, is killed (SIGKILL) once half the file is in, rather than cut: a cut
+    connection is resumed within the run. Its part is sparse, so its allocated blocks are the bytes the
+    killed run wrote; what the next run fetches beyond the rest is what the kill lost.
+    """
     size = blob.size
     half = size // 2
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir()
-    hub.fault(cut_after=half, times=1)
     if name == "ours":
-        with contextlib.suppress(HubTransientError):
-            ours(hub, dest, blob, retries=0)
+        written = killed_at(hub, dest, blob, half)
         moved = ours(hub, dest, blob)
-    elif name == "curl":
+        shutil.rmtree(dest, ignore_errors=True)
+        return moved - (size - written)
+    hub.fault(cut_after=half, times=1)
+    if name == "curl":
         curl(hub, dest, blob)
         moved = curl(hub, dest, blob)[0]
     else:
@@ -214,6 +217,29 @@ def refetched_after_a_cut(name, hub, dest, blob, hf):
     shutil.rmtree(dest, ignore_errors=True)
     hub.fault()
     return moved - (size - half)
+
+
+def killed_at(hub, dest, blob, at):
+    """Run ours in a process, kill it once `at` bytes of the part are listed; the bytes it had written."""
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]);"
+        "from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import HubFile;"
+        "from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import FileRef;"
+        "HubFile(FileRef(sys.argv[2], sys.argv[3], 'main', sys.argv[4]), sys.argv[5]).ensure()"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(ROOT / "collections"), hub.endpoint, REPO, blob.name, str(dest)]
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while PartState.load(str(dest), blob.name, blob.size, blob.sha256).bytes_done < at:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"the fetch to kill at {at:,} bytes ended first ({proc.returncode})")
+            time.sleep(0.01)
+    finally:
+        proc.kill()
+        proc.wait()
+    return (dest / f"{blob.name}.part").stat().st_blocks * 512
 
 
 def capped(hub, clients, dest_root, blob, link_bps, rtt_ms):
@@ -289,9 +315,10 @@ def main():
         for name in clients:
             extra = refetched_after_a_cut(name, hub, dest_root / name, blob, hf)
             print(f"  {name:<5} {extra:,}")
-        print("(ours: the resume run's bytes_fetched; curl: its size_download on the second run;")
-        print(" hf: the body bytes its HTTP client received in the call that resumed by itself, less the")
-        print(" half before the cut)")
+        print("(ours: killed once half is listed as on disk; the next run's bytes_fetched less the bytes")
+        print(" the killed run had not written; curl: its size_download on the second run; hf: the body")
+        print(" bytes its HTTP client received in the call that resumed by itself, less the half before")
+        print(" the cut)")
         print(f"load average {os.getloadavg()[0]:.1f} at the end")
     finally:
         if hub is not None:

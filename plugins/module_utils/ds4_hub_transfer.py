@@ -32,7 +32,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import 
     retrying,
     unquote_etag,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_records import merge, missing
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_records import missing
 
 # The largest body read: the Python work per read (a write, a handoff to the hash) stays small next to it.
 READ = 1 << 20
@@ -66,7 +66,8 @@ class OrderedHash:
 
     `wrote(offset, data)` after each write; the bytes are kept while they lie within `window` bytes of the
     hash's position and read back from `fd` otherwise. hashlib releases the GIL on large buffers, so the
-    hash runs on its own core beside the transfer.
+    hash runs on its own core beside the transfer. The written ranges not yet hashed are kept by their
+    start and by their end, so that a write (which continues a range) costs two dictionary lookups.
     """
 
     def __init__(self, fd, size, window=HASH_WINDOW):
@@ -74,7 +75,7 @@ class OrderedHash:
         self._hasher = hashlib.sha256()
         self._cond = threading.Condition()
         self._pos = 0
-        self._written = []
+        self._by_start, self._by_end = {}, {}
         self._held = {}
         self._closed = False
         self._error = None
@@ -86,35 +87,45 @@ class OrderedHash:
     def position(self):
         return self._pos
 
+    def _add(self, start, end):
+        """Under the lock: [start, end) is written; ranges never overlap (each byte is written once)."""
+        start, end = max(start, self._pos), end
+        if end <= start:
+            return
+        before = self._by_end.pop(start, None)
+        if before is not None:
+            del self._by_start[before]
+            start = before
+        after = self._by_start.pop(end, None)
+        if after is not None:
+            del self._by_end[after]
+            end = after
+        self._by_start[start], self._by_end[end] = end, start
+        if start == self._pos:
+            self._cond.notify()
+
     def on_disk(self, start, end):
         """Bytes [start, end) are in the part already (a resumed run's)."""
         with self._cond:
-            self._written = merge([*self._written, [start, end]])
-            self._cond.notify_all()
+            self._add(start, end)
 
     def wrote(self, offset, data):
         end = offset + len(data)
         with self._cond:
-            if self._written and self._written[-1][1] == offset:
-                self._written[-1][1] = end  # the common case: a piece grows at its end
-                if len(self._written) > 1:
-                    self._written = merge(self._written)
-            else:
-                self._written = merge([*self._written, [offset, end]])
             if offset >= self._pos and end <= self._pos + self._window:
                 self._held[offset] = data
-            self._cond.notify_all()
+            self._add(offset, end)
 
     def _next(self):
         """Under the lock: (bytes from memory, 0) or (None, how many to read from disk); (None, 0): stop."""
         while True:
             if self._closed or self._pos >= self._size:
                 return None, 0
-            held = self._held.pop(self._pos, None)
-            if held is not None:
-                return held, 0
-            end = next((e for s, e in self._written if s <= self._pos < e), self._pos)
-            if end > self._pos:
+            end = self._by_start.get(self._pos)
+            if end is not None:
+                held = self._held.pop(self._pos, None)
+                if held is not None:
+                    return held, 0
                 ahead = min((k for k in self._held if k > self._pos), default=end)
                 return None, min(end, ahead, self._pos + READ) - self._pos
             self._cond.wait()
@@ -134,10 +145,14 @@ class OrderedHash:
                     self.reread += len(data)
                 self._hasher.update(data)
                 with self._cond:
-                    self._pos = pos + len(data)
-                    for stale in [k for k in self._held if k < self._pos]:
-                        del self._held[stale]
-                    self._cond.notify_all()
+                    self._pos = new = pos + len(data)
+                    end = self._by_start.pop(pos)
+                    del self._by_end[end]
+                    if end > new:
+                        self._by_start[new], self._by_end[end] = end, new
+                    if self._held and min(self._held) < new:
+                        for stale in [k for k in self._held if k < new]:
+                            del self._held[stale]
         except Exception as e:  # handed to the caller of hexdigest()
             with self._cond:
                 self._error = e
@@ -180,7 +195,7 @@ class Transfer:
         self._stop = threading.Event()
         self._error = None
         self._moved = []
-        self._unrecorded = 0
+        self._unrecorded = []
         self.used_connections = 0
 
     @property
@@ -206,6 +221,7 @@ class Transfer:
             self.used_connections = min(self.connections, len(pieces))
             self.progress.connections = self.used_connections
             self._moved = [0] * self.used_connections
+            self._unrecorded = [0] * self.used_connections
             workers = [
                 threading.Thread(target=self._worker, args=(i, pieces, hasher, one_stream), daemon=True)
                 for i in range(self.used_connections)
@@ -225,7 +241,7 @@ class Transfer:
 
     def _in_flight(self):
         """Bytes written and not yet in the part's list (the pieces under way)."""
-        return self._unrecorded
+        return sum(self._unrecorded)
 
     def _worker(self, i, pieces, hasher, one_stream):
         session = self.session_factory()
@@ -303,9 +319,9 @@ class Transfer:
             # full for the list costs that next run these bytes again, and the error that matters is raised.
             if at["pos"] > at["synced"]:
                 with contextlib.suppress(OSError):
-                    self._checkpoint(at["synced"], at, at["pos"])
+                    self._checkpoint(i, at, at["pos"])
             raise
-        self._checkpoint(at["synced"], at, end)
+        self._checkpoint(i, at, end)
 
     def _copy(self, i, response, at, end, hasher, skip):
         for chunk in body_chunks(response.raw, READ):
@@ -333,20 +349,19 @@ class Transfer:
             hasher.wrote(pos, chunk)
             at["pos"] = pos + len(chunk)
             self._moved[i] += len(chunk)
-            with self._lock:
-                self._unrecorded += len(chunk)
+            self._unrecorded[i] += len(chunk)
             if at["pos"] >= end:
                 return
             if at["pos"] - at["synced"] >= self.piece:
-                self._checkpoint(at["synced"], at, at["pos"])
+                self._checkpoint(i, at, at["pos"])
 
-    def _checkpoint(self, start, at, end):
-        """Sync [start, end) and add it to the part's list: from now on a killed run keeps it."""
+    def _checkpoint(self, i, at, end):
+        """Sync what worker `i` wrote up to `end` and add it to the part's list: a killed run keeps it."""
         os.fdatasync(self.fd)
         with self._lock:
-            self.state.add(start, end)
-            self._unrecorded -= end - start
+            self.state.add(at["synced"], end)
             self.state.save()
+        self._unrecorded[i] -= end - at["synced"]
         at["synced"] = end
 
     def _same_file(self, etag):
