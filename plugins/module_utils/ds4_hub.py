@@ -12,6 +12,7 @@ import fcntl
 import hashlib
 import os
 import time
+from urllib.parse import quote
 
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_disk_plan import (
     describe_bytes,
@@ -22,6 +23,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_progress import 
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import (
     CATALOG_VAR,
     COMMIT_RE,
+    TRANSIENT_EXC,
     HubChangedError,
     HubError,
     HubMismatchError,
@@ -48,6 +50,8 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_transfer import 
 
 # Large reads keep the per-chunk Python work small next to the bytes, when a file in place is hashed.
 CHUNK = 8 << 20
+# A peer is on the LAN: one that does not answer within this many seconds is given up for the next source.
+PEER_TIMEOUT = 10.0
 # Bounded: a file whose content disagrees with its hash twice, or that changes twice under the transfer,
 # is a hub problem, not a transfer one.
 VERIFY_ATTEMPTS = 2
@@ -96,6 +100,7 @@ class HubFile:
         connections=CONNECTIONS,
         piece=PIECE,
         hash_window=HASH_WINDOW,
+        peers=(),
         session=None,
     ):
         if "/" in ref.name or ref.name.startswith("."):
@@ -113,11 +118,14 @@ class HubFile:
         self.retries, self.retry_delay, self.timeout = retries, retry_delay, timeout
         self.progress_interval, self.chunk_size = progress_interval, chunk_size
         self.connections, self.piece, self.hash_window = connections, piece, hash_window
+        # Base URLs of Sparks serving their verified copies (ds4_peer), tried in order before the hub.
+        self.peers = list(peers)
         self._token = token
         self.session = session or new_session(token)
         # Content GETs: without the token (Transfer adds it for the hub's own origin only).
         self._content_session = (lambda: session) if session is not None else new_session
         self.attempts = 0
+        self._moved_from = {}
         self.warnings = []
         self.progress = None
         self.before = None
@@ -311,69 +319,113 @@ class HubFile:
             **outcome,
         )
 
+    def _transfer(self, fd, state, location, **kw):
+        kw = {
+            "relocate": lambda: self._metadata().location, "connections": self.connections,
+            "retries": self.retries, "timeout": self.timeout, **kw,
+        }  # fmt: skip
+        return Transfer(
+            ref=self.ref, location=location, fd=fd, state=state, session_factory=self._content_session,
+            token=self._token, piece=self.piece, window=self.hash_window, retry_delay=self.retry_delay,
+            progress=self.progress, count=self._count, dest_dir=self.dest_dir, **kw,
+        )  # fmt: skip
+
     def _fill(self, fd, meta, state):
-        """Fill the locked part until its sha256 matches; the outcome's numbers for the result."""
-        size, sha256 = state.size, state.sha256
+        """Fill the locked part until its sha256 matches, from the peers first, then from the hub."""
         if not state.done:
             os.ftruncate(fd, 0)  # a part of another file, or none
         # From here on the part is written out of order: only its list says which bytes are there.
         state.save()
-        failures = changes = moved = reread = 0
-        one_stream = False
-        location = meta.location or self.ref.url
         self.progress = Progress(
-            self.progress_path, self.ref.name, size, self.progress_interval, state.bytes_done
+            self.progress_path, self.ref.name, state.size, self.progress_interval, state.bytes_done
         )
+        self._moved_from = {}
         try:
-            while True:
-                transfer = Transfer(
-                    ref=self.ref, location=location, relocate=lambda: self._metadata().location,
-                    fd=fd, state=state, session_factory=self._content_session, token=self._token,
-                    connections=1 if one_stream else self.connections, piece=self.piece,
-                    window=self.hash_window, timeout=self.timeout, retries=self.retries,
-                    retry_delay=self.retry_delay, progress=self.progress, count=self._count,
-                    dest_dir=self.dest_dir,
-                )  # fmt: skip
-                try:
-                    digest, hashed_again = transfer.run(one_stream=one_stream)
-                except RangesIgnored as e:
-                    moved += transfer.moved
-                    one_stream = True
-                    self.warnings.append(
-                        f"the storage ignores byte ranges ({e}): fetching over one connection"
-                    )
-                    continue
-                except HubChangedError as e:
-                    moved += transfer.moved
-                    changes += 1
-                    if changes >= VERIFY_ATTEMPTS:
-                        raise
-                    self.warnings.append(f"{e}: discarded the part, starting over")
-                    state.remove()
-                    os.ftruncate(fd, 0)
-                    location = self._metadata().location or self.ref.url
-                    continue
-                moved += transfer.moved
-                reread += hashed_again
-                if digest == sha256:
-                    return {
-                        "bytes_fetched": moved,
-                        "verify_failures": failures,
-                        "connections": transfer.used_connections,
-                        "hashed_from_disk": reread,
-                    }
-                failures += 1
-                state.remove()
-                os.ftruncate(fd, 0)
-                if failures >= VERIFY_ATTEMPTS:
-                    os.unlink(self.part)
-                    raise HubMismatchError(
-                        f"{self.ref.describe()} came down {failures} times with sha256 {digest}, "
-                        f"not {sha256} as the hub says: the part was discarded"
-                    )
-                self.warnings.append(
-                    f"sha256 of {self.part} was {digest}, not {sha256}: discarded it, fetching again"
-                )
+            for peer in self.peers:
+                outcome = self._fill_from_peer(fd, state, peer)
+                if outcome is not None:
+                    return outcome
+            return self._fill_from_hub(fd, meta, state)
         except (HubError, OSError) as e:
             self.progress.report("failed", state.bytes_done, error=str(e))
             raise
+
+    def _outcome(self, transfer, source, failures=0, reread=0):
+        self._moved_from[source] = self._moved_from.get(source, 0) + transfer.moved
+        return {
+            "bytes_fetched": sum(self._moved_from.values()),
+            "bytes_from": dict(self._moved_from),
+            "source": source,
+            "verify_failures": failures,
+            "connections": transfer.used_connections,
+            "hashed_from_disk": reread,
+        }
+
+    def _fill_from_peer(self, fd, state, peer):
+        """The outcome when `peer` gave the whole verified file, else None (the ranges it gave are kept
+        unless its bytes fail the hash): a dead, refusing or wrong peer costs a try of the next source."""
+        location = f"{peer.rstrip('/')}/{quote(self.ref.name)}"
+        transfer = self._transfer(
+            fd, state, location, relocate=None, peer_sha256=state.sha256, retries=min(self.retries, 1),
+            timeout=min(self.timeout, PEER_TIMEOUT),
+        )  # fmt: skip
+        try:
+            digest, reread = transfer.run()
+        except NoSpaceError:
+            raise
+        except (HubError, RangesIgnored, OSError, *TRANSIENT_EXC) as e:
+            self._outcome(transfer, peer)
+            self.warnings.append(f"the peer {peer} failed for {self.ref.name} ({e}): trying the next source")
+            return None
+        outcome = self._outcome(transfer, peer, reread=reread)
+        if digest == state.sha256:
+            return outcome
+        self.warnings.append(
+            f"the copy of {self.ref.name} from the peer {peer} had sha256 {digest}, not {state.sha256}: "
+            "discarded it, trying the next source"
+        )
+        state.remove()
+        os.ftruncate(fd, 0)
+        state.save()
+        return None
+
+    def _fill_from_hub(self, fd, meta, state):
+        sha256 = state.sha256
+        failures = changes = reread = 0
+        one_stream = False
+        location = meta.location or self.ref.url
+        while True:
+            transfer = self._transfer(fd, state, location, connections=1 if one_stream else self.connections)
+            try:
+                digest, hashed_again = transfer.run(one_stream=one_stream)
+            except RangesIgnored as e:
+                self._outcome(transfer, "hub")
+                one_stream = True
+                self.warnings.append(f"the storage ignores byte ranges ({e}): fetching over one connection")
+                continue
+            except HubChangedError as e:
+                self._outcome(transfer, "hub")
+                changes += 1
+                if changes >= VERIFY_ATTEMPTS:
+                    raise
+                self.warnings.append(f"{e}: discarded the part, starting over")
+                state.remove()
+                os.ftruncate(fd, 0)
+                location = self._metadata().location or self.ref.url
+                continue
+            reread += hashed_again
+            outcome = self._outcome(transfer, "hub", failures, reread)
+            if digest == sha256:
+                return outcome
+            failures += 1
+            state.remove()
+            os.ftruncate(fd, 0)
+            if failures >= VERIFY_ATTEMPTS:
+                os.unlink(self.part)
+                raise HubMismatchError(
+                    f"{self.ref.describe()} came down {failures} times with sha256 {digest}, "
+                    f"not {sha256} as the hub says: the part was discarded"
+                )
+            self.warnings.append(
+                f"sha256 of {self.part} was {digest}, not {sha256}: discarded it, fetching again"
+            )

@@ -25,6 +25,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import 
     TRANSIENT_EXC,
     HubChangedError,
     HubError,
+    HubMismatchError,
     HubTransientError,
     NoSpaceError,
     origin,
@@ -177,14 +178,16 @@ class OrderedHash:
 class Transfer:
     """Fill the missing ranges of an open part `fd` (state: PartState) from `location`.
 
-    `relocate()` asks the hub again for the storage URL (a signed one expires) and returns it.
+    `relocate()` asks the hub again for the storage URL (a signed one expires) and returns it. A peer
+    (`peer_sha256` set) must answer with that ETag, its verified copy's sha256, and is not relocated.
     """
 
     def __init__(
         self, *, ref, location, relocate, fd, state, session_factory, token, connections, piece, window,
-        timeout, retries, retry_delay, progress, count, dest_dir,
+        timeout, retries, retry_delay, progress, count, dest_dir, peer_sha256=None,
     ):  # fmt: skip
         self.ref, self.location, self.relocate = ref, location, relocate
+        self.peer_sha256 = peer_sha256
         self.fd, self.state, self.session_factory, self._token = fd, state, session_factory, token
         self.connections, self.window = connections, window
         self.piece = min(piece, max(MIN_PIECE, -(-state.size // (4 * connections))))
@@ -277,7 +280,11 @@ class Transfer:
             with session.get(
                 self.location, headers=self._headers(pos, end, one_stream), stream=True, timeout=self.timeout
             ) as response:
-                if response.status_code in (401, 403) and origin(self.location) != origin(self.ref.url):
+                if (
+                    response.status_code in (401, 403)
+                    and self.peer_sha256 is None
+                    and origin(self.location) != origin(self.ref.url)
+                ):
                     # A signed storage URL that expired: the hub signs a new one.
                     self.location = self.relocate()
                     raise HubTransientError(f"the storage refused its URL (HTTP {response.status_code})")
@@ -365,6 +372,10 @@ class Transfer:
         at["synced"] = end
 
     def _same_file(self, etag):
+        if self.peer_sha256 is not None:
+            if etag != self.peer_sha256:
+                raise HubMismatchError(f"the peer {self.location} has another copy (ETag {etag})")
+            return
         if etag is None:
             return
         with self._lock:

@@ -1,0 +1,176 @@
+"""Peer distribution: a Spark serving its verified copies (module_utils/ds4_peer.py) and the hub client
+fetching from peers before the hub, verifying the same sha256."""
+
+import hashlib
+import json
+import os
+import shutil
+import socket
+import threading
+import time
+
+import pytest
+import requests
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import HubFile
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import FileRef
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_records import PartState
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_peer import PeerServer, peer_url
+
+BASE = "DeepSeek-V4-Flash-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8-chat-v2-imatrix-0731.gguf"
+PIECE = 16 << 10
+
+
+def hub_file(hub, hub_files, dest, **kw):
+    kw.setdefault("retry_delay", 0.01)
+    kw.setdefault("piece", PIECE)
+    kw.setdefault("connections", 4)
+    return HubFile(FileRef(hub.endpoint, hub_files[BASE]["repo"], "main", BASE), str(dest), **kw)
+
+
+def sha256_of(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def seed(hub, hub_files, tmp_path):
+    """A Spark's weights directory with a verified copy of the base file, fetched from the hub."""
+    directory = tmp_path / "seed"
+    directory.mkdir()
+    hub_file(hub, hub_files, directory).ensure()
+    return directory
+
+
+def serving(directory, allowed=("127.0.0.1",), rate_bps=None):
+    return PeerServer(str(directory), "127.0.0.1", 0, allowed, rate_bps)
+
+
+def test_a_peer_hands_over_its_verified_copy_and_the_hub_sends_no_byte(hub, hub_files, seed, tmp_path):
+    want = hub_files[BASE]
+    dest = tmp_path / "peer"
+    dest.mkdir()
+    with serving(seed) as server:
+        url = peer_url("127.0.0.1", server.port)
+        result = hub_file(hub, hub_files, dest, peers=[url]).ensure()
+        assert server.served == {BASE: want["size"]}
+    assert (result["action"], result["source"], result["bytes_from"]) == ("fetched", url, {url: want["size"]})
+    assert sha256_of(dest / BASE) == want["sha256"]
+    assert json.loads((dest / f".{BASE}.verified.json").read_text())["sha256"] == want["sha256"]
+
+
+def test_a_peer_with_a_corrupt_copy_is_caught_and_the_file_comes_from_the_hub(hub, hub_files, seed, tmp_path):
+    want = hub_files[BASE]
+    # A lying peer: its file has a flipped byte, its record claims the right sha256 for it.
+    data = bytearray((seed / BASE).read_bytes())
+    data[PIECE * 3 + 5] ^= 0xFF
+    (seed / BASE).write_bytes(data)
+    st = (seed / BASE).stat()
+    record = json.loads((seed / f".{BASE}.verified.json").read_text())
+    record.update(size=st.st_size, mtime_ns=st.st_mtime_ns, ino=st.st_ino, dev=st.st_dev)
+    (seed / f".{BASE}.verified.json").write_text(json.dumps(record))
+    dest = tmp_path / "peer"
+    dest.mkdir()
+    with serving(seed) as server:
+        url = peer_url("127.0.0.1", server.port)
+        result = hub_file(hub, hub_files, dest, peers=[url]).ensure()
+    assert result["source"] == "hub" and result["bytes_from"] == {url: want["size"], "hub": want["size"]}
+    assert any(f"from the peer {url} had sha256" in w for w in result["warnings"])
+    assert sha256_of(dest / BASE) == want["sha256"]
+
+
+def test_a_peer_that_dies_costs_a_retry_from_the_next_source_and_its_ranges_are_kept(
+    hub, hub_files, seed, tmp_path
+):
+    want = hub_files[BASE]
+    dest = tmp_path / "peer"
+    dest.mkdir()
+    server = serving(seed, rate_bps=want["size"] // 4).start()  # about four seconds for the file
+    url = peer_url("127.0.0.1", server.port)
+    fetch = hub_file(hub, hub_files, dest, peers=[url, "http://127.0.0.1:1"])
+    outcome = {}
+    worker = threading.Thread(target=lambda: outcome.update(fetch.ensure()))
+    worker.start()
+    try:
+        deadline = time.monotonic() + 20
+        while PartState.load(str(dest), BASE, want["size"], want["sha256"]).bytes_done < 4 * PIECE:
+            assert worker.is_alive() and time.monotonic() < deadline, "the peer never gave four ranges"
+            time.sleep(0.02)
+    finally:
+        server.stop()
+        worker.join()
+    from_peer = outcome["bytes_from"][url]
+    assert outcome["source"] == "hub" and 4 * PIECE <= from_peer < want["size"]
+    assert outcome["bytes_from"]["hub"] <= want["size"] - 4 * PIECE, "the peer's complete ranges were kept"
+    assert (
+        sum("trying the next source" in w for w in outcome["warnings"]) == 2
+    )  # the dead peer, the closed port
+    assert sha256_of(dest / BASE) == want["sha256"]
+
+
+def test_a_client_that_is_not_a_peer_is_refused_before_it_is_heard(hub, hub_files, seed, tmp_path):
+    dest = tmp_path / "peer"
+    dest.mkdir()
+    with serving(seed, allowed=("127.0.0.2",)) as server:
+        url = peer_url("127.0.0.1", server.port)
+        with pytest.raises(requests.ConnectionError):
+            requests.get(f"{url}/{BASE}", timeout=5)
+        result = hub_file(hub, hub_files, dest, peers=[url]).ensure()
+        assert server.served == {} and set(server.refused) == {"127.0.0.1"}
+    assert result["source"] == "hub" and sha256_of(dest / BASE) == hub_files[BASE]["sha256"]
+
+
+def test_only_verified_files_are_served_and_nothing_else(seed):
+    shutil.copy(seed / BASE, seed / "unverified.gguf")
+    (seed / "secret").write_text("not a weight")
+    with serving(seed) as server:
+        url = peer_url("127.0.0.1", server.port)
+        for path in ("unverified.gguf", "secret", f".{BASE}.verified.json", "..%2Fetc%2Fpasswd", ""):
+            assert requests.get(f"{url}/{path}", timeout=5).status_code == 404, path
+        assert requests.put(f"{url}/{BASE}", data=b"x", timeout=5).status_code == 501
+        ranged = requests.get(f"{url}/{BASE}", headers={"Range": "bytes=10-19"}, timeout=5)
+        assert (ranged.status_code, ranged.content) == (206, (seed / BASE).read_bytes()[10:20])
+
+
+def _refused(port):
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_the_port_is_closed_after_the_run_and_after_a_failed_run(seed, tmp_path):
+    with serving(seed) as server:
+        port = server.port
+        assert not _refused(port)
+    assert _refused(port)
+    with pytest.raises(RuntimeError), serving(seed) as server:
+        port = server.port
+        raise RuntimeError("the run failed")
+    assert _refused(port)
+    # The module's way: until a stop file appears (or a deadline passes), then closed.
+    server = serving(seed).start()
+    stop_file = tmp_path / "stop"
+    worker = threading.Thread(target=server.serve_until, args=(time.monotonic() + 60, str(stop_file)))
+    worker.start()
+    assert not _refused(server.port)
+    stop_file.touch()
+    worker.join(timeout=10)
+    assert not worker.is_alive() and _refused(server.port)
+
+
+def test_the_rate_cap_holds_for_all_connections_together(seed):
+    size = (seed / BASE).stat().st_size
+    rate = size  # one second for the file, whether over one connection or two
+    with serving(seed, rate_bps=rate) as server:
+        url = f"{peer_url('127.0.0.1', server.port)}/{BASE}"
+        half = size // 2
+        started = time.monotonic()
+        threads = [
+            threading.Thread(
+                target=requests.get, args=(url,), kwargs={"headers": {"Range": r}, "timeout": 10}
+            )
+            for r in (f"bytes=0-{half - 1}", f"bytes={half}-")
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert time.monotonic() - started == pytest.approx(1.0, rel=0.25)
+    assert os.path.exists(seed / BASE)
