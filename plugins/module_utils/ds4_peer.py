@@ -205,3 +205,48 @@ class PeerServer:
 def peer_url(address, port):
     host = f"[{address}]" if ":" in address else address
     return f"http://{host}:{port}"
+
+
+def plan(hosts, port):
+    """Who fetches which file from where, so that each file crosses the hub link once per run.
+
+    `hosts`: in play order, {"name", "address", "wanted": [file names], "fetch": [names it must download]}.
+    A host that wants a file and need not download it holds it; the others need it. A file some host holds
+    comes from the holders (each needer starting with another one, to spread the load); a file nobody holds
+    comes from the hub to its first needer, the seed, and from the seed to the others once it has it.
+
+    Returns {host: {"first": [names fetched before any peer serves: its own and those it seeds],
+    "peers": {name: [peer URLs]}, "serve_to": [addresses], "serves": [names]}, "lines": [what to say]}.
+    """
+    by_name = {h["name"]: h for h in hosts}
+    out = {h["name"]: {"first": [], "peers": {}, "serve_to": set(), "serves": set()} for h in hosts}
+    lines = []
+    names = []
+    for h in hosts:
+        names += [n for n in h["wanted"] if n not in names]
+    for name in names:
+        holders = [h["name"] for h in hosts if name in h["wanted"] and name not in h["fetch"]]
+        needers = [h["name"] for h in hosts if name in h["fetch"]]
+        for host in holders:
+            out[host]["first"].append(name)
+        if not needers:
+            continue
+        if holders:
+            sources = holders
+        else:
+            seed = needers.pop(0)
+            out[seed]["first"].append(name)
+            sources = [seed]
+            lines.append(
+                f"{seed} seeds {name} from the hub" + (f" for {', '.join(needers)}" if needers else "")
+            )
+        for i, host in enumerate(needers):
+            order = sources[i % len(sources) :] + sources[: i % len(sources)]
+            out[host]["peers"][name] = [f"{peer_url(by_name[s]['address'], port)}" for s in order]
+            for source in sources:
+                out[source]["serve_to"].add(by_name[host]["address"])
+                out[source]["serves"].add(name)
+            lines.append(f"{host} fetches {name} from {', '.join(order)} (the hub if none can serve it)")
+    for entry in out.values():
+        entry["serve_to"], entry["serves"] = sorted(entry["serve_to"]), sorted(entry["serves"])
+    return {"hosts": out, "lines": lines}

@@ -14,7 +14,7 @@ import requests
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import HubFile
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import FileRef
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_records import PartState
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_peer import PeerServer, peer_url
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_peer import PeerServer, peer_url, plan
 
 BASE = "DeepSeek-V4-Flash-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8-chat-v2-imatrix-0731.gguf"
 PIECE = 16 << 10
@@ -174,3 +174,43 @@ def test_the_rate_cap_holds_for_all_connections_together(seed):
             t.join()
         assert time.monotonic() - started == pytest.approx(1.0, rel=0.25)
     assert os.path.exists(seed / BASE)
+
+
+# -- who fetches what from where ---------------------------------------------------------------------------
+
+
+def hosts(*specs):
+    return [
+        {"name": f"spark0{i + 1}", "address": f"10.0.0.{i + 1}", "wanted": ["a", "b"], "fetch": list(fetch)}
+        for i, fetch in enumerate(specs)
+    ]
+
+
+def test_a_file_nobody_has_crosses_the_hub_once_and_the_seed_serves_the_others():
+    result = plan(hosts("ab", "ab", "ab"), 18090)
+    spark = result["hosts"]
+    assert spark["spark01"]["first"] == ["a", "b"] and spark["spark01"]["peers"] == {}
+    assert spark["spark01"]["serve_to"] == ["10.0.0.2", "10.0.0.3"] and spark["spark01"]["serves"] == [
+        "a",
+        "b",
+    ]
+    for other in ("spark02", "spark03"):
+        assert spark[other]["first"] == [] and spark[other]["serve_to"] == []
+        assert spark[other]["peers"] == {"a": ["http://10.0.0.1:18090"], "b": ["http://10.0.0.1:18090"]}
+    assert "spark01 seeds a from the hub for spark02, spark03" in result["lines"]
+
+
+def test_files_some_spark_has_come_from_the_holders_spread_over_them():
+    spark = plan(hosts("", "", "ab", "ab"), 18090)["hosts"]
+    assert spark["spark03"]["peers"]["a"] == ["http://10.0.0.1:18090", "http://10.0.0.2:18090"]
+    assert spark["spark04"]["peers"]["a"] == ["http://10.0.0.2:18090", "http://10.0.0.1:18090"]
+    assert spark["spark01"]["serve_to"] == spark["spark02"]["serve_to"] == ["10.0.0.3", "10.0.0.4"]
+    assert spark["spark03"]["serve_to"] == [] and spark["spark03"]["first"] == []
+
+
+def test_only_some_sparks_need_a_file():
+    spark = plan(hosts("a", "", "b"), 18090)["hosts"]
+    assert spark["spark01"]["peers"] == {"a": ["http://10.0.0.2:18090", "http://10.0.0.3:18090"]}
+    assert spark["spark01"]["first"] == ["b"]
+    assert spark["spark03"]["peers"] == {"b": ["http://10.0.0.1:18090", "http://10.0.0.2:18090"]}
+    assert spark["spark02"]["serve_to"] == ["10.0.0.1", "10.0.0.3"]
