@@ -97,6 +97,15 @@ options:
     description: Seconds to wait for the hub to connect or to send the next bytes.
     type: float
     default: 30.0
+  peers:
+    description:
+      - Base URLs of Sparks serving their verified copies (M(ds4.fleet.ds4_peer_serve)), tried in order
+        before the hub, with the same client; their bytes must give the hub's sha256 like any other. A peer
+        that fails, refuses or sends a wrong copy costs a try of the next one, then of the hub; the ranges
+        it gave are kept unless the file fails its hash.
+    type: list
+    elements: str
+    default: []
   connections:
     description:
       - Connections per file, each fetching its own byte ranges. CDNs cap each connection well below a fast
@@ -159,6 +168,14 @@ resumed_from:
   description: Bytes of the part on disk when this run resumed it (0 for a fresh download).
   returned: when fetched
   type: int
+source:
+  description: Where the bytes that completed the file came from, V(hub) or a peer's base URL.
+  returned: when fetched
+  type: str
+bytes_from:
+  description: Bytes this run received from each source (V(hub), peer URLs), discarded ones included.
+  returned: when fetched
+  type: dict
 connections:
   description: Connections the transfer used.
   returned: when fetched
@@ -213,6 +230,7 @@ def main():
             retry_delay=dict(type="float", default=2.0),
             timeout=dict(type="float", default=30.0),
             connections=dict(type="int", default=CONNECTIONS),
+            peers=dict(type="list", elements="str", default=[]),
         ),
         supports_check_mode=True,
         add_file_common_args=True,
@@ -236,6 +254,7 @@ def main():
             retry_delay=p["retry_delay"],
             timeout=p["timeout"],
             connections=p["connections"],
+            peers=p["peers"],
         ).ensure(check_mode=module.check_mode)
     except NoSpaceError as e:
         module.fail_json(msg=str(e), shortfall_bytes=e.shortfall_bytes, progress_file=progress_file)
