@@ -139,7 +139,7 @@ def plan(
     for name in other:
         on_disk = present.get(name, 0) + partial.get(name, 0)
         if name in present or name in partial:
-            paths = [name, part_name(name), sidecar_name(name), progress_name(name)]
+            paths = [name, part_name(name), ranges_name(name), sidecar_name(name), progress_name(name)]
             others.append(
                 {
                     "name": name,
