@@ -300,3 +300,54 @@ def test_remove_removes_after_the_smoke_test_never_a_file_in_use(legacy, spark01
     assert entries(spark01) == traces(NEW)
     for name in NEW:
         assert_verified(spark01, name)
+
+
+def address(host):
+    return host.check_output("ip -4 -o route get 1.1.1.1").split(" src ")[1].split()[0]
+
+
+def listens(host, on, port=18090):
+    return host.run(f"timeout 2 bash -c '</dev/tcp/{on}/{port}'").rc == 0
+
+
+def test_peers_each_file_crosses_the_hub_once_and_the_port_closes_even_after_a_failure(spark01, spark02):
+    for host in (spark01, spark02):
+        empty(host)
+    run = play()
+    assert run.returncode == 0, run.stdout[-3000:]
+    seed = f"http://{address(spark01)}:18090"
+    for name in NEW:
+        assert f"spark01 seeds {name} from the hub for spark02" in run.stdout
+        assert f"{GGUF}/{name}: fetched, {FILES[name]['size']:,} bytes" in run.stdout
+        assert re.search(rf"{re.escape(GGUF)}/{re.escape(name)}: fetched, .* from the hub;", run.stdout)
+        assert re.search(
+            rf"{re.escape(GGUF)}/{re.escape(name)}: fetched, .* from the peer {seed};", run.stdout
+        )
+        for host in (spark01, spark02):
+            assert_verified(host, name)
+    assert re.search(r"served .*bytes to " + re.escape(address(spark02)), run.stdout), run.stdout[-3000:]
+    assert not listens(spark02, address(spark01)), "the peer port is closed after the run"
+
+    # A lying seed (its base has a flipped byte, its record says it is fine) and a hub that fails: spark02
+    # catches the copy, cannot get another and fails; spark01's port is closed all the same.
+    empty(spark02)
+    spark01.run_expect([0], f"printf '\\377' | dd of={GGUF}/{BASE} bs=1 seek=1000 conv=notrunc status=none")
+    spark01.run_expect(
+        [0],
+        "python3 -c 'import json, os, sys; p, r = sys.argv[1:]; d = json.load(open(r)); st = os.stat(p);"
+        " d.update(size=st.st_size, mtime_ns=st.st_mtime_ns, ino=st.st_ino, dev=st.st_dev);"
+        f' json.dump(d, open(r, "w"))\' {GGUF}/{BASE} {GGUF}/.{BASE}.verified.json',
+    )
+    fault(spark01, file=BASE, status=500, times=None)
+    try:
+        run = play("-e", "ds4_weights_retries=0")
+    finally:
+        spark01.run_expect([0], f"curl -fsS -X DELETE {HUB}/_standin/faults")
+    assert run.returncode != 0
+    assert f"the copy of {BASE} from the peer {seed} had sha256" in run.stdout, run.stdout[-3000:]
+    assert recap(run, "spark02", "failed") == 1 and recap(run, "spark01", "failed") == 0
+    assert not listens(spark02, address(spark01)), "the peer port is closed after a failed run"
+    assert not spark02.file(f"{GGUF}/{BASE}").exists
+    # Back to the verified set for what follows.
+    empty(spark01)
+    assert play(limit="spark01").returncode == 0

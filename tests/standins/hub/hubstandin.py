@@ -243,9 +243,10 @@ class _Handler(BaseHTTPRequestHandler):
             with open(source, "rb") if isinstance(source, Path) else io.BytesIO(source) as f:
                 if fault is None and not network.conn_bps and not network.link_bps:
                     # sendfile: the benchmark's ~1 GB/s over loopback needs the kernel to copy, not Python.
-                    self.connection.sendfile(f, start, length)
+                    sent = self.connection.sendfile(f, start, length)
                 else:
-                    self._send_paced(f, start, length, fault or Fault(), network)
+                    sent = self._send_paced(f, start, length, fault or Fault(), network)
+                self.server.hub.count(sent)
         except (BrokenPipeError, ConnectionResetError):
             self.log_message("client went away")
             self.close_connection = True
@@ -281,6 +282,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.log_message("fault: cut after %d bytes", sent)
             # socketserver half-closes the socket after the handler returns: the client sees EOF mid-body.
             self.close_connection = True
+        return sent
 
     def _read_body(self) -> bytes | None:
         try:
@@ -322,6 +324,8 @@ class _ApiHandler(_Handler):
             self._send_json(200, {"faults": hub.faults()})
         elif path == "/_standin/network":
             self._send_json(200, asdict(hub.network))
+        elif path == "/_standin/stats":
+            self._send_json(200, {"content_bytes": hub.content_bytes})
         elif len(parts := path.split("/")) >= 6 and parts[3] == "resolve":
             org, repo, _, revision, *file_parts = (urllib.parse.unquote(p) for p in parts[1:])
             self._resolve(f"{org}/{repo}", revision, "/".join(file_parts))
@@ -483,6 +487,7 @@ class HubStandin:
         self.data_dir = Path(data_dir)
         self.network = Network()
         self.link = _Link()
+        self.content_bytes = 0  # body bytes of weight files and the feed sent so far (GET /_standin/stats)
         if network:
             self.set_network(**asdict(network) if isinstance(network, Network) else network)
         self.host = host
@@ -606,6 +611,10 @@ class HubStandin:
         self._feed = text_or_bytes.encode() if isinstance(text_or_bytes, str) else bytes(text_or_bytes)
 
     # -- network ------------------------------------------------------------------------------------------
+
+    def count(self, sent: int) -> None:
+        with self._lock:
+            self.content_bytes += sent
 
     def set_network(self, conn_bps=None, link_bps=None, rtt_ms=0) -> None:
         """Pace every answer from now on (see Network); no arguments: an unlimited, instant network."""

@@ -553,3 +553,14 @@ def test_a_server_without_ranges_and_a_replaced_file_are_faults(hub, data):
     for bad in ({"ignore_range": 1}, {"etag": ""}, {"etag": 'a"b'}):
         with pytest.raises(ValueError):
             hub.set_fault(BASE_0731, **bad)
+
+
+def test_stats_count_the_content_bytes_sent(hub):
+    url = storage_url(hub, BENCH_REPO, BENCH_FILE)
+    stats = f"{hub.endpoint}/_standin/stats"
+    before = json.loads(fetch(stats)[2])["content_bytes"]
+    fetch(url, headers={"Range": "bytes=0-999"})
+    fetch(url, "HEAD")
+    hub.set_fault(BENCH_FILE, throttle_bps=BENCH_SIZE * 8)
+    fetch(url)
+    assert json.loads(fetch(stats)[2])["content_bytes"] - before == 1000 + BENCH_SIZE
