@@ -50,13 +50,14 @@ def hub(fleet, method, path, body=None):
 
 
 def model_size():
+    """The bytes of what the role fetches by default: the 0731 base and its drafter."""
     doc = json.loads((ROOT / ".sandbox" / "forge" / "hub" / "hub.json").read_text())
     return sum(
         f["size"]
         for repo in doc["repos"].values()
         for commit in repo["commits"].values()
         for f in commit["files"].values()
-        if f.get("generation") == "0731"
+        if (f.get("generation"), f.get("role")) in (("0731", "base"), ("0731", "dspark"))
     )
 
 
