@@ -241,8 +241,9 @@ def main():
     if not os.path.isdir(p["dest"]):
         module.fail_json(msg=f"dest {p['dest']} is not a directory: create it (with its owner) first")
     progress_file = p["progress_file"] or os.path.join(p["dest"], progress_name(p["file"]))
+    hub_file = None
     try:
-        result = HubFile(
+        hub_file = HubFile(
             FileRef(p["endpoint"], p["repo"], p["revision"], p["file"]),
             p["dest"],
             token=p["token"],
@@ -255,12 +256,16 @@ def main():
             timeout=p["timeout"],
             connections=p["connections"],
             peers=p["peers"],
-        ).ensure(check_mode=module.check_mode)
-    except NoSpaceError as e:
-        module.fail_json(msg=str(e), shortfall_bytes=e.shortfall_bytes, progress_file=progress_file)
-    except HubError as e:
-        module.fail_json(msg=str(e), error=type(e).__name__, progress_file=progress_file)
-    except OSError as e:
+        )
+        result = hub_file.ensure(check_mode=module.check_mode)
+    except (HubError, OSError) as e:
+        # What went wrong before the failure (a peer's bad copy, a retry) is part of the story.
+        for warning in hub_file.warnings if hub_file else []:
+            module.warn(warning)
+        if isinstance(e, NoSpaceError):
+            module.fail_json(msg=str(e), shortfall_bytes=e.shortfall_bytes, progress_file=progress_file)
+        if isinstance(e, HubError):
+            module.fail_json(msg=str(e), error=type(e).__name__, progress_file=progress_file)
         module.fail_json(msg=f"{p['dest']}/{p['file']}: {e}", progress_file=progress_file)
 
     for warning in result.pop("warnings"):
