@@ -140,4 +140,4 @@ def test_a_failed_fetch_still_says_what_went_wrong_before(args, hub, capsys):
     hub.set_fault(DRAFTER, status=500, times=None)
     rc, out = run(args(DRAFTER, retries=0, peers=["http://127.0.0.1:1"]), capsys)
     assert rc == 1 and "HTTP 500" in out["msg"]
-    assert any("the peer http://127.0.0.1:1 failed" in w for w in out["warnings"]), out
+    assert any("the peer http://127.0.0.1:1 failed" in str(w) for w in out["warnings"]), out
