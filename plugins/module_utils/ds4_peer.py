@@ -150,9 +150,12 @@ class _Handler(BaseHTTPRequestHandler):
         rate = self.server.rate
         if rate is None:
             return self.connection.sendfile(f, start, length)
+        # About 50 writes a second over all connections, so that under a low cap no connection waits for
+        # its next write as long as the peers' read timeout.
+        chunk = max(16 << 10, min(CHUNK, rate.bps // 50))
         sent = 0
         while sent < length:
-            n = min(CHUNK, length - sent)
+            n = min(chunk, length - sent)
             rate.wait(n)
             sent += self.connection.sendfile(f, start + sent, n)
         return sent
