@@ -50,11 +50,12 @@ def hub(fleet, method, path, body=None):
 
 
 def model_size():
-    """The bytes of what the role fetches by default: the 0731 base and its drafter."""
+    """The bytes the role fetches by default: the 0731 base and its drafter (not the gated test file)."""
     doc = json.loads((ROOT / ".sandbox" / "forge" / "hub" / "hub.json").read_text())
     return sum(
         f["size"]
         for repo in doc["repos"].values()
+        if not repo.get("gated")
         for commit in repo["commits"].values()
         for f in commit["files"].values()
         if (f.get("generation"), f.get("role")) in (("0731", "base"), ("0731", "dspark"))
