@@ -2,9 +2,11 @@
 """Hub bytes and wall time of the weights phase on three Sparks, with and without peer distribution.
 
 On three sandbox Sparks of their own (tests/sandbox/sandbox.py with --prefix; removed at the end), with the
-hub stand-in's path capped (each connection 1/8 of a shared link of --link-kbps, --rtt-ms of round trip)
-and the LAN between the Sparks as the sandbox's container network, the weights role (ds4_weights, the
-sandbox catalog's 0731 set) runs on empty weight directories:
+hub stand-in's link capped (--link-kbps shared by all connections, --rtt-ms of round trip) and the LAN
+between the Sparks as the sandbox's container network, the weights role (ds4_weights, the sandbox
+catalog's 0731 set) runs on empty weight directories. The sandbox's files are smaller than one range, so
+each comes over one connection: the link is left without a cap per connection, so that what the Sparks
+share is the link, as 93 GB over 16 connections each do:
 
 1. on spark01 alone (-l spark01): the one-Spark time;
 2. on the three with ds4_weights_peers=false: each Spark fetches every file from the hub;
