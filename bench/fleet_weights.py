@@ -88,14 +88,11 @@ def main():
         try:
             fleet = Fleet(args.prefix, Path(work))
             size = model_size()
-            hub(
-                fleet,
-                "PUT",
-                "/_standin/network",
-                {"conn_bps": link // 8, "link_bps": link, "rtt_ms": args.rtt_ms},
+            hub(fleet, "PUT", "/_standin/network", {"link_bps": link, "rtt_ms": args.rtt_ms})
+            print(
+                f"model (0731 base and drafter): {size:,} bytes; hub link {link / 1000:.0f} kB/s, "
+                f"round trip {args.rtt_ms} ms"
             )
-            print(f"model (0731 base and drafter): {size:,} bytes; hub link {link / 1000:.0f} kB/s, "
-                  f"{link / 8000:.1f} kB/s per connection, round trip {args.rtt_ms} ms")  # fmt: skip
             one, one_bytes, _ = run(fleet, play, "-l", "spark01")
             print(f"one Spark: {one:.1f} s, hub bytes / model {one_bytes / size:.2f}")
             print("{:<22}{:>8}{:>14}{:>14}".format("fleet of 3", "wall s", "wall / one", "hub / model"))
