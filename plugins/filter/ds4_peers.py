@@ -4,6 +4,8 @@
   (ds4_peer.plan), from each host's `__ds4_weights_plan` and `_ds4_weights_peer_address`.
 """
 
+from __future__ import annotations
+
 from ansible.errors import AnsibleFilterError
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_peer import plan
 

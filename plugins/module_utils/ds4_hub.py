@@ -124,6 +124,7 @@ class HubFile:
         self.session = session or new_session(token)
         # Content GETs: without the token (Transfer adds it for the hub's own origin only).
         self._content_session = (lambda: session) if session is not None else new_session
+        self._peer_session = (lambda: session) if session is not None else lambda: new_session(direct=True)
         self.attempts = 0
         self._moved_from = {}
         self.warnings = []
@@ -322,10 +323,10 @@ class HubFile:
     def _transfer(self, fd, state, location, **kw):
         kw = {
             "relocate": lambda: self._metadata().location, "connections": self.connections,
-            "retries": self.retries, "timeout": self.timeout, **kw,
+            "retries": self.retries, "timeout": self.timeout, "session_factory": self._content_session, **kw,
         }  # fmt: skip
         return Transfer(
-            ref=self.ref, location=location, fd=fd, state=state, session_factory=self._content_session,
+            ref=self.ref, location=location, fd=fd, state=state,
             token=self._token, piece=self.piece, window=self.hash_window, retry_delay=self.retry_delay,
             progress=self.progress, count=self._count, dest_dir=self.dest_dir, **kw,
         )  # fmt: skip
@@ -367,7 +368,7 @@ class HubFile:
         location = f"{peer.rstrip('/')}/{quote(self.ref.name)}"
         transfer = self._transfer(
             fd, state, location, relocate=None, peer_sha256=state.sha256, retries=min(self.retries, 1),
-            timeout=min(self.timeout, PEER_TIMEOUT),
+            timeout=min(self.timeout, PEER_TIMEOUT), session_factory=self._peer_session,
         )  # fmt: skip
         try:
             digest, reread = transfer.run()

@@ -9,11 +9,20 @@ from __future__ import annotations
 
 import re
 import time
+import traceback
 from dataclasses import dataclass
 from urllib.parse import quote, urljoin, urlsplit
 
-import requests
-import urllib3
+# requests (python3-requests on Ubuntu) is a requirement on the target that Ansible does not bring: the
+# modules that reach the hub fail with REQUESTS_IMPORT_ERROR as a clear message, not an import traceback.
+try:
+    import requests
+    import urllib3
+except ImportError:
+    requests = urllib3 = None
+    REQUESTS_IMPORT_ERROR = traceback.format_exc()
+else:
+    REQUESTS_IMPORT_ERROR = None
 
 TOKEN_VAR = "ds4_hf_token"
 CATALOG_VAR = "ds4_model_catalog"
@@ -24,11 +33,15 @@ SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 # What a cut or stalled transfer raises: through requests (HEAD, GET) or straight from urllib3 (body reads).
 TRANSIENT_EXC = (
-    requests.ConnectionError,
-    requests.Timeout,
-    requests.exceptions.ChunkedEncodingError,
-    urllib3.exceptions.ProtocolError,
-    urllib3.exceptions.ReadTimeoutError,
+    (
+        requests.ConnectionError,
+        requests.Timeout,
+        requests.exceptions.ChunkedEncodingError,
+        urllib3.exceptions.ProtocolError,
+        urllib3.exceptions.ReadTimeoutError,
+    )
+    if requests
+    else ()
 )
 
 
@@ -98,8 +111,11 @@ class FileMeta:
     location: str | None = None
 
 
-def new_session(token=""):
+def new_session(token="", direct=False):
+    """A session for the hub; `direct` for a peer on the LAN, which a site's proxy (the http_proxy
+    environment, ds4_proxy_env) must not carry nor see."""
     session = requests.Session()
+    session.trust_env = not direct
     # identity: the sizes must be the bytes on disk, never a compressed transfer's.
     session.headers.update({"User-Agent": USER_AGENT, "Accept-Encoding": "identity"})
     if token:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import os
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_disk_plan import progress_name
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import HubFile
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import (
+    REQUESTS_IMPORT_ERROR,
     FileRef,
     HubError,
     NoSpaceError,
@@ -41,6 +42,8 @@ description:
   - Writes its progress to O(progress_file) for a poller; see docs/weights.md for the format.
 version_added: 0.1.0
 author: ds4-fleet developers
+requirements:
+  - requests (C(python3-requests) on Ubuntu), on the target host
 attributes:
   check_mode:
     support: full
@@ -235,6 +238,10 @@ def main():
         supports_check_mode=True,
         add_file_common_args=True,
     )
+    if REQUESTS_IMPORT_ERROR:
+        module.fail_json(
+            msg=missing_required_lib("requests (python3-requests)"), exception=REQUESTS_IMPORT_ERROR
+        )
     p = module.params
     if p["connections"] < 1:
         module.fail_json(msg=f"connections must be 1 or more, got {p['connections']}")

@@ -57,6 +57,25 @@ def test_a_peer_hands_over_its_verified_copy_and_the_hub_sends_no_byte(hub, hub_
     assert json.loads((dest / f".{BASE}.verified.json").read_text())["sha256"] == want["sha256"]
 
 
+def test_a_peer_is_reached_directly_while_the_hub_goes_through_the_sites_proxy(
+    hub, hub_files, seed, tmp_path, monkeypatch
+):
+    # ds4_proxy_env puts the proxy in the fetch's environment; a peer on the LAN must not go through it.
+    # The "proxy" is a closed port: whatever is sent there fails. The hub (127.0.0.1) is exempt.
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "all_proxy", "https_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("http_proxy", "http://127.0.0.1:1")
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    want = hub_files[BASE]
+    dest = tmp_path / "peer"
+    dest.mkdir()
+    with PeerServer(str(seed), "127.0.0.2", 0, ("127.0.0.1",), None) as server:
+        url = peer_url("127.0.0.2", server.port)
+        result = hub_file(hub, hub_files, dest, peers=[url]).ensure()
+    assert (result["source"], result["bytes_from"], result["warnings"]) == (url, {url: want["size"]}, [])
+    assert sha256_of(dest / BASE) == want["sha256"]
+
+
 def test_a_peer_with_a_corrupt_copy_is_caught_and_the_file_comes_from_the_hub(hub, hub_files, seed, tmp_path):
     want = hub_files[BASE]
     # A lying peer: its file has a flipped byte, its record claims the right sha256 for it.
