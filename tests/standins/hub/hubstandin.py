@@ -12,8 +12,8 @@ in the shared docs, "Sources and pins"):
   origin is where it stops and reads the metadata, as it does with the real CDN.
 - Storage port, like the CDN: `GET|HEAD /_storage/<sha256>` with `Range` (206, 416), `ETag`, `Accept-Ranges`.
 - The release feed, like raw.githubusercontent.com: `GET /Entrpi/ds4-on-spark/main/LATEST`.
-- Control, for tests: `POST|GET|DELETE /_standin/faults`, `GET|PUT /_standin/network` and
-  `PUT /_standin/feed` on the API port.
+- Control, for tests: `POST|GET|DELETE /_standin/faults`, `GET /_standin/holds`,
+  `POST /_standin/holds/release`, `GET|PUT /_standin/network` and `PUT /_standin/feed` on the API port.
 - The network between a Spark and the real hub, each a setting (`Network`): a cap per connection (CDNs pace
   each TCP connection well below a fast link), a cap shared by all connections (the site's uplink) and a
   round-trip delay. Only this server's answers are paced; the LAN between Sparks is not modelled here.
@@ -57,6 +57,9 @@ class Fault:
     times: int | None = 1  # None: until cleared
     ignore_range: bool = False  # answer 200 with the whole body, as a server without Range support does
     etag: str | None = None  # the ETag this answer carries: a file replaced between two requests
+    # Send this many bytes of the body, then the rest only once a test releases the file's hold: a transfer
+    # in flight that a test arranges rather than times.
+    hold_after: int | None = None
 
 
 @dataclass
@@ -211,7 +214,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _serve_content(self, source, size: int, etag: str, content_type: str, names, headers=None):
         """Send a file or bytes with Range support; on a GET, apply the fault set for one of `names`."""
-        fault = self.server.hub.take_fault(names) if self.command == "GET" else None
+        held, fault = self.server.hub.take_fault(names) if self.command == "GET" else (None, None)
         if fault is not None and fault.status is not None:
             self.log_message("fault: status %d", fault.status)
             # The CDN and the hub send Retry-After with these; a client that honours it should not wait long.
@@ -245,14 +248,15 @@ class _Handler(BaseHTTPRequestHandler):
                     # sendfile: the benchmark's ~1 GB/s over loopback needs the kernel to copy, not Python.
                     sent = self.connection.sendfile(f, start, length)
                 else:
-                    sent = self._send_paced(f, start, length, fault or Fault(), network)
+                    sent = self._send_paced(f, start, length, fault or Fault(), network, held)
                 self.server.hub.count(sent)
         except (BrokenPipeError, ConnectionResetError):
             self.log_message("client went away")
             self.close_connection = True
 
-    def _send_paced(self, f, start: int, length: int, fault: Fault, network: Network):
+    def _send_paced(self, f, start: int, length: int, fault: Fault, network: Network, held: str | None):
         limit = length if fault.cut_after is None else min(length, fault.cut_after)
+        hold_at = None if fault.hold_after is None else min(limit, fault.hold_after)
         rates = [r for r in (fault.throttle_bps, network.conn_bps) if r]
         bps = min(rates) if rates else None
         link = self.server.hub.link if network.link_bps else None
@@ -263,7 +267,11 @@ class _Handler(BaseHTTPRequestHandler):
         sent = 0
         t0 = time.monotonic()
         while sent < limit:
-            data = bytearray(f.read(min(chunk, limit - sent)))
+            if sent == hold_at:
+                self.server.hub.wait_hold(held)
+                t0 = time.monotonic() - sent / bps if bps else t0
+            end = hold_at if hold_at is not None and sent < hold_at else limit
+            data = bytearray(f.read(min(chunk, end - sent)))
             if not data:
                 break
             pos = start + sent
@@ -324,6 +332,8 @@ class _ApiHandler(_Handler):
             self._send_json(200, {"faults": hub.faults()})
         elif path == "/_standin/network":
             self._send_json(200, asdict(hub.network))
+        elif path == "/_standin/holds":
+            self._send_json(200, {"holds": hub.holds()})
         elif path == "/_standin/stats":
             self._send_json(200, {"content_bytes": hub.content_bytes})
         elif len(parts := path.split("/")) >= 6 and parts[3] == "resolve":
@@ -390,7 +400,14 @@ class _ApiHandler(_Handler):
         body = self._read_body()
         if body is None:
             return
-        if urllib.parse.urlsplit(self.path).path != "/_standin/faults":
+        path = urllib.parse.urlsplit(self.path).path
+        if path == "/_standin/holds/release":
+            try:
+                self.server.hub.release(json.loads(body)["file"])
+            except (ValueError, KeyError, TypeError) as exc:
+                return self._send_json(400, {"error": f"bad release: {exc!r}"})
+            return self._send_json(200, {"holds": self.server.hub.holds()})
+        if path != "/_standin/faults":
             return self._send_json(404, {"error": "Not Found"})
         try:
             spec = json.loads(body)
@@ -495,6 +512,8 @@ class HubStandin:
         self._storage_port = storage_port
         self._lock = threading.Lock()
         self._faults: dict[str, Fault] = {}
+        # file name -> {"released": Event, "waiting": GETs held now, "held": GETs that reached it}
+        self._holds: dict[str, dict] = {}
         self._feed = DEFAULT_FEED
         self._repos: dict[str, dict] = {}
         self._blobs: dict[str, _File] = {}
@@ -545,6 +564,9 @@ class HubStandin:
             server.close_live()
             server.server_close()
         self._servers = []
+        with self._lock:
+            for hold in self._holds.values():
+                hold["released"].set()  # into a closed connection: a held transfer ends with the server
 
     def __enter__(self) -> HubStandin:
         return self.start()
@@ -631,15 +653,15 @@ class HubStandin:
 
     def set_fault(
         self, file, *, cut_after=None, flip_offset=None, throttle_bps=None, status=None, times=1,
-        ignore_range=False, etag=None,
+        ignore_range=False, etag=None, hold_after=None,
     ):  # fmt: skip
         """Disturb the next `times` GETs of `file`'s content (None: until cleared); `file` may be LATEST."""
         with self._lock:
             known = file == FEED_FILE or any(file in names for names in self._names.values())
         if not known:
             raise ValueError(f"no file named {file!r} on the stand-in hub")
-        fault = Fault(cut_after, flip_offset, throttle_bps, status, times)
-        numbers = ("cut_after", "flip_offset", "throttle_bps", "status", "times")
+        fault = Fault(cut_after, flip_offset, throttle_bps, status, times, hold_after=hold_after)
+        numbers = ("cut_after", "flip_offset", "throttle_bps", "status", "times", "hold_after")
         for key, value in ((k, getattr(fault, k)) for k in numbers):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise ValueError(f"{key} must be a non-negative integer, not {value!r}")
@@ -648,9 +670,10 @@ class HubStandin:
         if etag is not None and (not isinstance(etag, str) or not etag or '"' in etag):
             raise ValueError(f"etag must be a non-empty string without quotes, not {etag!r}")
         fault.ignore_range, fault.etag = ignore_range, etag
-        if (cut_after, flip_offset, throttle_bps, status, etag) == (None,) * 5 and not ignore_range:
+        effects = (cut_after, flip_offset, throttle_bps, status, etag, hold_after)
+        if all(effect is None for effect in effects) and not ignore_range:
             raise ValueError(
-                "a fault needs cut_after, flip_offset, throttle_bps, status, ignore_range or etag"
+                "a fault needs cut_after, flip_offset, throttle_bps, status, ignore_range, etag or hold_after"
             )
         if status is not None and not 400 <= status <= 599:
             raise ValueError(f"status must be an error status (400-599), not {status}")
@@ -658,17 +681,46 @@ class HubStandin:
             raise ValueError("throttle_bps and times must be positive")
         with self._lock:
             self._faults[file] = fault
+            if hold_after is not None:
+                self._holds[file] = {"released": threading.Event(), "waiting": 0, "held": 0}
 
     def clear_faults(self) -> None:
+        """Clears the faults not yet taken and releases every hold."""
         with self._lock:
             self._faults.clear()
+            for hold in self._holds.values():
+                hold["released"].set()
+
+    def holds(self) -> dict[str, dict]:
+        """Per file with a hold: whether it was released, how many GETs wait on it, how many reached it."""
+        with self._lock:
+            return {
+                name: {"released": h["released"].is_set(), "waiting": h["waiting"], "held": h["held"]}
+                for name, h in self._holds.items()
+            }
+
+    def release(self, file: str) -> None:
+        """Let the transfers held on `file` go on (and any that reaches its hold from now on)."""
+        with self._lock:
+            if file not in self._holds:
+                raise ValueError(f"no hold on {file!r}")
+            self._holds[file]["released"].set()
+
+    def wait_hold(self, file: str) -> None:
+        with self._lock:
+            hold = self._holds[file]
+            hold["waiting"] += 1
+            hold["held"] += 1
+        hold["released"].wait()
+        with self._lock:
+            hold["waiting"] -= 1
 
     def faults(self) -> dict[str, dict]:
         with self._lock:
             return {name: asdict(fault) for name, fault in self._faults.items()}
 
-    def take_fault(self, names) -> Fault | None:
-        """The fault for the first of `names` that has one, counting this GET against its `times`."""
+    def take_fault(self, names) -> tuple[str | None, Fault | None]:
+        """The first of `names` that has a fault, and the fault, counting this GET against its `times`."""
         with self._lock:
             for name in names:
                 fault = self._faults.get(name)
@@ -678,8 +730,8 @@ class HubStandin:
                     fault.times -= 1
                     if fault.times == 0:
                         del self._faults[name]
-                return fault
-        return None
+                return name, fault
+        return None, None
 
 
 def main(argv=None) -> int:
