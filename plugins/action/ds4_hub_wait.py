@@ -2,8 +2,9 @@
 
 Ansible shows nothing of a module until it returns, and an `until` loop over async_status only prints
 "FAILED - RETRYING". This action runs on the controller: it polls each job with async_status and, every
-`interval` seconds, reads the job's progress file (ds4_hub.write_progress) and prints one line per file
-that is still running, through Ansible's display, so an operator sees numbers while 87 GiB come down:
+`interval` seconds, reads the job's progress file (ds4_hub_progress.write_progress) and prints one line
+per file that is still running, through Ansible's display, so an operator sees numbers while 87 GiB come
+down:
 
     spark01: DeepSeek-V4-Flash-…-0731.gguf: fetching 41.2 GiB of 80.8 GiB (51%), 940.1 MiB/s, 43 s left
       over 16 connections
