@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-from ansible.errors import AnsibleFilterError
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_peer import plan
 
 
@@ -16,13 +15,15 @@ def weights_peer_plan(play_hosts, hostvars, port):
         host = hostvars[name]
         weights = host.get("__ds4_weights_plan") or {}
         address = host.get("_ds4_weights_peer_address")
-        if not address:
-            raise AnsibleFilterError(f"ds4.fleet.weights_peer_plan: {name} has no peer address")
+        # A host still in the play that did not plan its weights in this run (in upgrade.yml, a Spark whose
+        # staging failed before them is rescued, not removed) neither holds nor needs anything here.
+        if not address or "files" not in weights:
+            continue
         hosts.append(
             {
                 "name": name,
                 "address": address,
-                "wanted": [f["name"] for f in weights.get("files", [])],
+                "wanted": [f["name"] for f in weights["files"]],
                 "fetch": [f["name"] for f in weights.get("fetch", [])],
             }
         )

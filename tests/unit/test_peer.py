@@ -11,6 +11,7 @@ import time
 
 import pytest
 import requests
+from ansible_collections.ds4.fleet.plugins.filter.ds4_peers import FilterModule
 from ansible_collections.ds4.fleet.plugins.module_utils import ds4_peer
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import HubFile
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import FileRef
@@ -145,7 +146,7 @@ def test_a_client_that_is_not_a_peer_is_refused_before_it_is_heard(hub, hub_file
     with serving(seed, allowed=("127.0.0.2",)) as server:
         url = peer_url("127.0.0.1", server.port)
         with pytest.raises(requests.ConnectionError):
-            requests.get(f"{url}/{BASE}", timeout=5)
+            requests.get(f"{url}/{BASE}", timeout=30)
         result = hub_file(hub, hub_files, dest, peers=[url]).ensure()
         assert server.served == {} and set(server.refused) == {"127.0.0.1"}
     assert result["source"] == "hub" and sha256_of(dest / BASE) == hub_files[BASE]["sha256"]
@@ -157,9 +158,9 @@ def test_only_verified_files_are_served_and_nothing_else(seed):
     with serving(seed) as server:
         url = peer_url("127.0.0.1", server.port)
         for path in ("unverified.gguf", "secret", f".{BASE}.verified.json", "..%2Fetc%2Fpasswd", ""):
-            assert requests.get(f"{url}/{path}", timeout=5).status_code == 404, path
-        assert requests.put(f"{url}/{BASE}", data=b"x", timeout=5).status_code == 501
-        ranged = requests.get(f"{url}/{BASE}", headers={"Range": "bytes=10-19"}, timeout=5)
+            assert requests.get(f"{url}/{path}", timeout=30).status_code == 404, path
+        assert requests.put(f"{url}/{BASE}", data=b"x", timeout=30).status_code == 501
+        ranged = requests.get(f"{url}/{BASE}", headers={"Range": "bytes=10-19"}, timeout=30)
         assert (ranged.status_code, ranged.content) == (206, (seed / BASE).read_bytes()[10:20])
 
 
@@ -184,28 +185,36 @@ def test_the_port_is_closed_after_the_run_and_after_a_failed_run(seed, tmp_path)
     worker.start()
     assert not _refused(server.port)
     stop_file.touch()
-    worker.join(timeout=10)
+    worker.join(timeout=60)  # a hang guard: it looks for the file five times a second
     assert not worker.is_alive() and _refused(server.port)
 
 
 def test_the_rate_cap_holds_for_all_connections_together(seed):
-    size = (seed / BASE).stat().st_size
-    rate = size  # one second for the file, whether over one connection or two
+    # A bound that holds on any machine: two connections share the cap, so two halves take as long as the
+    # whole file at the cap (a cap per connection would take half that). How close to the cap the server
+    # comes is for bench/ to measure.
+    content = (seed / BASE).read_bytes()
+    size = len(content)
+    rate = size
     with serving(seed, rate_bps=rate) as server:
         url = f"{peer_url('127.0.0.1', server.port)}/{BASE}"
         half = size // 2
+        bodies = {}
+
+        def get(first, header):
+            bodies[first] = requests.get(url, headers={"Range": header}, timeout=60).content
+
         started = time.monotonic()
         threads = [
-            threading.Thread(
-                target=requests.get, args=(url,), kwargs={"headers": {"Range": r}, "timeout": 10}
-            )
-            for r in (f"bytes=0-{half - 1}", f"bytes={half}-")
+            threading.Thread(target=get, args=(first, header))
+            for first, header in ((0, f"bytes=0-{half - 1}"), (half, f"bytes={half}-"))
         ]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-        assert time.monotonic() - started == pytest.approx(1.0, rel=0.25)
+        assert time.monotonic() - started >= size / rate
+    assert bodies[0] + bodies[half] == content
     assert os.path.exists(seed / BASE)
 
 
@@ -247,3 +256,22 @@ def test_only_some_sparks_need_a_file():
     assert spark["spark01"]["first"] == ["b"]
     assert spark["spark03"]["peers"] == {"b": ["http://10.0.0.1:18090", "http://10.0.0.2:18090"]}
     assert spark["spark02"]["serve_to"] == ["10.0.0.1", "10.0.0.3"]
+
+
+def test_the_filter_leaves_out_a_spark_that_did_not_reach_the_weights():
+    # In upgrade.yml a Spark whose staging failed before the weights is rescued, and so still one of the
+    # play's hosts, without a plan or an address: the others plan without it.
+    weights_peer_plan = FilterModule().filters()["weights_peer_plan"]
+    plan_of = {"files": [{"name": "a"}, {"name": "b"}], "fetch": [{"name": "a"}, {"name": "b"}]}
+    hostvars = {
+        "spark01": {"__ds4_weights_plan": plan_of, "_ds4_weights_peer_address": "10.0.0.1"},
+        "spark02": {"ds4_release": "v0.6.7"},
+        "spark03": {"__ds4_weights_plan": plan_of, "_ds4_weights_peer_address": "10.0.0.3"},
+    }
+    result = weights_peer_plan(["spark01", "spark02", "spark03"], hostvars, "18090")
+    assert sorted(result["hosts"]) == ["spark01", "spark03"]
+    assert result["hosts"]["spark03"]["peers"] == {
+        "a": ["http://10.0.0.1:18090"],
+        "b": ["http://10.0.0.1:18090"],
+    }
+    assert result["hosts"]["spark01"]["serve_to"] == ["10.0.0.3"]
