@@ -69,6 +69,8 @@ def play(*args, limit=None, until=None, then=None):
     # JSON results: a message stays on one line, where the YAML format would wrap it.
     env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
     env["ANSIBLE_CALLBACK_RESULT_FORMAT"] = "json"
+    # Each line reaches the test as it is printed, not when a pipe's buffer fills.
+    env["PYTHONUNBUFFERED"] = "1"
     proc = subprocess.Popen(
         cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
