@@ -1,26 +1,30 @@
 #!/usr/bin/env python3
 """Fetch throughput of our hub client beside curl -C - and huggingface_hub, on one file of 1 GiB or more.
 
-Ours is module_utils/ds4_hub.py's HubFile, what ds4.fleet.ds4_hub_file runs: it hashes (sha256) as it
-writes, verifies, fsyncs and renames into place. curl -C - is what the shell installer runs; hf_hub_download
-is the hub's own client (its Xet and hf_transfer extras off, as on a Spark without them). They fetch the
-same file from the hub stand-in (tests/standins/hub, a subprocess) over loopback, one after another:
+Ours is module_utils/ds4_hub.py's HubFile, what ds4.fleet.ds4_hub_file runs: it fetches byte ranges over
+several connections, hashes (sha256) in order as they come, verifies, fsyncs and renames into place.
+curl -C - is what the shell installer runs; hf_hub_download is the hub's own client (its Xet and
+hf_transfer extras off, as on a Spark without them). They fetch the same file from the hub stand-in
+(tests/standins/hub, a subprocess) over loopback, one after another:
 
-1. with the stand-in throttled to about 1 GB/s, a fast real link;
-2. unthrottled, where each client is its own limit;
-3. cut at half way, then fetched again: the bytes each one fetched beyond the half it was missing.
+1. capped as the real path is: a link of --link-mbps shared by all connections, each connection held to
+   1/8 of it (a CDN's pacing), a round trip of --rtt-ms before each answer; the rates are also given as a
+   fraction of the link. Then ours alone with 1 to 32 connections, which is how the default was chosen;
+2. the link capped at about 1 GB/s and no cap per connection, a fast real link;
+3. uncapped, where each client is its own limit;
+4. cut at half way, then fetched again: the bytes each one fetched beyond the half it was missing.
 
-It prints throughputs and ratios (ours/curl, ours/hf) and asserts nothing. The file and the stand-in's data
-go under /tmp; the downloads go to /dev/shm when it has room, so that no client waits on the disk (ours
-fsyncs, the others do not). Everything is removed at the end, also after a failure or Ctrl-C.
+It prints throughputs and ratios (ours/curl, ours/hf, each/link) and asserts nothing. The files and the
+stand-in's data go under /tmp; the downloads go to /dev/shm when it has room, so that no client waits on
+the disk (ours fsyncs, the others do not). Everything is removed at the end, also after a failure or Ctrl-C.
 
-    .venv/bin/python bench/fetch_throughput.py [--size-mib 1024] [--repeat 3]
+    .venv/bin/python bench/fetch_throughput.py [--size-mib 1024] [--repeat 3] [--capped-mib 256]
+        [--link-mbps 100] [--rtt-ms 20]
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import json
 import os
@@ -32,41 +36,51 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "collections"))
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import (  # noqa: E402
-    FileRef,
-    HubFile,
-    HubTransientError,
-)
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import HubFile  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import FileRef  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_records import PartState  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_transfer import CONNECTIONS  # noqa: E402
 
 STANDIN = ROOT / "tests" / "standins" / "hub" / "hubstandin.py"
 REPO = "ds4-bench/throughput"
 NAME = "bench-throughput.gguf"
-THROTTLE_BPS = 1_000_000_000
+CAPPED_NAME = "bench-capped.gguf"
+FAST_LINK_BPS = 1_000_000_000
 MB = 1_000_000
+SWEEP = (1, 4, 8, 16, 32)
 
 
-def make_data(directory, size):
-    """A file of random bytes and the hub.json that serves it; returns its sha256."""
-    blob = directory / "repos" / REPO / NAME
-    blob.parent.mkdir(parents=True)
-    digest = hashlib.sha256()
-    block = 16 << 20
-    with open(blob, "wb") as f:
-        for offset in range(0, size, block):
-            data = os.urandom(min(block, size - offset))
-            digest.update(data)
-            f.write(data)
-    sha256 = digest.hexdigest()
-    commit = hashlib.sha1(f"{REPO}:{NAME}:{sha256}".encode()).hexdigest()
-    files = {NAME: {"blob": str(blob.relative_to(directory)), "size": size, "sha256": sha256}}
+class Blob(NamedTuple):
+    name: str
+    size: int
+    sha256: str
+
+
+def make_data(directory, sizes):
+    """Files of random bytes ({name: size}) and the hub.json that serves them; returns their Blobs."""
+    blobs, files = {}, {}
+    for name, size in sizes.items():
+        path = directory / "repos" / REPO / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        digest = hashlib.sha256()
+        block = 16 << 20
+        with open(path, "wb") as f:
+            for offset in range(0, size, block):
+                data = os.urandom(min(block, size - offset))
+                digest.update(data)
+                f.write(data)
+        blobs[name] = Blob(name, size, digest.hexdigest())
+        files[name] = {"blob": str(path.relative_to(directory)), "size": size, "sha256": blobs[name].sha256}
+    commit = hashlib.sha1(json.dumps(files, sort_keys=True).encode()).hexdigest()
     doc = {"format": 1, "tokens": [], "repos": {REPO: {"gated": False, "refs": {"main": commit},
                                                        "commits": {commit: {"files": files}}}}}  # fmt: skip
     (directory / "hub.json").write_text(json.dumps(doc))
-    return sha256
+    return blobs
 
 
 class Standin:
@@ -87,8 +101,15 @@ class Standin:
         self.endpoint = match[1]
 
     def fault(self, **spec):
-        method, data = ("POST", json.dumps(dict(spec, file=NAME)).encode()) if spec else ("DELETE", None)
+        method, data = ("POST", json.dumps({"file": NAME, **spec}).encode()) if spec else ("DELETE", None)
         request = urllib.request.Request(f"{self.endpoint}/_standin/faults", data=data, method=method)
+        urllib.request.urlopen(request, timeout=5).close()
+
+    def network(self, **spec):
+        """Cap the path to the hub (conn_bps, link_bps, rtt_ms); no arguments: uncapped."""
+        request = urllib.request.Request(
+            f"{self.endpoint}/_standin/network", data=json.dumps(spec).encode(), method="PUT"
+        )
         urllib.request.urlopen(request, timeout=5).close()
 
     def stop(self):
@@ -96,18 +117,18 @@ class Standin:
         self.proc.wait(timeout=10)
 
 
-def ours(hub, dest, size, sha256):
+def ours(hub, dest, blob, connections=CONNECTIONS, retries=5):
     result = HubFile(
-        FileRef(hub.endpoint, REPO, "main", NAME), str(dest), expected_size=size, expected_sha256=sha256,
-        retries=5, retry_delay=0.1,
+        FileRef(hub.endpoint, REPO, "main", blob.name), str(dest), expected_size=blob.size,
+        expected_sha256=blob.sha256, retries=retries, retry_delay=0.1, connections=connections,
     ).ensure()  # fmt: skip
     return result["bytes_fetched"]
 
 
-def curl(hub, dest, size, sha256):
+def curl(hub, dest, blob):
     out = subprocess.run(
-        ["curl", "-sS", "-L", "--fail", "-C", "-", "-o", str(dest / NAME), "-w", "%{size_download}",
-         f"{hub.endpoint}/{REPO}/resolve/main/{NAME}"],
+        ["curl", "-sS", "-L", "--fail", "-C", "-", "-o", str(dest / blob.name), "-w", "%{size_download}",
+         f"{hub.endpoint}/{REPO}/resolve/main/{blob.name}"],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     if out.returncode not in (0, 18):  # 18: the transfer ended short, the file is partial
@@ -144,9 +165,9 @@ class HubClient:
 
         httpx2.Response.iter_bytes = counted
 
-    def __call__(self, hub, dest, size, sha256):
+    def __call__(self, hub, dest, blob):
         self.received = 0
-        self.download(REPO, NAME, cache_dir=str(dest / "hf-cache"))
+        self.download(REPO, blob.name, cache_dir=str(dest / "hf-cache"))
         return self.received
 
 
@@ -156,7 +177,7 @@ def timed(fetch, *args):
     return time.perf_counter() - started
 
 
-def best_rates(clients, hub, dest_root, size, sha256, repeat):
+def best_rates(clients, hub, dest_root, blob, repeat):
     """Each client's best of `repeat` fetches into an empty dest, in MB/s. The clients take turns, so that
     a burst of load from elsewhere on the machine does not fall on one client's fetches alone."""
     best = dict.fromkeys(clients, 0.0)
@@ -165,37 +186,93 @@ def best_rates(clients, hub, dest_root, size, sha256, repeat):
             dest = dest_root / name
             shutil.rmtree(dest, ignore_errors=True)
             dest.mkdir()
-            best[name] = max(best[name], size / timed(fetch, hub, dest, size, sha256) / MB)
+            best[name] = max(best[name], blob.size / timed(fetch, hub, dest, blob) / MB)
             shutil.rmtree(dest, ignore_errors=True)
     return best
 
 
-def refetched_after_a_cut(name, hub, dest, size, sha256, hf):
-    """Bytes fetched beyond the half missing after a cut at half way, on the run(s) that finish the file."""
+def refetched_after_a_cut(name, hub, dest, blob, hf):
+    """Bytes fetched beyond the half missing after a cut at half way, on the run(s) that finish the file.
+
+    Ours, over several connections, is killed (SIGKILL) once half the file is in, rather than cut: a cut
+    connection is resumed within the run. Its part is sparse, so its allocated blocks are the bytes the
+    killed run wrote; what the next run fetches beyond the rest is what the kill lost.
+    """
+    size = blob.size
     half = size // 2
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir()
-    hub.fault(cut_after=half, times=1)
     if name == "ours":
-        with contextlib.suppress(HubTransientError):
-            HubFile(FileRef(hub.endpoint, REPO, "main", NAME), str(dest), expected_size=size,
-                    expected_sha256=sha256, retries=0).ensure()  # fmt: skip
-        moved = ours(hub, dest, size, sha256)
-    elif name == "curl":
-        curl(hub, dest, size, sha256)
-        moved = curl(hub, dest, size, sha256)[0]
+        written = killed_at(hub, dest, blob, half)
+        moved = ours(hub, dest, blob)
+        shutil.rmtree(dest, ignore_errors=True)
+        return moved - (size - written)
+    hub.fault(cut_after=half, times=1)
+    if name == "curl":
+        curl(hub, dest, blob)
+        moved = curl(hub, dest, blob)[0]
     else:
         # It resumes by itself in the same call: count all it received, less the half before the cut.
-        moved = hf(hub, dest, size, sha256) - half
+        moved = hf(hub, dest, blob) - half
     shutil.rmtree(dest, ignore_errors=True)
     hub.fault()
     return moved - (size - half)
+
+
+def killed_at(hub, dest, blob, at):
+    """Run ours in a process, kill it once `at` bytes of the part are listed; the bytes it had written."""
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]);"
+        "from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import HubFile;"
+        "from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import FileRef;"
+        "HubFile(FileRef(sys.argv[2], sys.argv[3], 'main', sys.argv[4]), sys.argv[5]).ensure()"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(ROOT / "collections"), hub.endpoint, REPO, blob.name, str(dest)]
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while PartState.load(str(dest), blob.name, blob.size, blob.sha256).bytes_done < at:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"the fetch to kill at {at:,} bytes ended first ({proc.returncode})")
+            time.sleep(0.01)
+    finally:
+        proc.kill()
+        proc.wait()
+    return (dest / f"{blob.name}.part").stat().st_blocks * 512
+
+
+def capped(hub, clients, dest_root, blob, link_bps, rtt_ms):
+    """Each client once on the capped path (curl and hf take size / (link / 8) seconds), then the sweep."""
+    hub.network(conn_bps=link_bps // 8, link_bps=link_bps, rtt_ms=rtt_ms)
+    try:
+        rates = best_rates(clients, hub, dest_root, blob, 1)
+        link = link_bps / MB
+        print(f"capped: link {link:.0f} MB/s, {link / 8:.1f} MB/s per connection, round trip {rtt_ms} ms")
+        print("{:<10}{:>10}{:>9}".format("client", "MB/s", "/link"))
+        for name, rate in rates.items():
+            print(f"{name:<10}{rate:>10.1f}{rate / link:>9.2f}")
+        print(f"ours/curl {rates['ours'] / rates['curl']:.2f}, ours/hf {rates['ours'] / rates['hf']:.2f}")
+        print(f"\nours by connections (default {CONNECTIONS}), same path:")
+        print("{:<13}{:>10}{:>9}".format("connections", "MB/s", "/link"))
+        for n in SWEEP:
+            one = {"ours": lambda *a, n=n: ours(*a, connections=n)}
+            rate = best_rates(one, hub, dest_root, blob, 1)
+            print(f"{n:<13}{rate['ours']:>10.1f}{rate['ours'] / link:>9.2f}", flush=True)
+    finally:
+        hub.network()
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mib", type=int, default=1024, help="file size in MiB (default 1024)")
     parser.add_argument("--repeat", type=int, default=3, help="fetches per client and setting (best counts)")
+    parser.add_argument(
+        "--capped-mib", type=int, default=256, help="the part of the file fetched when capped"
+    )
+    parser.add_argument("--link-mbps", type=float, default=100, help="the capped link, MB/s (default 100)")
+    parser.add_argument("--rtt-ms", type=float, default=20, help="the capped path's round trip (default 20)")
+    parser.add_argument("--capped-only", action="store_true", help="only the capped setting")
     args = parser.parse_args()
     size = args.size_mib << 20
 
@@ -205,21 +282,30 @@ def main():
     dest_root = Path(tempfile.mkdtemp(prefix="ds4-bench-", dir=shm if room > 3 * size else work))
     hub = None
     try:
-        print(f"writing {size:,} random bytes to {work} ...", flush=True)
-        sha256 = make_data(work / "hub", size)
+        capped_size = args.capped_mib << 20
+        print(f"writing {size + capped_size:,} random bytes to {work} ...", flush=True)
+        blobs = make_data(
+            work / "hub", {NAME: size, CAPPED_NAME: capped_size} if capped_size else {NAME: size}
+        )
+        blob = blobs[NAME]
         hub = Standin(work / "hub", work / "standin.log")
         hf = HubClient(hub.endpoint, work)
         clients = {"ours": ours, "curl": lambda *a: curl(*a)[0], "hf": hf}
-        print(f"downloads to {dest_root}; best of {args.repeat} per client, the clients taking turns")
+        print(f"downloads to {dest_root}; the clients taking turns")
         # Ours needs a core for the hash beside the one moving bytes: other work on the machine costs it most.
         print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start\n")
+        if capped_size:
+            capped(hub, clients, dest_root, blobs[CAPPED_NAME], int(args.link_mbps * MB), args.rtt_ms)
+        if args.capped_only:
+            return
+        print(f"\nbest of {args.repeat} per client and setting, on {size:,} bytes")
         header = ("setting", "ours MB/s", "curl MB/s", "hf MB/s", "ours/curl", "ours/hf")
         print("{:<24}{:>11}{:>11}{:>10}{:>11}{:>9}".format(*header))
-        for setting, throttle in (("throttled to ~1 GB/s", THROTTLE_BPS), ("unthrottled", None)):
-            if throttle:
-                hub.fault(throttle_bps=throttle, times=None)
-            rates = best_rates(clients, hub, dest_root, size, sha256, args.repeat)
-            hub.fault()
+        for setting, link in (("link capped at ~1 GB/s", FAST_LINK_BPS), ("uncapped", None)):
+            if link:
+                hub.network(link_bps=link)
+            rates = best_rates(clients, hub, dest_root, blob, args.repeat)
+            hub.network()
             print(
                 f"{setting:<24}{rates['ours']:>11.0f}{rates['curl']:>11.0f}{rates['hf']:>10.0f}"
                 f"{rates['ours'] / rates['curl']:>11.2f}{rates['ours'] / rates['hf']:>9.2f}",
@@ -227,11 +313,12 @@ def main():
             )
         print(f"\nbytes fetched again after a cut at {size // 2:,} bytes (beyond the half that was missing):")
         for name in clients:
-            extra = refetched_after_a_cut(name, hub, dest_root / name, size, sha256, hf)
+            extra = refetched_after_a_cut(name, hub, dest_root / name, blob, hf)
             print(f"  {name:<5} {extra:,}")
-        print("(ours: the resume run's bytes_fetched; curl: its size_download on the second run;")
-        print(" hf: the body bytes its HTTP client received in the call that resumed by itself, less the")
-        print(" half before the cut)")
+        print("(ours: killed once half is listed as on disk; the next run's bytes_fetched less the bytes")
+        print(" the killed run had not written; curl: its size_download on the second run; hf: the body")
+        print(" bytes its HTTP client received in the call that resumed by itself, less the half before")
+        print(" the cut)")
         print(f"load average {os.getloadavg()[0]:.1f} at the end")
     finally:
         if hub is not None:

@@ -2,10 +2,12 @@
 
 Ansible shows nothing of a module until it returns, and an `until` loop over async_status only prints
 "FAILED - RETRYING". This action runs on the controller: it polls each job with async_status and, every
-`interval` seconds, reads the job's progress file (ds4_hub.write_progress) and prints one line per file
-that is still running, through Ansible's display, so an operator sees numbers while 87 GiB come down:
+`interval` seconds, reads the job's progress file (ds4_hub_progress.write_progress) and prints one line
+per file that is still running, through Ansible's display, so an operator sees numbers while 87 GiB come
+down:
 
     spark01: DeepSeek-V4-Flash-…-0731.gguf: fetching 41.2 GiB of 80.8 GiB (51%), 940.1 MiB/s, 43 s left
+      over 16 connections
 
 Any other job whose module keeps such a file may be waited for the same way: a record with a `message`
 (the engine build's, ds4_release_build) is printed as it stands.
@@ -59,8 +61,10 @@ def describe(progress):
         line += f", {human_bytes(progress['rate_bps'])}/s"
     if progress.get("eta_s") is not None:
         line += f", {human_seconds(progress['eta_s'])} left"
+    if (progress.get("connections") or 1) > 1:
+        line += f" over {progress['connections']} connections"
     if progress.get("resumed_from"):
-        line += f", resumed at byte {progress['resumed_from']:,}"
+        line += f", resumed with {progress['resumed_from']:,} bytes on disk"
     if (progress.get("attempt") or 1) > 1:
         line += f", attempt {progress['attempt']}"
     if progress.get("error"):

@@ -38,6 +38,11 @@ def part_name(name):
     return f"{name}.part"
 
 
+def ranges_name(name):
+    """The list of the byte ranges of `<name>.part` that are on disk (ds4_hub_records.PartState)."""
+    return f".{name}.part.json"
+
+
 def sidecar_name(name):
     return f".{name}.verified.json"
 
@@ -137,7 +142,7 @@ def plan(
     for name in other:
         on_disk = (0 if name in elsewhere else present.get(name, 0)) + partial.get(name, 0)
         if name in present or name in partial:
-            paths = [name, part_name(name), sidecar_name(name), progress_name(name)]
+            paths = [name, part_name(name), ranges_name(name), sidecar_name(name), progress_name(name)]
             others.append(
                 {
                     "name": name,

@@ -342,6 +342,12 @@ RULES = {
     # An operator sees progress at least every 30 s.
     "ds4_weights_progress_interval": _between(1, 30, "a whole number of seconds"),
     "ds4_weights_in_use": _paths,
+    "ds4_weights_connections": _between(1, 64, "a whole number of connections"),
+    "ds4_weights_peer_port": _between(1, 65535, "a TCP port"),
+    "ds4_weights_peer_rate": _between(0, what="a whole number of bytes per second, 0 for no cap,"),
+    "ds4_weights_peer_interface": _matching(
+        re.compile(r"[A-Za-z0-9_.:-]{0,15}"), "empty or an interface name such as enp1s0f0np0"
+    ),
     # ds4_service (the launch settings themselves are ds4_launch's: see launch_problems)
     "ds4_kv_disk_dir": _kv_disk_dir,
     "ds4_start_timeout": _between(1, what="a whole number of seconds"),

@@ -10,7 +10,7 @@ import os
 import stat
 
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_disk_plan import part_name, sidecar_name
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import read_record
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_records import part_bytes_done, read_record
 
 
 def _regular(path):
@@ -86,9 +86,9 @@ def survey(gguf_dir, wanted, other, size_of, adopt_dirs=(), in_use=(), proc="/pr
             present[name] = st.st_size
             if _link(path) is not None or st.st_dev != dev:
                 elsewhere.append(name)
-        st = _regular(os.path.join(gguf_dir, part_name(name)))
-        if st:
-            partial[name] = st.st_size
+        if _regular(os.path.join(gguf_dir, part_name(name))):
+            # A part fetched by ranges has holes: only the ranges on disk count.
+            partial[name] = part_bytes_done(gguf_dir, name)
 
     sized = []
     for entry in wanted:

@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""Bring one weight file from the hub to a verified state: a thin shell over module_utils/ds4_hub.py."""
+"""Bring one weight file from the hub to a verified state: a thin shell over module_utils/ds4_hub*.py."""
 
 from __future__ import annotations
 
@@ -7,13 +7,14 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_disk_plan import progress_name
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import (
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import HubFile
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import (
     REQUESTS_IMPORT_ERROR,
     FileRef,
     HubError,
-    HubFile,
     NoSpaceError,
 )
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_transfer import CONNECTIONS
 
 DOCUMENTATION = r"""
 module: ds4_hub_file
@@ -23,9 +24,15 @@ description:
   - Reads the size, the sha256 (C(X-Linked-Etag)) and the commit (C(X-Repo-Commit)) from the hub's answer
     to a HEAD, following redirects only while they stay on the hub; when O(size) or O(sha256) are given
     too, the hub's values must agree with them.
-  - Downloads into C(<file>.part), resuming an existing part with a Range request; the part already there
-    is hashed once and the rest is hashed as it is written. The part is fsynced and renamed into place only
-    once its size and sha256 match; a part whose hash does not match is discarded and fetched once more.
+  - Downloads into C(<file>.part) over O(connections) connections, each fetching 16 MiB byte ranges of the
+    file in order from the storage the hub redirects to (without the token). Each completed range is synced
+    and listed in C(.<file>.part.json), so a cut or killed run loses at most one range per connection and
+    the next run fetches only the missing ranges. A storage that ignores C(Range) is read as one stream; a
+    file whose C(ETag) changes between ranges is discarded and fetched again from the start.
+  - Hashes the file in order as the ranges come, from memory within 256 MiB ahead of the hash and from the
+    part beyond that (and for ranges already on disk); memory stays under 256 MiB plus 1 MiB per
+    connection. The part is fsynced and renamed into place only once its size and sha256 match; a part
+    whose hash does not match is discarded and fetched once more.
   - Transient failures (connection errors, cut transfers, HTTP 429 and 5xx) are retried with exponential
     backoff, resuming where the transfer stopped.
   - Records each verified file in C(.<file>.verified.json) beside it, keyed by size, mtime_ns, inode and
@@ -93,6 +100,21 @@ options:
     description: Seconds to wait for the hub to connect or to send the next bytes.
     type: float
     default: 30.0
+  peers:
+    description:
+      - Base URLs of Sparks serving their verified copies (M(ds4.fleet.ds4_peer_serve)), tried in order
+        before the hub, with the same client; their bytes must give the hub's sha256 like any other. A peer
+        that fails, refuses or sends a wrong copy costs a try of the next one, then of the hub; the ranges
+        it gave are kept unless the file fails its hash.
+    type: list
+    elements: str
+    default: []
+  connections:
+    description:
+      - Connections per file, each fetching its own byte ranges. CDNs cap each connection well below a fast
+        link; several fill it. 1 fetches the file as one stream.
+    type: int
+    default: 16
 extends_documentation_fragment:
   - ansible.builtin.files
 """
@@ -146,7 +168,25 @@ bytes_to_fetch:
   returned: check mode, when the file is not verified
   type: int
 resumed_from:
-  description: Size of the part this run resumed (0 for a fresh download).
+  description: Bytes of the part on disk when this run resumed it (0 for a fresh download).
+  returned: when fetched
+  type: int
+source:
+  description: Where the bytes that completed the file came from, V(hub) or a peer's base URL.
+  returned: when fetched
+  type: str
+bytes_from:
+  description: Bytes this run received from each source (V(hub), peer URLs), discarded ones included.
+  returned: when fetched
+  type: dict
+connections:
+  description: Connections the transfer used.
+  returned: when fetched
+  type: int
+hashed_from_disk:
+  description: >-
+    Bytes hashed by reading the part back: the ranges on disk before this run, and those that came more
+    than 256 MiB ahead of the hash.
   returned: when fetched
   type: int
 verify_failures:
@@ -192,6 +232,8 @@ def main():
             retries=dict(type="int", default=5),
             retry_delay=dict(type="float", default=2.0),
             timeout=dict(type="float", default=30.0),
+            connections=dict(type="int", default=CONNECTIONS),
+            peers=dict(type="list", elements="str", default=[]),
         ),
         supports_check_mode=True,
         add_file_common_args=True,
@@ -201,11 +243,14 @@ def main():
             msg=missing_required_lib("requests (python3-requests)"), exception=REQUESTS_IMPORT_ERROR
         )
     p = module.params
+    if p["connections"] < 1:
+        module.fail_json(msg=f"connections must be 1 or more, got {p['connections']}")
     if not os.path.isdir(p["dest"]):
         module.fail_json(msg=f"dest {p['dest']} is not a directory: create it (with its owner) first")
     progress_file = p["progress_file"] or os.path.join(p["dest"], progress_name(p["file"]))
+    hub_file = None
     try:
-        result = HubFile(
+        hub_file = HubFile(
             FileRef(p["endpoint"], p["repo"], p["revision"], p["file"]),
             p["dest"],
             token=p["token"],
@@ -216,12 +261,18 @@ def main():
             retries=p["retries"],
             retry_delay=p["retry_delay"],
             timeout=p["timeout"],
-        ).ensure(check_mode=module.check_mode)
-    except NoSpaceError as e:
-        module.fail_json(msg=str(e), shortfall_bytes=e.shortfall_bytes, progress_file=progress_file)
-    except HubError as e:
-        module.fail_json(msg=str(e), error=type(e).__name__, progress_file=progress_file)
-    except OSError as e:
+            connections=p["connections"],
+            peers=p["peers"],
+        )
+        result = hub_file.ensure(check_mode=module.check_mode)
+    except (HubError, OSError) as e:
+        # What went wrong before the failure (a peer's bad copy, a retry) is part of the story.
+        for warning in hub_file.warnings if hub_file else []:
+            module.warn(warning)
+        if isinstance(e, NoSpaceError):
+            module.fail_json(msg=str(e), shortfall_bytes=e.shortfall_bytes, progress_file=progress_file)
+        if isinstance(e, HubError):
+            module.fail_json(msg=str(e), error=type(e).__name__, progress_file=progress_file)
         module.fail_json(msg=f"{p['dest']}/{p['file']}: {e}", progress_file=progress_file)
 
     for warning in result.pop("warnings"):

@@ -10,7 +10,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_catalog import (
     other_generation_files,
 )
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_disk_plan import POLICIES, DiskPlanError, plan
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import (
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import (
     REQUESTS_IMPORT_ERROR,
     FileRef,
     HubError,

@@ -249,7 +249,13 @@ def test_removal_lists_every_companion_and_counts_parts():
     assert mtp["bytes"] == GIB
     assert mtp["paths"] == [
         f"{DIR}/{p}"
-        for p in (OLD_MTP, f"{OLD_MTP}.part", f".{OLD_MTP}.verified.json", f".{OLD_MTP}.progress.json")
+        for p in (
+            OLD_MTP,
+            f"{OLD_MTP}.part",
+            f".{OLD_MTP}.part.json",
+            f".{OLD_MTP}.verified.json",
+            f".{OLD_MTP}.progress.json",
+        )
     ]
 
 

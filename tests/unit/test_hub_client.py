@@ -1,4 +1,4 @@
-"""The hub client (module_utils/ds4_hub.py) against the hub stand-in: metadata, resume, verify, errors."""
+"""The hub client (module_utils/ds4_hub*.py) against the hub stand-in: metadata, resume, verify, errors."""
 
 import hashlib
 import json
@@ -8,11 +8,11 @@ import time
 
 import pytest
 import requests
-from ansible_collections.ds4.fleet.plugins.module_utils import ds4_hub
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import (
+from ansible_collections.ds4.fleet.plugins.module_utils import ds4_hub, ds4_hub_transfer
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import HubFile
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import (
     FileRef,
     HubAuthError,
-    HubFile,
     HubMismatchError,
     HubNotFoundError,
     HubTransientError,
@@ -95,15 +95,10 @@ def test_a_cut_at_half_resumes_on_the_next_run_hashing_the_part_once(hub, hub_fi
     assert (tmp_path / f"{BASE}.part").stat().st_size == half
     assert not (tmp_path / BASE).exists()
 
-    hashed = []
-    real = ds4_hub._hash_file
-    monkeypatch.setattr(
-        ds4_hub, "_hash_file", lambda f, n, *a, **kw: hashed.append(n) or real(f, n, *a, **kw)
-    )
     result = hub_file(hub, hub_files, BASE, tmp_path).ensure()
     assert result["action"] == "resumed"
     assert result["resumed_from"] == half and result["bytes_fetched"] == want["size"] - half
-    assert hashed == [half], "the part is hashed once, the rest as it is written"
+    assert result["hashed_from_disk"] == half, "the part is hashed once, the rest as it is written"
     assert sha256_of(tmp_path / BASE) == want["sha256"]
 
 
@@ -207,7 +202,7 @@ def test_check_mode_says_what_it_would_fetch_and_writes_nothing(hub, hub_files, 
 def test_a_recorded_file_is_neither_hashed_nor_fetched_again(hub, hub_files, tmp_path, monkeypatch):
     want = hub_files[DRAFTER]
     hub_file(hub, hub_files, DRAFTER, tmp_path).ensure()
-    monkeypatch.setattr(ds4_hub, "_hash_file", lambda *a, **kw: pytest.fail("hashed again"))
+    monkeypatch.setattr(ds4_hub, "hash_into", lambda *a, **kw: pytest.fail("hashed again"))
     # Expected hash given: the record suffices, the hub is not asked.
     result = hub_file(
         hub, hub_files, DRAFTER, tmp_path, expected_sha256=want["sha256"], session=NoNetwork()
@@ -313,7 +308,7 @@ def test_a_body_without_read1_is_read_in_growing_blocks_and_still_resumes(hub, h
     assert result["bytes_fetched"] == want["size"]
     assert sha256_of(tmp_path / BASE) == want["sha256"]
     # Small first, larger while the loopback keeps up.
-    assert reads[0] == ds4_hub.READ_MIN and max(reads) > ds4_hub.READ_MIN
+    assert reads[0] == ds4_hub_transfer.READ_MIN and max(reads) > ds4_hub_transfer.READ_MIN
 
 
 def test_a_body_without_read1_still_reports_progress_on_a_slow_link(hub, hub_files, tmp_path):

@@ -134,3 +134,16 @@ def test_through_ansible_the_token_is_sent_and_never_shown(hub, tmp_path):
     assert '"action": "fetched"' in done.stdout or "action: fetched" in done.stdout
     assert TOKEN not in done.stdout + done.stderr
     assert (tmp_path / GATED).exists()
+
+
+def test_a_failed_fetch_still_says_what_went_wrong_before(args, hub, capsys, monkeypatch):
+    # Recorded at the source: once a test in this process has loaded controller code, Ansible sends module
+    # warnings to its display instead of the result.
+    warned = []
+    monkeypatch.setattr(
+        ds4_hub_file.AnsibleModule, "warn", lambda self, warning, **kw: warned.append(warning)
+    )
+    hub.set_fault(DRAFTER, status=500, times=None)
+    rc, out = run(args(DRAFTER, retries=0, peers=["http://127.0.0.1:1"]), capsys)
+    assert rc == 1 and "HTTP 500" in out["msg"]
+    assert any("the peer http://127.0.0.1:1 failed" in w for w in warned), warned

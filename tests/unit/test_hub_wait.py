@@ -16,10 +16,11 @@ def test_sizes_and_durations_read_as_a_person_would_say_them():
 def test_a_fetch_line_says_how_far_how_fast_and_how_long():
     line = describe(
         {"state": "fetching", "bytes_done": 41231687680, "total": 86720111488, "resumed_from": 20401094656,
-         "rate_bps": 985432112, "eta_s": 46.2, "attempt": 1}
+         "rate_bps": 985432112, "eta_s": 46.2, "attempt": 1, "connections": 16}
     )  # fmt: skip
     assert line == (
-        "fetching 38.4 GiB of 80.8 GiB (47%), 939.8 MiB/s, 46 s left, resumed at byte 20,401,094,656"
+        "fetching 38.4 GiB of 80.8 GiB (47%), 939.8 MiB/s, 46 s left over 16 connections,"
+        " resumed with 20,401,094,656 bytes on disk"
     )
 
 

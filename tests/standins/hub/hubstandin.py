@@ -12,7 +12,11 @@ in the shared docs, "Sources and pins"):
   origin is where it stops and reads the metadata, as it does with the real CDN.
 - Storage port, like the CDN: `GET|HEAD /_storage/<sha256>` with `Range` (206, 416), `ETag`, `Accept-Ranges`.
 - The release feed, like raw.githubusercontent.com: `GET /Entrpi/ds4-on-spark/main/LATEST`.
-- Control, for tests: `POST|GET|DELETE /_standin/faults` and `PUT /_standin/feed` on the API port.
+- Control, for tests: `POST|GET|DELETE /_standin/faults`, `GET /_standin/holds`,
+  `POST /_standin/holds/release`, `GET|PUT /_standin/network` and `PUT /_standin/feed` on the API port.
+- The network between a Spark and the real hub, each a setting (`Network`): a cap per connection (CDNs pace
+  each TCP connection well below a fast link), a cap shared by all connections (the site's uplink) and a
+  round-trip delay. Only this server's answers are paced; the LAN between Sparks is not modelled here.
 
 Where the contract is silent the behaviour is a guess, marked "guess" below. Stdlib only: the sandbox runs
 this file with a bare Debian python3. It imports nothing of the product.
@@ -51,6 +55,34 @@ class Fault:
     throttle_bps: int | None = None
     status: int | None = None
     times: int | None = 1  # None: until cleared
+    ignore_range: bool = False  # answer 200 with the whole body, as a server without Range support does
+    etag: str | None = None  # the ETag this answer carries: a file replaced between two requests
+    # Send this many bytes of the body, then the rest only once a test releases the file's hold: a transfer
+    # in flight that a test arranges rather than times.
+    hold_after: int | None = None
+
+
+@dataclass
+class Network:
+    """The path to the hub: None or 0 means no limit. Applies to every answer of both ports."""
+
+    conn_bps: int | None = None  # each connection's body rate (a CDN's per-connection pacing)
+    link_bps: int | None = None  # all bodies together (the site's uplink)
+    rtt_ms: float = 0  # one round trip before each answer, one more for a new connection (its handshake)
+
+
+class _Link:
+    """A rate shared by all connections: each write reserves the next free slot of the link's clock."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._free_at = 0.0
+
+    def reserve(self, n: int, bps: int) -> float:
+        """The time at which `n` more bytes have crossed a link of `bps`, if sent from now on."""
+        with self._lock:
+            self._free_at = max(self._free_at, time.monotonic()) + n / bps
+            return self._free_at
 
 
 @dataclass(frozen=True)
@@ -135,6 +167,27 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
     role = "?"
 
+    def handle(self):
+        # The connection's handshake costs the client one round trip before its first request.
+        self._round_trip()
+        super().handle()
+
+    def handle_one_request(self):
+        # Modelled as one wait after the request line is in, before the answer; idle waits are not paced.
+        self._rtt_due = True
+        super().handle_one_request()
+
+    def send_response(self, code, message=None):
+        if getattr(self, "_rtt_due", False):
+            self._rtt_due = False
+            self._round_trip()
+        super().send_response(code, message)
+
+    def _round_trip(self):
+        rtt = self.server.hub.network.rtt_ms
+        if rtt:
+            time.sleep(rtt / 1000)
+
     def log_request(self, code="-", size="-"):
         # Method, path and status only: headers (and so tokens) and the long signed query are never logged.
         status = code.value if isinstance(code, HTTPStatus) else code
@@ -161,7 +214,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _serve_content(self, source, size: int, etag: str, content_type: str, names, headers=None):
         """Send a file or bytes with Range support; on a GET, apply the fault set for one of `names`."""
-        fault = self.server.hub.take_fault(names) if self.command == "GET" else None
+        held, fault = self.server.hub.take_fault(names) if self.command == "GET" else (None, None)
         if fault is not None and fault.status is not None:
             self.log_message("fault: status %d", fault.status)
             # The CDN and the hub send Retry-After with these; a client that honours it should not wait long.
@@ -170,7 +223,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_simple(fault.status, body, "text/plain; charset=utf-8", extra)
             return
         try:
-            rng = parse_range(self.headers.get("Range"), size)
+            rng = None if fault and fault.ignore_range else parse_range(self.headers.get("Range"), size)
         except _Unsatisfiable:
             self._send_simple(416, b"", "text/plain", {"Content-Range": f"bytes */{size}"})
             return
@@ -179,7 +232,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(206 if rng else 200)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(length))
-        self.send_header("ETag", f'"{etag}"')
+        self.send_header("ETag", f'"{fault.etag if fault and fault.etag else etag}"')
         self.send_header("Accept-Ranges", "bytes")
         if rng:
             self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
@@ -188,43 +241,56 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command == "HEAD" or length == 0:
             return
+        network = self.server.hub.network
         try:
             with open(source, "rb") if isinstance(source, Path) else io.BytesIO(source) as f:
-                if fault is None:
+                if fault is None and not network.conn_bps and not network.link_bps:
                     # sendfile: the benchmark's ~1 GB/s over loopback needs the kernel to copy, not Python.
-                    self.connection.sendfile(f, start, length)
+                    sent = self.connection.sendfile(f, start, length)
                 else:
-                    self._send_faulted(f, start, length, fault)
+                    sent = self._send_paced(f, start, length, fault or Fault(), network, held)
+                self.server.hub.count(sent)
         except (BrokenPipeError, ConnectionResetError):
             self.log_message("client went away")
             self.close_connection = True
 
-    def _send_faulted(self, f, start: int, length: int, fault: Fault):
+    def _send_paced(self, f, start: int, length: int, fault: Fault, network: Network, held: str | None):
         limit = length if fault.cut_after is None else min(length, fault.cut_after)
-        bps = fault.throttle_bps
-        # About 50 writes a second when throttled, so the rate is smooth at any scale.
-        chunk = max(1, min(CHUNK, bps // 50)) if bps else CHUNK
+        hold_at = None if fault.hold_after is None else min(limit, fault.hold_after)
+        rates = [r for r in (fault.throttle_bps, network.conn_bps) if r]
+        bps = min(rates) if rates else None
+        link = self.server.hub.link if network.link_bps else None
+        # About 50 writes a second when paced, so the rate is smooth at any scale.
+        fastest = min(r for r in (bps, network.link_bps) if r) if bps or link else None
+        chunk = max(1, min(CHUNK, fastest // 50)) if fastest else CHUNK
         f.seek(start)
         sent = 0
         t0 = time.monotonic()
         while sent < limit:
-            data = bytearray(f.read(min(chunk, limit - sent)))
+            if sent == hold_at:
+                self.server.hub.wait_hold(held)
+                t0 = time.monotonic() - sent / bps if bps else t0
+            end = hold_at if hold_at is not None and sent < hold_at else limit
+            data = bytearray(f.read(min(chunk, end - sent)))
             if not data:
                 break
             pos = start + sent
             if fault.flip_offset is not None and pos <= fault.flip_offset < pos + len(data):
                 data[fault.flip_offset - pos] ^= 0xFF
-            if bps:
-                # Each chunk leaves when its last byte is due, so the client's clock sees the target rate.
-                delay = t0 + (sent + len(data)) / bps - time.monotonic()
-                if delay > 0:
-                    time.sleep(delay)
+            # Each chunk leaves when its last byte is due, so the client's clock sees the target rate: first
+            # this connection's pace, then its turn on the shared link.
+            due = t0 + (sent + len(data)) / bps if bps else 0.0
+            if link is not None:
+                _sleep_until(due)
+                due = link.reserve(len(data), network.link_bps)
+            _sleep_until(due)
             self.wfile.write(data)
             sent += len(data)
         if sent < length:
             self.log_message("fault: cut after %d bytes", sent)
             # socketserver half-closes the socket after the handler returns: the client sees EOF mid-body.
             self.close_connection = True
+        return sent
 
     def _read_body(self) -> bytes | None:
         try:
@@ -264,6 +330,12 @@ class _ApiHandler(_Handler):
             )
         elif path == "/_standin/faults":
             self._send_json(200, {"faults": hub.faults()})
+        elif path == "/_standin/network":
+            self._send_json(200, asdict(hub.network))
+        elif path == "/_standin/holds":
+            self._send_json(200, {"holds": hub.holds()})
+        elif path == "/_standin/stats":
+            self._send_json(200, {"content_bytes": hub.content_bytes})
         elif len(parts := path.split("/")) >= 6 and parts[3] == "resolve":
             org, repo, _, revision, *file_parts = (urllib.parse.unquote(p) for p in parts[1:])
             self._resolve(f"{org}/{repo}", revision, "/".join(file_parts))
@@ -328,7 +400,14 @@ class _ApiHandler(_Handler):
         body = self._read_body()
         if body is None:
             return
-        if urllib.parse.urlsplit(self.path).path != "/_standin/faults":
+        path = urllib.parse.urlsplit(self.path).path
+        if path == "/_standin/holds/release":
+            try:
+                self.server.hub.release(json.loads(body)["file"])
+            except (ValueError, KeyError, TypeError) as exc:
+                return self._send_json(400, {"error": f"bad release: {exc!r}"})
+            return self._send_json(200, {"holds": self.server.hub.holds()})
+        if path != "/_standin/faults":
             return self._send_json(404, {"error": "Not Found"})
         try:
             spec = json.loads(body)
@@ -352,7 +431,17 @@ class _ApiHandler(_Handler):
         body = self._read_body()
         if body is None:
             return
-        if urllib.parse.urlsplit(self.path).path != "/_standin/feed":
+        path = urllib.parse.urlsplit(self.path).path
+        if path == "/_standin/network":
+            try:
+                spec = json.loads(body)
+                if not isinstance(spec, dict):
+                    raise ValueError("expected a JSON object")
+                self.server.hub.set_network(**spec)
+            except (ValueError, TypeError) as exc:
+                return self._send_json(400, {"error": f"bad network: {exc!r}"})
+            return self._send_json(200, asdict(self.server.hub.network))
+        if path != "/_standin/feed":
             return self._send_json(404, {"error": "Not Found"})
         self.server.hub.set_feed(body)
         self._send_json(200, {"feed_bytes": len(body)})
@@ -385,6 +474,12 @@ class _StorageHandler(_Handler):
         )
 
 
+def _sleep_until(when: float) -> None:
+    delay = when - time.monotonic()
+    if delay > 0:
+        time.sleep(delay)
+
+
 def _bracket(name: str) -> str:
     return f"[{name}]" if ":" in name else name
 
@@ -405,13 +500,20 @@ def _sha256_file(path: Path) -> str:
 class HubStandin:
     """The hub (API) and storage servers over the data of make_weights.py (DIR/hub.json)."""
 
-    def __init__(self, data_dir, host: str = "127.0.0.1", port: int = 0, storage_port: int = 0):
+    def __init__(self, data_dir, host: str = "127.0.0.1", port: int = 0, storage_port: int = 0, network=None):
         self.data_dir = Path(data_dir)
+        self.network = Network()
+        self.link = _Link()
+        self.content_bytes = 0  # body bytes of weight files and the feed sent so far (GET /_standin/stats)
+        if network:
+            self.set_network(**asdict(network) if isinstance(network, Network) else network)
         self.host = host
         self._port = port
         self._storage_port = storage_port
         self._lock = threading.Lock()
         self._faults: dict[str, Fault] = {}
+        # file name -> {"released": Event, "waiting": GETs held now, "held": GETs that reached it}
+        self._holds: dict[str, dict] = {}
         self._feed = DEFAULT_FEED
         self._repos: dict[str, dict] = {}
         self._blobs: dict[str, _File] = {}
@@ -462,6 +564,9 @@ class HubStandin:
             server.close_live()
             server.server_close()
         self._servers = []
+        with self._lock:
+            for hold in self._holds.values():
+                hold["released"].set()  # into a closed connection: a held transfer ends with the server
 
     def __enter__(self) -> HubStandin:
         return self.start()
@@ -527,37 +632,95 @@ class HubStandin:
     def set_feed(self, text_or_bytes) -> None:
         self._feed = text_or_bytes.encode() if isinstance(text_or_bytes, str) else bytes(text_or_bytes)
 
+    # -- network ------------------------------------------------------------------------------------------
+
+    def count(self, sent: int) -> None:
+        with self._lock:
+            self.content_bytes += sent
+
+    def set_network(self, conn_bps=None, link_bps=None, rtt_ms=0) -> None:
+        """Pace every answer from now on (see Network); no arguments: an unlimited, instant network."""
+        for key, value in (("conn_bps", conn_bps), ("link_bps", link_bps), ("rtt_ms", rtt_ms)):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int | float) or value < 0
+            ):
+                raise ValueError(f"{key} must be a non-negative number, not {value!r}")
+        self.network = Network(
+            int(conn_bps) if conn_bps else None, int(link_bps) if link_bps else None, float(rtt_ms or 0)
+        )
+
     # -- faults -------------------------------------------------------------------------------------------
 
-    def set_fault(self, file, *, cut_after=None, flip_offset=None, throttle_bps=None, status=None, times=1):
+    def set_fault(
+        self, file, *, cut_after=None, flip_offset=None, throttle_bps=None, status=None, times=1,
+        ignore_range=False, etag=None, hold_after=None,
+    ):  # fmt: skip
         """Disturb the next `times` GETs of `file`'s content (None: until cleared); `file` may be LATEST."""
         with self._lock:
             known = file == FEED_FILE or any(file in names for names in self._names.values())
         if not known:
             raise ValueError(f"no file named {file!r} on the stand-in hub")
-        fault = Fault(cut_after, flip_offset, throttle_bps, status, times)
-        for key, value in asdict(fault).items():
+        fault = Fault(cut_after, flip_offset, throttle_bps, status, times, hold_after=hold_after)
+        numbers = ("cut_after", "flip_offset", "throttle_bps", "status", "times", "hold_after")
+        for key, value in ((k, getattr(fault, k)) for k in numbers):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise ValueError(f"{key} must be a non-negative integer, not {value!r}")
-        if (cut_after, flip_offset, throttle_bps, status) == (None, None, None, None):
-            raise ValueError("a fault needs cut_after, flip_offset, throttle_bps or status")
+        if not isinstance(ignore_range, bool):
+            raise ValueError(f"ignore_range must be true or false, not {ignore_range!r}")
+        if etag is not None and (not isinstance(etag, str) or not etag or '"' in etag):
+            raise ValueError(f"etag must be a non-empty string without quotes, not {etag!r}")
+        fault.ignore_range, fault.etag = ignore_range, etag
+        effects = (cut_after, flip_offset, throttle_bps, status, etag, hold_after)
+        if all(effect is None for effect in effects) and not ignore_range:
+            raise ValueError(
+                "a fault needs cut_after, flip_offset, throttle_bps, status, ignore_range, etag or hold_after"
+            )
         if status is not None and not 400 <= status <= 599:
             raise ValueError(f"status must be an error status (400-599), not {status}")
         if throttle_bps == 0 or times == 0:
             raise ValueError("throttle_bps and times must be positive")
         with self._lock:
             self._faults[file] = fault
+            if hold_after is not None:
+                self._holds[file] = {"released": threading.Event(), "waiting": 0, "held": 0}
 
     def clear_faults(self) -> None:
+        """Clears the faults not yet taken and releases every hold."""
         with self._lock:
             self._faults.clear()
+            for hold in self._holds.values():
+                hold["released"].set()
+
+    def holds(self) -> dict[str, dict]:
+        """Per file with a hold: whether it was released, how many GETs wait on it, how many reached it."""
+        with self._lock:
+            return {
+                name: {"released": h["released"].is_set(), "waiting": h["waiting"], "held": h["held"]}
+                for name, h in self._holds.items()
+            }
+
+    def release(self, file: str) -> None:
+        """Let the transfers held on `file` go on (and any that reaches its hold from now on)."""
+        with self._lock:
+            if file not in self._holds:
+                raise ValueError(f"no hold on {file!r}")
+            self._holds[file]["released"].set()
+
+    def wait_hold(self, file: str) -> None:
+        with self._lock:
+            hold = self._holds[file]
+            hold["waiting"] += 1
+            hold["held"] += 1
+        hold["released"].wait()
+        with self._lock:
+            hold["waiting"] -= 1
 
     def faults(self) -> dict[str, dict]:
         with self._lock:
             return {name: asdict(fault) for name, fault in self._faults.items()}
 
-    def take_fault(self, names) -> Fault | None:
-        """The fault for the first of `names` that has one, counting this GET against its `times`."""
+    def take_fault(self, names) -> tuple[str | None, Fault | None]:
+        """The first of `names` that has a fault, and the fault, counting this GET against its `times`."""
         with self._lock:
             for name in names:
                 fault = self._faults.get(name)
@@ -567,8 +730,8 @@ class HubStandin:
                     fault.times -= 1
                     if fault.times == 0:
                         del self._faults[name]
-                return fault
-        return None
+                return name, fault
+        return None, None
 
 
 def main(argv=None) -> int:
@@ -578,8 +741,14 @@ def main(argv=None) -> int:
     parser.add_argument("--port", type=int, default=8080, help="hub API and feed port")
     parser.add_argument("--storage-port", type=int, default=8081, help="CDN port the hub redirects to")
     parser.add_argument("--feed", help="release feed body (default: v0.6.5 and a newline)")
+    parser.add_argument("--conn-bps", type=int, help="cap on each connection's rate, bytes/s (a CDN's)")
+    parser.add_argument("--link-bps", type=int, help="cap on all connections together, bytes/s (the uplink)")
+    parser.add_argument("--rtt-ms", type=float, default=0, help="round-trip delay, milliseconds")
     args = parser.parse_args(argv)
-    hub = HubStandin(args.data, host=args.bind, port=args.port, storage_port=args.storage_port)
+    network = Network(args.conn_bps, args.link_bps, args.rtt_ms)
+    hub = HubStandin(
+        args.data, host=args.bind, port=args.port, storage_port=args.storage_port, network=network
+    )
     if args.feed is not None:
         hub.set_feed(args.feed)
     done = threading.Event()

@@ -12,6 +12,7 @@ import json
 import re
 import subprocess
 import sys
+import threading
 import time
 import urllib.parse
 from pathlib import Path
@@ -355,6 +356,65 @@ def test_faults_over_http(hub, data):
     assert fetch(control, "POST", body="not json")[0] == 400
 
 
+def _until(condition, what, seconds=30):
+    """Wait for a condition of the stand-in's own state (bounded: a hang guard, not a timing)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"never: {what}"
+        time.sleep(0.01)
+
+
+def test_a_hold_stops_the_body_after_n_bytes_until_it_is_released(hub, data):
+    content = blob(data, BASE, BASE_0731)
+    parts = urllib.parse.urlsplit(storage_url(hub, BASE, BASE_0731))
+    hub.set_fault(BASE_0731, hold_after=1000)
+    assert hub.holds() == {BASE_0731: {"released": False, "waiting": 0, "held": 0}}
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    try:
+        conn.request("GET", parts.path)
+        resp = conn.getresponse()
+        assert resp.read(1000) == content[:1000]
+        _until(lambda: hub.holds()[BASE_0731]["waiting"] == 1, "the GET waits on the hold")
+        control = f"{hub.endpoint}/_standin/holds"
+        assert json.loads(fetch(control)[2])["holds"][BASE_0731]["waiting"] == 1
+        assert fetch(f"{control}/release", "POST", body=json.dumps({"file": "other"}))[0] == 400
+        assert fetch(f"{control}/release", "POST", body=json.dumps({"file": BASE_0731}))[0] == 200
+        assert resp.read() == content[1000:]
+    finally:
+        conn.close()
+    assert hub.holds()[BASE_0731] == {"released": True, "waiting": 0, "held": 1}
+    assert fetch(storage_url(hub, BASE, BASE_0731))[2] == content  # the fault was spent
+
+
+def test_a_released_hold_lets_later_transfers_through_and_clearing_the_faults_releases(hub, data):
+    content = blob(data, BASE, BASE_0731)
+    url = storage_url(hub, BASE, BASE_0731)
+    hub.set_fault(BASE_0731, hold_after=10, times=None)
+    hub.release(BASE_0731)
+    assert fetch(url)[2] == content  # it reached the hold after the release: no wait
+    hub.set_fault(BASE_0731, hold_after=10, times=None)
+    result = {}
+    reader = threading.Thread(target=lambda: result.update(r=fetch(url)))
+    reader.start()
+    _until(lambda: hub.holds()[BASE_0731]["waiting"] == 1, "the GET waits on the hold")
+    hub.clear_faults()
+    reader.join(30)
+    assert not reader.is_alive() and result["r"][2] == content
+
+
+def test_stop_ends_a_held_transfer(data):
+    standin = HubStandin(data[0]).start()
+    url = storage_url(standin, BASE, BASE_0731)
+    standin.set_fault(BASE_0731, hold_after=10)
+    result = {}
+    reader = threading.Thread(target=lambda: result.update(r=fetch(url)))
+    reader.start()
+    _until(lambda: standin.holds()[BASE_0731]["waiting"] == 1, "the GET waits on the hold")
+    standin.stop()
+    reader.join(30)
+    assert not reader.is_alive() and result["r"][3] is False
+
+
 def test_stop_ends_a_transfer_in_flight(data):
     standin = HubStandin(data[0]).start()
     parts = urllib.parse.urlsplit(storage_url(standin, BASE, BASE_0731))
@@ -474,3 +534,100 @@ def test_cli_serves_with_a_plain_python_and_stops_on_sigterm(data):
     finally:
         proc.kill()
         proc.wait()
+
+
+# -- the network to the hub ----------------------------------------------------------------------------------
+
+
+def _fetch_all(urls):
+    """Fetch the URLs at once, one connection each; the seconds each took until its body was complete."""
+    results = [None] * len(urls)
+
+    def one(i, url):
+        started = time.monotonic()
+        results[i] = (fetch(url), time.monotonic() - started)
+
+    threads = [threading.Thread(target=one, args=(i, u)) for i, u in enumerate(urls)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(r[3] and len(r[2]) == BENCH_SIZE for r, _ in results)
+    return [elapsed for _, elapsed in results]
+
+
+@pytest.fixture
+def network(hub):
+    yield hub
+    hub.set_network()
+
+
+# Bounds that hold on any machine: the stand-in never sends faster than its caps. How close it comes to
+# them, and that connections add up below the link, is bench/fetch_throughput.py's to measure.
+
+
+def test_each_connection_is_held_to_its_cap_however_many_there_are(network):
+    conn = 4 << 20
+    network.set_network(conn_bps=conn)
+    url = storage_url(network, BENCH_REPO, BENCH_FILE)
+    for count in (1, 2, 4):
+        assert min(_fetch_all([url] * count)) >= BENCH_SIZE / conn
+
+
+def test_the_link_is_shared_by_all_connections(network):
+    link = 8 << 20
+    # Each connection alone could fill the link: four together take at least four bodies' time on it.
+    network.set_network(conn_bps=link, link_bps=link)
+    url = storage_url(network, BENCH_REPO, BENCH_FILE)
+    assert max(_fetch_all([url] * 4)) >= 4 * BENCH_SIZE / link
+
+
+def test_each_answer_waits_a_round_trip_and_a_new_connection_one_more(network):
+    url = storage_url(network, BENCH_REPO, BENCH_FILE)
+    rtt = 0.2
+    network.set_network(rtt_ms=rtt * 1000)
+    started = time.monotonic()
+    fetch(url, "HEAD")  # a new connection: handshake and request
+    assert time.monotonic() - started >= 2 * rtt
+    with requests.Session() as session:
+        session.head(url)
+        started = time.monotonic()
+        session.head(url)  # the same connection
+        assert time.monotonic() - started >= rtt
+
+
+def test_the_network_is_set_over_http_and_refuses_nonsense(network):
+    control = f"{network.endpoint}/_standin/network"
+    spec = {"conn_bps": 1000, "link_bps": 8000, "rtt_ms": 5}
+    assert fetch(control, "PUT", {"Content-Type": "application/json"}, json.dumps(spec))[0] == 200
+    assert json.loads(fetch(control)[2]) == spec
+    assert fetch(control, "PUT", body=json.dumps({"conn_bps": -1}))[0] == 400
+    assert fetch(control, "PUT", body=json.dumps({"bogus": 1}))[0] == 400
+    network.set_network()
+    assert json.loads(fetch(control)[2]) == {"conn_bps": None, "link_bps": None, "rtt_ms": 0}
+
+
+def test_a_server_without_ranges_and_a_replaced_file_are_faults(hub, data):
+    url = storage_url(hub, BASE, BASE_0731)
+    content = blob(data, BASE, BASE_0731)
+    hub.set_fault(BASE_0731, ignore_range=True)
+    status, headers, body, _ = fetch(url, headers={"Range": "bytes=10-19"})
+    assert (status, body, "Content-Range" in headers) == (200, content, False)
+    hub.set_fault(BASE_0731, etag="something-else")
+    status, headers, body, _ = fetch(url, headers={"Range": "bytes=10-19"})
+    assert (status, headers["ETag"], body) == (206, '"something-else"', content[10:20])
+    assert fetch(url, "HEAD")[1]["ETag"] != '"something-else"'
+    for bad in ({"ignore_range": 1}, {"etag": ""}, {"etag": 'a"b'}):
+        with pytest.raises(ValueError):
+            hub.set_fault(BASE_0731, **bad)
+
+
+def test_stats_count_the_content_bytes_sent(hub):
+    url = storage_url(hub, BENCH_REPO, BENCH_FILE)
+    stats = f"{hub.endpoint}/_standin/stats"
+    before = json.loads(fetch(stats)[2])["content_bytes"]
+    fetch(url, headers={"Range": "bytes=0-999"})
+    fetch(url, "HEAD")
+    hub.set_fault(BENCH_FILE, throttle_bps=BENCH_SIZE * 8)
+    fetch(url)
+    assert json.loads(fetch(stats)[2])["content_bytes"] - before == 1000 + BENCH_SIZE

@@ -1,0 +1,183 @@
+"""What a weight file's state on disk is: its verification record, its partial download's ranges, its hash.
+
+The verification record `.<file>.verified.json` beside a file (keyed by size, mtime_ns, inode and device)
+spares the next run from hashing it again. A partial download `<file>.part` is written at the offsets its
+ranges come from; `.<file>.part.json` beside it lists the byte ranges that are on disk for certain (written
+and synced), with the size, sha256 and ETag of the file they belong to. A part without that list is a
+prefix (curl -C -, an adopted file, the one-stream fallback).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_disk_plan import part_name, ranges_name
+
+
+def stat_or_none(path):
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        return None
+
+
+def _stat_key(st):
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ino": st.st_ino, "dev": st.st_dev}
+
+
+def _write_json(path, doc):
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=1, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def read_record(path, st):
+    """The verification record beside a file, or None when absent, unreadable or about another file."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            record = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or any(record.get(k) != v for k, v in _stat_key(st).items()):
+        return None
+    return record
+
+
+def write_record(path, st, ref, sha256, commit):
+    record = dict(
+        _stat_key(st),
+        name=ref.name,
+        sha256=sha256,
+        repo=ref.repo,
+        revision=ref.revision,
+        commit=commit,
+        verified_at=round(time.time()),
+    )
+    _write_json(path, record)
+    return record
+
+
+def fsync_dir(directory):
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def hash_into(fd, start, length, hasher, chunk_size, on_progress=None):
+    """Feed `length` bytes of file descriptor `fd` from `start` to `hasher`, through one reused buffer."""
+    buf = bytearray(chunk_size)
+    view = memoryview(buf)
+    done = 0
+    while done < length:
+        n = os.preadv(fd, [view[: min(chunk_size, length - done)]], start + done)
+        if not n:
+            raise OSError(f"the file ended at {start + done} bytes while hashing {start + length}")
+        hasher.update(view[:n])
+        done += n
+        if on_progress is not None:
+            on_progress(start + done)
+
+
+def merge(extents):
+    """Sorted, merged [start, end) pairs."""
+    merged = []
+    for start, end in sorted(extents):
+        if end <= start:
+            continue
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return merged
+
+
+def missing(extents, size):
+    """The [start, end) ranges of [0, size) that `extents` (merged) do not cover."""
+    gaps, at = [], 0
+    for start, end in extents:
+        if start > at:
+            gaps.append([at, start])
+        at = max(at, end)
+    if at < size:
+        gaps.append([at, size])
+    return gaps
+
+
+class PartState:
+    """The ranges of a part that are on disk for certain, kept in `.<file>.part.json`."""
+
+    def __init__(self, path, size, sha256, etag=None, done=()):
+        self.path, self.size, self.sha256, self.etag = path, size, sha256, etag
+        self.done = merge(done)
+
+    @classmethod
+    def load(cls, dest_dir, name, size, sha256):
+        """The part's state for a file of `size` and `sha256`: its list if it is about that file, a prefix
+        of the part's length when it has none, nothing (an empty state) when the part is of another file."""
+        path = os.path.join(dest_dir, ranges_name(name))
+        part = stat_or_none(os.path.join(dest_dir, part_name(name)))
+        try:
+            with open(path, encoding="utf-8") as f:
+                doc = json.load(f)
+        except FileNotFoundError:
+            doc = None
+        except (OSError, ValueError):
+            doc = {}
+        if part is None:
+            return cls(path, size, sha256)
+        if doc is None:
+            return cls(path, size, sha256, done=[[0, part.st_size]] if part.st_size <= size else [])
+        try:
+            same = (doc["size"], doc["sha256"]) == (size, sha256)
+            done = [[int(s), int(e)] for s, e in doc["done"]] if same else []
+        except (KeyError, TypeError, ValueError):
+            same, done = False, []
+        if not same or any(e > min(size, part.st_size) for _, e in done):
+            return cls(path, size, sha256)
+        return cls(path, size, sha256, doc.get("etag"), done)
+
+    @property
+    def bytes_done(self):
+        return sum(end - start for start, end in self.done)
+
+    @property
+    def prefix(self):
+        """Bytes on disk from byte 0 without a gap."""
+        return self.done[0][1] if self.done and self.done[0][0] == 0 else 0
+
+    def add(self, start, end):
+        self.done = merge([*self.done, [start, end]])
+
+    def save(self):
+        _write_json(
+            self.path, {"size": self.size, "sha256": self.sha256, "etag": self.etag, "done": self.done}
+        )
+
+    def remove(self):
+        for path in (self.path, f"{self.path}.tmp"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+        self.done, self.etag = [], None
+
+
+def part_bytes_done(dest_dir, name):
+    """Bytes of `<name>.part` that a fetch would keep, whatever the file they belong to (for the plan)."""
+    part = stat_or_none(os.path.join(dest_dir, part_name(name)))
+    if part is None:
+        return None
+    try:
+        with open(os.path.join(dest_dir, ranges_name(name)), encoding="utf-8") as f:
+            doc = json.load(f)
+        return sum(min(int(e), part.st_size) - int(s) for s, e in doc["done"] if int(s) < part.st_size)
+    except FileNotFoundError:
+        return part.st_size
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0

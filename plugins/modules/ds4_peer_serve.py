@@ -1,0 +1,117 @@
+#!/usr/bin/python
+"""Serve this Spark's verified weight files to its peers for one run: a thin shell over ds4_peer.py."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_peer import PeerServer
+
+DOCUMENTATION = r"""
+module: ds4_peer_serve
+short_description: Serve this Spark's verified weight files to the other Sparks of a run
+description:
+  - Serves the files of O(gguf_dir) that have a matching verification record (written by
+    M(ds4.fleet.ds4_hub_file)) at C(http://<address>:<port>/<file>), with C(Range) and C(ETag) (the
+    sha256), read-only, to the addresses in O(peers) only; any other client's connection is closed before
+    its request is read. Peers fetch with M(ds4.fleet.ds4_hub_file) O(ds4.fleet.ds4_hub_file#module:peers)
+    and verify the hub's sha256, so a peer can never hand over a wrong byte.
+  - Runs until O(stop_file) appears or O(lifetime) seconds have passed, then closes its port and every
+    connection. Start it with C(async) and C(poll) 0; the role creates the stop file when the run ends,
+    failed or not, and O(lifetime) ends it if the run is cut off.
+version_added: 0.1.0
+author: ds4-fleet developers
+attributes:
+  check_mode:
+    support: none
+    details: Serves nothing in check mode.
+  diff_mode:
+    support: none
+options:
+  gguf_dir:
+    description: The weights directory.
+    type: path
+    required: true
+  address:
+    description: The address to listen on, the one the peers use (an address of the chosen interface).
+    type: str
+    required: true
+  port:
+    description: The TCP port.
+    type: int
+    required: true
+  peers:
+    description: Addresses allowed to connect.
+    type: list
+    elements: str
+    required: true
+  rate:
+    description: Bytes per second for all peers together; 0 for no cap.
+    type: int
+    default: 0
+  lifetime:
+    description: Seconds after which the server stops whatever happens.
+    type: int
+    required: true
+  stop_file:
+    description: The server stops once this file exists (removed at start).
+    type: path
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: Serve the verified weights to the peers for this run
+  ds4.fleet.ds4_peer_serve:
+    gguf_dir: /var/lib/ds4/gguf
+    address: 10.0.0.1
+    port: 18090
+    peers: [10.0.0.2, 10.0.0.3]
+    lifetime: 86400
+    stop_file: /run/ds4-peer-serve.stop
+  async: 86460
+  poll: 0
+"""
+
+RETURN = r"""
+served:
+  description: Bytes sent per file.
+  returned: always
+  type: dict
+refused:
+  description: Addresses whose connections were closed for not being peers.
+  returned: always
+  type: list
+  elements: str
+"""
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            gguf_dir=dict(type="path", required=True),
+            address=dict(type="str", required=True),
+            port=dict(type="int", required=True),
+            peers=dict(type="list", elements="str", required=True),
+            rate=dict(type="int", default=0),
+            lifetime=dict(type="int", required=True),
+            stop_file=dict(type="path", required=True),
+        ),
+        supports_check_mode=False,
+    )
+    p = module.params
+    if p["lifetime"] <= 0 or p["rate"] < 0 or not 0 < p["port"] < 65536:
+        module.fail_json(msg="lifetime must be positive, rate 0 or more and port 1 to 65535")
+    if os.path.exists(p["stop_file"]):
+        os.unlink(p["stop_file"])
+    try:
+        server = PeerServer(p["gguf_dir"], p["address"], p["port"], p["peers"], p["rate"] or None).start()
+    except OSError as e:
+        module.fail_json(msg=f"cannot serve the weights on {p['address']}:{p['port']}: {e}")
+    server.serve_until(time.monotonic() + p["lifetime"], p["stop_file"])
+    module.exit_json(changed=False, served=server.served, refused=sorted(set(server.refused)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,273 @@
+"""The hub client over several connections: byte ranges, their resumption, and what can go wrong in one."""
+
+import errno
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from ansible_collections.ds4.fleet.plugins.module_utils import ds4_hub_transfer
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import HubFile
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import (
+    FileRef,
+    HubTransientError,
+    NoSpaceError,
+    new_session,
+)
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_records import PartState, part_bytes_done
+
+BASE = "DeepSeek-V4-Flash-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8-chat-v2-imatrix-0731.gguf"
+GATED = "ds4-standin-gated.gguf"
+TOKEN = "hf_standin_token"
+PIECE = 16 << 10  # the base file (~385 KiB) is ~24 pieces
+
+
+def hub_file(hub, hub_files, name, dest, **kw):
+    kw.setdefault("retry_delay", 0.01)
+    kw.setdefault("piece", PIECE)
+    kw.setdefault("connections", 4)
+    return HubFile(FileRef(hub.endpoint, hub_files[name]["repo"], "main", name), str(dest), **kw)
+
+
+def sha256_of(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def state_of(tmp_path, hub_files, name=BASE):
+    want = hub_files[name]
+    return PartState.load(str(tmp_path), name, want["size"], want["sha256"])
+
+
+def failing_after(hub, gets):
+    """A session under which every GET of the base file after the first `gets` is cut short."""
+    session = new_session()
+    seen = []
+
+    def hook(response, *args, **kwargs):
+        if response.request.method == "GET":
+            seen.append(response)
+            if len(seen) == gets:
+                hub.set_fault(BASE, cut_after=10, times=None)
+
+    session.hooks["response"].append(hook)
+    return session
+
+
+def test_a_file_comes_over_several_connections_hashed_from_memory(hub, hub_files, tmp_path):
+    want = hub_files[BASE]
+    result = hub_file(hub, hub_files, BASE, tmp_path).ensure()
+    assert (result["action"], result["connections"], result["bytes_fetched"]) == ("fetched", 4, want["size"])
+    assert result["hashed_from_disk"] == 0, "every byte was hashed as it came"
+    assert result["attempts"] == 1 + -(-want["size"] // PIECE)  # the HEAD, one GET per range
+    assert sha256_of(tmp_path / BASE) == want["sha256"]
+    assert sorted(os.listdir(tmp_path)) == sorted([BASE, f".{BASE}.verified.json"]), "no part, no range list"
+
+
+def test_beyond_the_hash_window_bytes_are_hashed_from_the_part(hub, hub_files, tmp_path):
+    want = hub_files[BASE]
+    result = hub_file(hub, hub_files, BASE, tmp_path, hash_window=0).ensure()
+    assert result["hashed_from_disk"] == want["size"]
+    assert sha256_of(tmp_path / BASE) == want["sha256"]
+
+
+def test_a_cut_in_one_connection_is_resumed_within_its_range(hub, hub_files, tmp_path):
+    want = hub_files[BASE]
+    hub.set_fault(BASE, cut_after=PIECE // 2)
+    result = hub_file(hub, hub_files, BASE, tmp_path).ensure()
+    assert result["action"] == "fetched" and result["bytes_fetched"] == want["size"], "nothing fetched twice"
+    assert result["attempts"] == 2 + -(-want["size"] // PIECE)
+    assert sha256_of(tmp_path / BASE) == want["sha256"]
+
+
+def test_a_failed_run_keeps_its_complete_ranges_and_the_next_fetches_only_the_rest(hub, hub_files, tmp_path):
+    want = hub_files[BASE]
+    with pytest.raises(HubTransientError, match="the connection ended at byte"):
+        hub_file(
+            hub, hub_files, BASE, tmp_path, retries=0, connections=1, session=failing_after(hub, 3)
+        ).ensure()
+    hub.clear_faults()
+    assert not (tmp_path / BASE).exists()
+    kept = state_of(tmp_path, hub_files)
+    assert part_bytes_done(str(tmp_path), BASE) == kept.bytes_done
+    result = hub_file(hub, hub_files, BASE, tmp_path).ensure()
+    assert result["action"] == "resumed" and result["resumed_from"] == kept.bytes_done
+    assert result["bytes_fetched"] == want["size"] - kept.bytes_done
+    assert result["hashed_from_disk"] >= kept.prefix
+    assert sha256_of(tmp_path / BASE) == want["sha256"]
+
+
+def test_a_killed_run_loses_at_most_one_range_per_connection(hub, hub_files, tmp_path):
+    want = hub_files[BASE]
+    connections = 4
+    # One GET stops mid-range until released (never, for this run): the run is killed with ranges under
+    # way however slowly the machine runs it, the other connections at a CDN's pace meanwhile. Its read
+    # timeout is only a hang guard.
+    hub.set_fault(BASE, hold_after=PIECE // 2)
+    hub.set_network(conn_bps=64 << 10)
+    script = (
+        "import sys; from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import HubFile;"
+        "from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import FileRef;"
+        f"HubFile(FileRef({hub.endpoint!r}, {want['repo']!r}, 'main', {BASE!r}), {str(tmp_path)!r},"
+        f" piece={PIECE}, connections={connections}, timeout=3600).ensure()"
+    )
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", script], env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+        )
+        deadline = time.monotonic() + 120  # a hang guard
+        while state_of(tmp_path, hub_files).bytes_done < 4 * PIECE:
+            assert proc.poll() is None and time.monotonic() < deadline, "the fetch never listed 4 ranges"
+            time.sleep(0.02)
+        assert hub.holds()[BASE]["waiting"] == 1
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    finally:
+        hub.set_network()
+        hub.clear_faults()
+    kept = state_of(tmp_path, hub_files).bytes_done
+    written = (
+        tmp_path / f"{BASE}.part"
+    ).stat().st_blocks * 512  # the part is sparse: its blocks were written
+    assert kept < want["size"] and written - kept <= connections * (PIECE + 4096)
+    result = hub_file(hub, hub_files, BASE, tmp_path, connections=connections).ensure()
+    assert result["bytes_fetched"] == want["size"] - kept
+    assert sha256_of(tmp_path / BASE) == want["sha256"]
+
+
+def test_a_flipped_byte_in_one_range_is_caught_and_the_file_fetched_again(hub, hub_files, tmp_path):
+    want = hub_files[BASE]
+    hub.set_fault(BASE, flip_offset=2 * PIECE + 7, times=4)  # the first four GETs: ranges 0 to 3
+    result = hub_file(hub, hub_files, BASE, tmp_path).ensure()
+    assert result["verify_failures"] == 1 and result["bytes_fetched"] == 2 * want["size"]
+    assert any("discarded it, fetching again" in w for w in result["warnings"])
+    assert sha256_of(tmp_path / BASE) == want["sha256"]
+
+
+def test_a_storage_that_ignores_ranges_is_read_as_one_stream(hub, hub_files, tmp_path):
+    want = hub_files[BASE]
+    hub.set_fault(BASE, ignore_range=True, times=None)
+    result = hub_file(hub, hub_files, BASE, tmp_path).ensure()
+    assert result["action"] == "fetched" and result["connections"] == 1
+    assert any("ignores byte ranges" in w for w in result["warnings"])
+    assert sha256_of(tmp_path / BASE) == want["sha256"]
+
+
+def test_one_stream_cut_against_a_storage_without_ranges_skips_what_it_has(hub, hub_files, tmp_path):
+    want = hub_files[BASE]
+    hub.set_fault(BASE, ignore_range=True, cut_after=want["size"] // 2, times=1)
+    result = hub_file(hub, hub_files, BASE, tmp_path, connections=1, piece=1 << 30).ensure()
+    assert result["action"] == "fetched" and result["attempts"] == 3
+    assert sha256_of(tmp_path / BASE) == want["sha256"]
+
+
+def test_a_file_that_changes_between_ranges_is_started_over(hub, hub_files, tmp_path):
+    want = hub_files[BASE]
+    hub.set_fault(BASE, etag="replaced-meanwhile", times=1)
+    result = hub_file(hub, hub_files, BASE, tmp_path, connections=1).ensure()
+    assert any("changed during the transfer" in w and "starting over" in w for w in result["warnings"])
+    assert result["bytes_fetched"] >= want["size"]
+    assert sha256_of(tmp_path / BASE) == want["sha256"]
+
+
+def test_a_range_list_of_another_file_is_not_trusted(hub, hub_files, tmp_path):
+    want = hub_files[BASE]
+    (tmp_path / f"{BASE}.part").write_bytes(b"x" * want["size"])
+    doc = {"size": want["size"], "sha256": "0" * 64, "etag": None, "done": [[0, want["size"]]]}
+    (tmp_path / f".{BASE}.part.json").write_text(json.dumps(doc))
+    result = hub_file(hub, hub_files, BASE, tmp_path).ensure()
+    assert (result["action"], result["bytes_fetched"], result["verify_failures"]) == (
+        "fetched",
+        want["size"],
+        0,
+    )
+    assert sha256_of(tmp_path / BASE) == want["sha256"]
+
+
+def test_a_full_disk_mid_way_keeps_the_ranges_on_disk_and_nothing_in_place(
+    hub, hub_files, tmp_path, monkeypatch
+):
+    want = hub_files[BASE]
+    real = os.pwrite
+    written = []
+
+    def filling(fd, data, offset):
+        if sum(written) >= want["size"] // 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        written.append(len(data))
+        return real(fd, data, offset)
+
+    monkeypatch.setattr(ds4_hub_transfer.os, "pwrite", filling)
+    progress = tmp_path / "p.json"
+    with pytest.raises(NoSpaceError, match=f"{tmp_path} filled up while fetching {BASE}") as e:
+        hub_file(hub, hub_files, BASE, tmp_path, progress_path=str(progress)).ensure()
+    assert e.value.shortfall_bytes > 0
+    assert not (tmp_path / BASE).exists()
+    assert json.loads(progress.read_text())["state"] == "failed"
+    kept = state_of(tmp_path, hub_files).bytes_done
+    assert 0 < kept < want["size"]
+    monkeypatch.setattr(ds4_hub_transfer.os, "pwrite", real)
+    result = hub_file(hub, hub_files, BASE, tmp_path).ensure()
+    assert result["bytes_fetched"] == want["size"] - kept
+    assert sha256_of(tmp_path / BASE) == want["sha256"]
+
+
+def test_check_mode_counts_the_ranges_on_disk(hub, hub_files, tmp_path):
+    want = hub_files[BASE]
+    with pytest.raises(HubTransientError):
+        hub_file(
+            hub, hub_files, BASE, tmp_path, retries=0, connections=1, session=failing_after(hub, 2)
+        ).ensure()
+    hub.clear_faults()
+    kept = state_of(tmp_path, hub_files).bytes_done
+    before = sorted(os.listdir(tmp_path))
+    result = hub_file(hub, hub_files, BASE, tmp_path).ensure(check_mode=True)
+    assert (result["action"], result["bytes_to_fetch"]) == ("would_resume", want["size"] - kept)
+    assert sorted(os.listdir(tmp_path)) == before
+
+
+def test_the_token_goes_to_the_hub_and_never_to_the_storage(hub, hub_files, tmp_path):
+    sent = []
+    session = new_session(TOKEN)
+    session.hooks["response"].append(
+        lambda r, *a, **kw: sent.append((r.url, r.request.headers.get("Authorization")))
+    )
+    result = hub_file(hub, hub_files, GATED, tmp_path, token=TOKEN, session=session).ensure()
+    assert result["action"] == "fetched"
+    to_hub = [auth for url, auth in sent if url.startswith(hub.endpoint)]
+    to_storage = [auth for url, auth in sent if url.startswith(hub.storage_endpoint)]
+    assert to_hub == [f"Bearer {TOKEN}"] and to_storage and set(to_storage) == {None}
+    assert sha256_of(tmp_path / GATED) == hub_files[GATED]["sha256"]
+
+
+def test_progress_lines_carry_bytes_rate_time_left_and_connections(hub, hub_files, tmp_path):
+    size = hub_files[BASE]["size"]
+    # One range stops midway until the test has read a record of the fetch under way: arranged, so that
+    # it holds however slowly the machine runs (the read timeout is only a hang guard).
+    hub.set_fault(BASE, hold_after=PIECE // 2)
+    progress = tmp_path / "p.json"
+    fetch = hub_file(
+        hub, hub_files, BASE, tmp_path, progress_path=str(progress), progress_interval=0.1, timeout=3600
+    )
+    worker = threading.Thread(target=fetch.ensure)
+    worker.start()
+    midway = None
+    try:
+        deadline = time.monotonic() + 120  # a hang guard
+        while midway is None:
+            assert worker.is_alive() and time.monotonic() < deadline, "no record of the fetch under way"
+            if progress.exists():
+                p = json.loads(progress.read_text())
+                midway = p if p["state"] == "fetching" and 0 < p["bytes_done"] < size else None
+            time.sleep(0.02)
+    finally:
+        hub.release(BASE)
+        worker.join()
+    assert (midway["connections"], midway["total"]) == (4, size)
+    assert midway["rate_bps"] > 0 and midway["eta_s"] is not None, midway
+    assert Path(progress).exists() and json.loads(progress.read_text())["state"] == "done"
