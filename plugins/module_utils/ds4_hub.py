@@ -8,6 +8,7 @@ to a JSON file that a poller reads (ds4_hub_progress). The protocol is in ds4_hu
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import os
@@ -288,7 +289,16 @@ class HubFile:
             )
 
         started = time.monotonic()
-        fd = os.open(self.part, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            # Never through a link: the bytes would land wherever it points.
+            fd = os.open(self.part, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise HubError(
+                    f"{self.part} is a symbolic link: refusing to write through it; remove it to fetch "
+                    f"{self.ref.name} afresh"
+                ) from e
+            raise
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -7,6 +7,8 @@ import os
 import threading
 import time
 
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_records import open_new
+
 
 def write_progress(path, **fields):
     """Replace the progress file in one rename, so a reader never sees half of it.
@@ -21,7 +23,7 @@ def write_progress(path, **fields):
         return
     fields.update(updated=round(time.time(), 3), pid=os.getpid())
     tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
+    with open_new(tmp) as f:
         json.dump(fields, f, sort_keys=True)
     os.replace(tmp, path)
 

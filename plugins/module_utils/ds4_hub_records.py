@@ -28,9 +28,18 @@ def _stat_key(st):
     return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ino": st.st_ino, "dev": st.st_dev}
 
 
+def open_new(path):
+    """PATH opened for writing as a new file: whatever was at its name (a link, a leftover) is removed
+    first, and the open never follows a link."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    return os.fdopen(fd, "w", encoding="utf-8")
+
+
 def _write_json(path, doc):
     tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
+    with open_new(tmp) as f:
         json.dump(doc, f, indent=1, sort_keys=True)
         f.flush()
         os.fsync(f.fileno())

@@ -8,7 +8,7 @@ import time
 
 import pytest
 import requests
-from ansible_collections.ds4.fleet.plugins.module_utils import ds4_hub, ds4_hub_transfer
+from ansible_collections.ds4.fleet.plugins.module_utils import ds4_hub, ds4_hub_progress, ds4_hub_transfer
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import HubFile
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import (
     FileRef,
@@ -348,3 +348,25 @@ def test_a_server_that_ignores_the_range_is_taken_from_byte_0(hub, hub_files, tm
     assert result["action"] == "resumed" and result["resumed_from"] == half
     assert result["bytes_fetched"] == want["size"], "the whole body, from byte 0, replaced the part"
     assert sha256_of(tmp_path / BASE) == want["sha256"]
+
+
+def test_a_link_at_the_part_is_never_written_through(hub, hub_files, tmp_path):
+    # A link planted at <name>.part would have the fetch write the model's bytes wherever it points.
+    target = tmp_path / "elsewhere"
+    target.write_bytes(b"root's own file\n")
+    target.chmod(0o600)
+    (tmp_path / f"{MTP}.part").symlink_to(target)
+    with pytest.raises(ds4_hub.HubError, match=r"\.part is a symbolic link: refusing to write through it"):
+        hub_file(hub, hub_files, MTP, tmp_path).ensure()
+    assert target.read_bytes() == b"root's own file\n"
+    assert not (tmp_path / MTP).exists()
+
+
+def test_a_link_at_a_record_is_replaced_never_followed(tmp_path):
+    target = tmp_path / "elsewhere"
+    target.write_text("keep\n")
+    record = tmp_path / "progress.json"
+    (tmp_path / "progress.json.tmp").symlink_to(target)
+    ds4_hub_progress.write_progress(str(record), state="fetching")
+    assert target.read_text() == "keep\n"
+    assert json.loads(record.read_text())["state"] == "fetching"
