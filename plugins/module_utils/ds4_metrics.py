@@ -225,8 +225,8 @@ def render(
     except ValueError:
         restarts = None
     out.add(
-        "engine_restarts",
-        "gauge",
+        "engine_restarts_total",
+        "counter",
         "systemd's automatic restarts of ds4.service since it was last started by hand (NRestarts).",
         restarts,
     )
