@@ -41,6 +41,7 @@ def parse_show(text: str) -> dict:
 def new_state() -> dict:
     """The watchdog's memory between runs, as kept in its state file."""
     return {
+        "runs": 0,
         "failures": 0,
         "first_failure_at": None,
         "main_pid": None,
@@ -57,7 +58,7 @@ def load_state(data) -> dict:
     if isinstance(data, dict):
         for key, initial in state.items():
             value = data.get(key)
-            if key in ("failures", "restarts"):
+            if key in ("runs", "failures", "restarts"):
                 if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
                     state[key] = value
             elif key in ("first_failure_at", "last_restart_at"):
@@ -92,6 +93,7 @@ def decide(unit: dict, probe: dict, state: dict, failures: int, now: float, rest
     "warning" (at warning priority), "state" (to keep for the next run)}.
     """
     state = dict(state)
+    state["runs"] = state.get("runs", 0) + 1
     previous = state.get("verdict")
     active, sub = unit.get("ActiveState", ""), unit.get("SubState", "")
     pid = _pid(unit)

@@ -69,6 +69,7 @@ def test_a_busy_engine_is_never_hung_however_long_it_stays_busy():
     assert {d["verdict"] for d in decisions} == {"busy"} and {d["action"] for d in decisions} == {"none"}
     assert "2 requests in flight: busy, not hung" in decisions[0]["message"]
     assert decisions[-1]["state"]["failures"] == 0
+    assert decisions[-1]["state"]["runs"] == 20
 
 
 def test_an_engine_that_stops_answering_is_killed_after_the_set_number_of_failures():
