@@ -218,7 +218,7 @@ def render(
         "unit_start_limit_hit",
         "gauge",
         "1 when ds4.service failed on its start limit: systemd stopped restarting it.",
-        active == "failed" and unit.get("Result") == "start-limit-hit",
+        verdict == "start-limit-hit",
     )
     try:
         restarts = int(unit.get("NRestarts", ""))

@@ -7,7 +7,10 @@ each run asks the engine how many requests it holds (`ds4_drain.read_inflight`: 
 
 - the unit is not `active` (stopped, failed, loading, restarting): leave it alone. A loading engine does
   not answer yet, systemd's own restart and start limit handle a crash, and an engine an operator stopped
-  stays stopped. A unit failed with `Result=start-limit-hit` is reported once: restarts stopped there.
+  stays stopped. A unit failed at its start limit is reported once: restarts stopped there. systemd puts
+  `Result=start-limit-hit` only when the start it refused followed a clean stop; a restart refused after a
+  crash or a kill (the watchdog's own) keeps that run's Result, and only systemd's journal line
+  (START_LIMIT_LINE) says why no restart followed, which the caller reads (`needs_journal`).
 - the engine answered, with requests in flight or not: it is alive (busy and answering is not hung).
 - it did not answer: one more failure. After `failures` in a row for the same engine process, the verdict
   is `hung` and the action `kill`: the caller kills the unit's processes with SIGKILL, and systemd's
@@ -24,8 +27,11 @@ Standard library only: it runs on the Spark, installed beside the `ds4-watchdog`
 
 from __future__ import annotations
 
-# What `systemctl show` is asked for; decide() reads these.
-UNIT_PROPERTIES = ("ActiveState", "SubState", "Result", "MainPID", "NRestarts")
+# What `systemctl show --timestamp=unix` is asked for; decide() reads these, and the caller the last exit
+# of the engine, from which on the journal may say the unit's restart was refused.
+UNIT_PROPERTIES = ("ActiveState", "SubState", "Result", "MainPID", "NRestarts", "ExecMainExitTimestamp")
+# What systemd logs about a unit when it refuses to start it at its start limit.
+START_LIMIT_LINE = "Start request repeated too quickly"
 
 
 def parse_show(text: str) -> dict:
@@ -36,6 +42,17 @@ def parse_show(text: str) -> dict:
         if sep:
             unit[key.strip()] = value.strip()
     return unit
+
+
+def needs_journal(unit: dict) -> bool:
+    """Whether only systemd's journal can say if this unit is at its start limit: it failed, and its Result
+    is that of its last run rather than `start-limit-hit`."""
+    return unit.get("ActiveState") == "failed" and unit.get("Result") != "start-limit-hit"
+
+
+def start_limit_in(journal: str) -> bool:
+    """Whether systemd's lines about the unit (since its engine last exited) say it refused a start."""
+    return START_LIMIT_LINE in journal
 
 
 def new_state() -> dict:
@@ -81,13 +98,22 @@ def _pid(unit: dict) -> int:
         return 0
 
 
-def decide(unit: dict, probe: dict, state: dict, failures: int, now: float, restart: bool = True) -> dict:
+def decide(
+    unit: dict,
+    probe: dict,
+    state: dict,
+    failures: int,
+    now: float,
+    restart: bool = True,
+    start_limit_hit: bool = False,
+) -> dict:
     """What to do now.
 
     `unit`: `systemctl show` properties (UNIT_PROPERTIES). `probe`: {"answered": bool, "inflight": int or
     None, "error": str or None}, or None when the engine was not probed. `state`: the previous run's state
     (load_state). `failures`: failed probes in a row that make an engine hung. `now`: seconds (time.time()).
     `restart`: false when the watchdog only watches (turned off): a hung engine is reported, not killed.
+    `start_limit_hit`: systemd's journal says it refused the failed unit's restart (start_limit_in).
 
     Returns {"verdict", "action" ("none" or "kill"), "message", "log" (say the message in the journal),
     "warning" (at warning priority), "state" (to keep for the next run)}.
@@ -117,7 +143,7 @@ def decide(unit: dict, probe: dict, state: dict, failures: int, now: float, rest
 
     if active != "active":
         reset()
-        if active == "failed" and unit.get("Result") == "start-limit-hit":
+        if active == "failed" and (unit.get("Result") == "start-limit-hit" or start_limit_hit):
             return result(
                 "start-limit-hit",
                 "ds4.service hit its start limit and systemd stopped restarting it; the watchdog leaves it "

@@ -130,6 +130,20 @@ def test_the_start_limit_stops_the_watchdog_too_and_is_said_once():
     assert "systemctl reset-failed ds4" in decisions[0]["message"] and decisions[0]["warning"]
 
 
+def test_a_unit_that_failed_on_a_restart_refused_at_the_start_limit_is_at_the_start_limit():
+    # After a crash or a kill, systemd keeps that run's Result when it refuses the restart at the start limit:
+    # only its journal says so, which the script reads and hands over.
+    unit = dict(ACTIVE, ActiveState="failed", SubState="failed", Result="signal", MainPID="0")
+    assert decide(unit, None, new_state(), 3, 2000.0)["verdict"] == "not-running"
+    decision = decide(unit, None, new_state(), 3, 2000.0, start_limit_hit=True)
+    assert (decision["verdict"], decision["action"]) == ("start-limit-hit", "none")
+    # Only a failed unit is at its start limit, whatever the journal said before.
+    decision = decide(
+        dict(ACTIVE, ActiveState="inactive"), None, new_state(), 3, 2000.0, start_limit_hit=True
+    )
+    assert decision["verdict"] == "not-running"
+
+
 def test_turned_off_it_reports_a_hung_engine_and_kills_nothing():
     decisions = run_decisions([SILENT] * 4, restart=False)
     assert [d["action"] for d in decisions] == ["none"] * 4
@@ -186,6 +200,20 @@ FAKE_SYSTEMCTL = textwrap.dedent(
     """
 )
 
+FAKE_JOURNALCTL = textwrap.dedent(
+    """\
+    #!{python}
+    import os, sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "calls"), "a") as calls:
+        calls.write("journalctl " + " ".join(sys.argv[1:]) + "\\n")
+    path = os.path.join(here, "journal.txt")
+    if os.path.exists(path):
+        with open(path) as journal:
+            sys.stdout.write(journal.read())
+    """
+)
+
 METRICS = (
     "# HELP ds4_requests_inflight Generation requests.\n"
     "# TYPE ds4_requests_inflight gauge\n"
@@ -237,6 +265,9 @@ def host(tmp_path):
     bin_dir.mkdir()
     fake = bin_dir / "systemctl"
     fake.write_text(FAKE_SYSTEMCTL.format(python=sys.executable))
+    fake.chmod(0o755)
+    fake = bin_dir / "journalctl"
+    fake.write_text(FAKE_JOURNALCTL.format(python=sys.executable))
     fake.chmod(0o755)
     (bin_dir / "unit.json").write_text(json.dumps(ACTIVE))
     facts = tmp_path / "facts"
@@ -363,6 +394,40 @@ def test_script_never_probes_or_touches_a_unit_at_its_start_limit(host, engine):
     assert series(text)["ds4_spark_unit_start_limit_hit"] == 1
 
 
+START_LIMIT_JOURNAL = (
+    "ds4.service: Main process exited, code=killed, status=9/KILL\n"
+    "ds4.service: Failed with result 'signal'.\n"
+    "ds4.service: Scheduled restart job, restart counter is at 3.\n"
+    "Stopped ds4.service - ds4 inference engine.\n"
+    "ds4.service: Start request repeated too quickly.\n"
+    "ds4.service: Failed with result 'signal'.\n"
+    "Failed to start ds4.service - ds4 inference engine.\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("journal", "verdict", "hit"),
+    [(START_LIMIT_JOURNAL, "start-limit-hit", 1), ("ds4.service: Failed with result 'signal'.\n", None, 0)],
+)
+def test_script_reads_the_start_limit_from_systemds_journal_after_a_kill(host, engine, journal, verdict, hit):
+    # As systemd 252 leaves it after the watchdog's third kill: the killed run's Result, the refusal only in
+    # the journal, which is read from the last exit of the engine on.
+    unit = dict(ACTIVE, ActiveState="failed", SubState="failed", Result="signal", MainPID="0")
+    unit["ExecMainExitTimestamp"] = "@1788058800"
+    (host / "bin/unit.json").write_text(json.dumps(unit))
+    (host / "bin/journal.txt").write_text(journal)
+    code, out, text = watch(host, engine)
+    assert code == 0
+    assert ("hit its start limit" in out[0]) == (verdict is not None), out
+    assert calls(host)[0].startswith("show ds4.service --timestamp=unix --property=")
+    assert calls(host)[1].split() == [
+        "journalctl", "--no-pager", "--quiet", "--output=cat", "_PID=1", "UNIT=ds4.service",
+        "--since=@1788058800",
+    ]  # fmt: skip
+    assert series(text)["ds4_spark_unit_start_limit_hit"] == hit
+    assert kills(host) == []
+
+
 def test_script_writes_what_the_spark_runs(host, engine):
     code, _, text = watch(host, engine, "--no-restart")
     assert code == 0
@@ -395,8 +460,9 @@ def test_script_says_when_systemctl_fails(host, engine):
     (host / "bin/systemctl").write_text("#!/bin/sh\necho 'Failed to connect to bus' >&2\nexit 1\n")
     code, out, _ = watch(host, engine)
     assert code == 1 and out == [
-        "watchdog failed: systemctl show ds4.service "
-        "--property=ActiveState,SubState,Result,MainPID,NRestarts failed (1): Failed to connect to bus"
+        "watchdog failed: systemctl show ds4.service --timestamp=unix "
+        "--property=ActiveState,SubState,Result,MainPID,NRestarts,ExecMainExitTimestamp failed (1): "
+        "Failed to connect to bus"
     ]
 
 
