@@ -123,6 +123,12 @@ def _inflight_of_stats(stats: dict, url: str) -> int:
     return int(value)
 
 
+def read_metrics(base_url: str, timeout: float = 5.0) -> tuple[int, str]:
+    """The engine's /metrics: (HTTP status, text); EngineUnreachable when it does not answer at all."""
+    status, body = _get(base_url.rstrip("/") + METRICS_PATH, timeout)
+    return status, body.decode("utf-8", "replace")
+
+
 def read_inflight(base_url: str, timeout: float = 5.0) -> tuple[int, str]:
     """(requests in flight, where it was read: "/metrics" or "/v1/stats").
 
@@ -130,9 +136,9 @@ def read_inflight(base_url: str, timeout: float = 5.0) -> tuple[int, str]:
     says how many requests it holds.
     """
     base = base_url.rstrip("/")
-    status, body = _get(base + METRICS_PATH, timeout)
+    status, text = read_metrics(base, timeout)
     if status == 200:
-        value = parse_prometheus(body.decode("utf-8", "replace"))
+        value = parse_prometheus(text)
         if value is not None and value >= 0:
             return int(value), METRICS_PATH
     stats_url = base + STATS_PATH

@@ -66,6 +66,9 @@ _LOG_SIZE = re.compile(r"[0-9]+[kMG]?")
 _CALENDAR = re.compile(r"[A-Za-z0-9 ,:.*/~-]+")
 _TIME_SPAN = re.compile(r"[0-9]+ ?[a-z]*( [0-9]+ ?[a-z]*)*")
 _PERCENT = re.compile(r"([1-9][0-9]?|100)%")
+_DURATION = re.compile(r"([0-9]+(ms|s|m|h|d|w|y))+")
+_GROUP = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_HAPROXY_NAME = re.compile(r"[A-Za-z0-9._:-]+")
 
 
 def show(name, value, secret_names=()):
@@ -299,6 +302,13 @@ def _optional_controller_path(value):
     return f"empty or {problem}" if problem else None
 
 
+def _controller_dir(value):
+    # A directory on the controller, written as the operator: absolute and on one line is all it takes.
+    if isinstance(value, str) and value.startswith("/") and not _CONTROL.search(value):
+        return None
+    return "an absolute path on the controller, on one line"
+
+
 def _task_file(value):
     if value == "" or (isinstance(value, str) and not _CONTROL.search(value) and value.strip() == value):
         return None
@@ -373,6 +383,24 @@ RULES = {
     "ds4_perf_runs": _between(1, 20, "a whole number of runs"),
     "ds4_perf_timeout": _between(1, what="a whole number of seconds"),
     "ds4_perf_history": _between(1, 1000, "a whole number of records"),
+    # ds4_service: the watchdog and the metrics
+    "ds4_watchdog_interval": _between(1, what="a whole number of seconds"),
+    "ds4_watchdog_failures": _between(1, what="a whole number of failed probes"),
+    "ds4_watchdog_timeout": _between(1, what="a whole number of seconds"),
+    "ds4_node_exporter_port": _between(1, 65535, "a TCP port"),
+    "ds4_metrics_next_generation_bytes": _between(0, what="a whole number of bytes"),
+    # ds4_monitoring (on the controller)
+    "ds4_monitoring_dir": _controller_dir,
+    "ds4_monitoring_group": _matching(_GROUP, "an inventory group name"),
+    "ds4_monitoring_scrape_interval": _matching(_DURATION, "a Prometheus duration such as 30s"),
+    "ds4_monitoring_evaluation_interval": _matching(_DURATION, "a Prometheus duration such as 30s"),
+    "ds4_monitoring_engine_down_for": _matching(_DURATION, "a Prometheus duration such as 5m"),
+    "ds4_monitoring_gateway_down_for": _matching(_DURATION, "a Prometheus duration such as 5m"),
+    "ds4_monitoring_update_days": _between(1, what="a whole number of days"),
+    "ds4_monitoring_restart_loop": _between(1, what="a whole number of restarts"),
+    "ds4_monitoring_gateway_group": _matching(_GROUP, "an inventory group name"),
+    "ds4_monitoring_gateway_port": _between(1, 65535, "a TCP port"),
+    "ds4_monitoring_gateway_backend": _matching(_HAPROXY_NAME, "a HAProxy name (letters, digits, ._:-)"),
     # ds4_fleet
     "ds4_upgrade_serial": _serial,
     "ds4_upgrade_max_fail_percentage": _between(0, 100, "a percentage"),
@@ -429,6 +457,16 @@ def _start_limit(values):
     ]
 
 
+def _watchdog_timeout(values):
+    timeout, interval = values.get("ds4_watchdog_timeout"), values.get("ds4_watchdog_interval")
+    if not (isinstance(timeout, int) and isinstance(interval, int)) or timeout < interval:
+        return []
+    return [
+        f"ds4_watchdog_timeout must be less than ds4_watchdog_interval ({interval} s), or a probe outlasts "
+        f"the next; got {timeout}"
+    ]
+
+
 def _token_transport(values, secret_names):
     endpoint, token = values.get("ds4_hf_endpoint"), values.get("ds4_hf_token")
     if not isinstance(endpoint, str) or not token or values.get("ds4_hf_token_over_http") is True:
@@ -478,6 +516,7 @@ def problems(values, secret_names=()):
             out.append(f"{name} must be {what}; got {show(name, values[name], secret_names)}")
     out += _confined_dirs(values)
     out += _start_limit(values)
+    out += _watchdog_timeout(values)
     out += _token_transport(values, secret_names)
     out += _catalog(values)
     out += launch_problems(values)

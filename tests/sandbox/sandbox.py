@@ -55,6 +55,9 @@ PACKAGES = [
     "logrotate",
     "git",
     "build-essential",
+    # What ds4_service installs for the metrics: its package step finds it rather than downloading it,
+    # as on a Spark whose image has it (the image keeps no apt lists to download from).
+    "prometheus-node-exporter",
 ]
 IMAGE = "localhost/ds4-sandbox-spark:" + hashlib.sha256(" ".join(PACKAGES).encode()).hexdigest()[:10]
 HUB_PORT = 18080

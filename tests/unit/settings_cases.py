@@ -40,6 +40,7 @@ def _defaults():
             values.setdefault(name, value)
     # The one templated default: the installer's directory of the user Ansible connects as.
     values["ds4_weights_adopt_dirs"] = ["~root/gguf"]
+    values["ds4_monitoring_dir"] = "/root/ds4-monitoring"
     return values
 
 
@@ -186,6 +187,25 @@ BAD = {
     "ds4_update_check_randomized_delay": ["", "1h\n", "soon", "-1h"],
     "ds4_take_over_installer": ["maybe", []],
     "ds4_service_launch": ["maybe", []],
+    "ds4_watchdog": ["maybe", []],
+    "ds4_watchdog_interval": [0, *WHOLE],
+    "ds4_watchdog_failures": [0, *WHOLE],
+    "ds4_watchdog_timeout": [0, 10, 11, *WHOLE],
+    "ds4_metrics": ["maybe", []],
+    "ds4_node_exporter_port": [0, 65536, *WHOLE],
+    "ds4_metrics_next_generation_bytes": [-1, *WHOLE],
+    # ds4_monitoring
+    "ds4_monitoring_dir": ["relative/dir", "/tmp/mon\n", ["/tmp"]],
+    "ds4_monitoring_group": ["", "spark s", "sparks\n", "1sparks"],
+    "ds4_monitoring_scrape_interval": ["", "30", "30 s", "30s\n", "soon"],
+    "ds4_monitoring_evaluation_interval": ["", "30", "30s\n"],
+    "ds4_monitoring_engine_down_for": ["", "5", "5m\n", "five minutes"],
+    "ds4_monitoring_gateway_down_for": ["", "5", "5m\n"],
+    "ds4_monitoring_update_days": [0, *WHOLE],
+    "ds4_monitoring_restart_loop": [0, *WHOLE],
+    "ds4_monitoring_gateway_group": ["", "gate ways", "gateways\n"],
+    "ds4_monitoring_gateway_port": [0, 65536, *WHOLE],
+    "ds4_monitoring_gateway_backend": ["", "ds 4", "ds4\n", "ds4;x"],
     # ds4_activate
     "ds4_smoke_prompt": ["", "   ", "a\x00b", 42, ["What?"]],
     "ds4_smoke_expect": ["", "[Pp]aris(", "(?P<x", "*", 42],

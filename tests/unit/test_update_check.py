@@ -156,6 +156,7 @@ def test_feed_read(host, feed, path, running, line, available):
         "status": "ok",
         "error": None,
         "last_ok": {"checked_at": state["checked_at"], "latest": latest},
+        "available_since": state["checked_at"] if available else None,
     }
     assert time.strptime(state["checked_at"], "%Y-%m-%dT%H:%M:%SZ")
     assert fact(host) == state
@@ -324,6 +325,23 @@ def test_last_good_result_survives_a_failed_check(host, feed):
     assert second["last_ok"] == {"checked_at": first["checked_at"], "latest": "v0.6.5"}
     _, _, third = run(host, url=feed + "/four-part")
     assert third["last_ok"] == {"checked_at": third["checked_at"], "latest": "v0.5.6.1"}
+
+
+def test_an_update_is_known_since_it_was_first_seen_even_over_failed_checks(host, feed):
+    set_running(host, "v0.6.3")
+    state = host / "var/lib/ds4/update-check.json"
+    _, _, first = run(host, url=feed + "/newer")
+    assert first["available_since"] == first["checked_at"]
+    # As if the first check had run days ago: later ones keep that time, a failed one too.
+    first["available_since"] = "2026-09-01T03:00:00Z"
+    state.write_text(json.dumps(first), encoding="utf-8")
+    _, _, failed = run(host, url=feed + "/missing")
+    _, _, again = run(host, url=feed + "/newer")
+    assert failed["available_since"] == again["available_since"] == "2026-09-01T03:00:00Z"
+    # Up to date: no longer lagging.
+    set_running(host, "v0.6.5")
+    _, _, current = run(host, url=feed + "/newer")
+    assert current["update_available"] is False and current["available_since"] is None
 
 
 def test_corrupt_previous_state_is_ignored(host, feed):

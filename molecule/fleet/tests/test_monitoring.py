@@ -1,0 +1,181 @@
+"""playbooks/monitoring.yml and a real Prometheus (Debian's package) scraping the three Sparks.
+
+Runs after test_fleet.py, on the fleet it leaves serving (whatever release each Spark runs then). The
+configuration is generated twice on the controller: with the defaults, for promtool's checks and its rule
+tests (ds4-alerts.promtool.yml: the timing of each alert), and with seconds instead of minutes, for one
+live run in spark01: Prometheus scrapes each Spark's node_exporter by its container name, sees what each
+runs and the engine's own series, and fires Ds4EngineDown for the one Spark whose ds4 is stopped, and
+for no other.
+"""
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import testinfra
+
+ROOT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
+TESTS = Path(__file__).resolve().parent
+INVENTORY = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
+PREFIX = f"mol-{os.environ['MOLECULE_SCENARIO_NAME']}-"
+NAMES = ("spark01", "spark02", "spark03")
+# Where the test's Prometheus runs, and its files there.
+MONITOR = "spark01"
+REMOTE = "/root/ds4-monitoring"
+PROMETHEUS_API = "http://127.0.0.1:9090/api/v1"
+
+
+@pytest.fixture(scope="module")
+def sparks():
+    return {name: testinfra.get_host(f"podman://{PREFIX}{name}") for name in NAMES}
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    return tmp_path_factory.mktemp("monitoring")
+
+
+def wait_for(what, check, timeout, interval=1.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"gave up waiting {timeout} s for {what}"
+        time.sleep(interval)
+
+
+def generate(work, name, *extra):
+    """monitoring.yml run as an operator runs it, into work/name; that directory."""
+    out = work / name
+    # Prometheus reaches each Spark's node_exporter by its container name on the scenario's network.
+    targets = work / "targets.yml"
+    targets.write_text(
+        json.dumps({"sparks": {"hosts": {n: {"ds4_metrics_target": f"{PREFIX}{n}:9100"} for n in NAMES}}})
+    )
+    env = {k: v for k, v in os.environ.items() if k != "ANSIBLE_FORCE_COLOR"}
+    env.update(ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    cmd = [
+        "ansible-playbook",
+        "-i",
+        str(INVENTORY),
+        "-i",
+        str(targets),
+        str(ROOT / "playbooks/monitoring.yml"),
+    ]
+    cmd += ["-e", f"ds4_monitoring_dir={out}", *extra]
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert again.returncode == 0 and "changed=0" in again.stdout, again.stdout[-3000:]
+    return out
+
+
+def copy_in(local, remote):
+    subprocess.run(
+        ["podman", "cp", str(local), f"{PREFIX}{MONITOR}:{remote}"], check=True, capture_output=True
+    )
+
+
+def api(host, path):
+    return json.loads(host.check_output(f"curl -fsS --max-time 5 '{PROMETHEUS_API}/{path}'"))["data"]
+
+
+def query(host, expr):
+    return api(host, "query?query=" + expr.replace(" ", "%20"))["result"]
+
+
+@pytest.fixture(scope="module")
+def prometheus(sparks, work):
+    """Prometheus from Debian's package on spark01, started here on the live configuration."""
+    host = sparks[MONITOR]
+    installed = host.run(
+        "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus"
+        " || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q"
+        " --no-install-recommends prometheus)"
+    )
+    assert installed.rc == 0, installed.stdout[-2000:] + installed.stderr[-2000:]
+    # The package starts its own on its default configuration: this test runs its own instead.
+    host.check_output("systemctl disable --now prometheus.service")
+    host.check_output(f"rm -rf {REMOTE} && mkdir -p {REMOTE}")
+    defaults = generate(work, "defaults")
+    live = generate(
+        work,
+        "live",
+        "-e",
+        "ds4_monitoring_scrape_interval=2s",
+        "-e",
+        "ds4_monitoring_evaluation_interval=2s",
+        "-e",
+        "ds4_monitoring_engine_down_for=10s",
+    )
+    copy_in(defaults, f"{REMOTE}/defaults")
+    copy_in(TESTS / "ds4-alerts.promtool.yml", f"{REMOTE}/defaults/")
+    copy_in(live, f"{REMOTE}/live")
+    host.check_output(
+        f"systemd-run --unit=ds4-test-prometheus prometheus --config.file={REMOTE}/live/prometheus.yml"
+        f" --storage.tsdb.path={REMOTE}/data --web.listen-address=127.0.0.1:9090"
+    )
+    yield host
+    host.run("systemctl stop ds4-test-prometheus")
+
+
+def test_promtool_accepts_the_configuration_and_the_rules(prometheus):
+    for directory in ("defaults", "live"):
+        config = prometheus.run(f"promtool check config {REMOTE}/{directory}/prometheus.yml")
+        assert config.rc == 0 and "SUCCESS: 1 rule files found" in config.stdout, (
+            config.stdout + config.stderr
+        )
+        rules = prometheus.run(f"promtool check rules {REMOTE}/{directory}/ds4-alerts.yml")
+        assert rules.rc == 0 and "SUCCESS: 11 rules found" in rules.stdout, rules.stdout + rules.stderr
+
+
+def test_promtool_rule_tests_pass_on_the_default_timings(prometheus):
+    run = prometheus.run(f"cd {REMOTE}/defaults && promtool test rules ds4-alerts.promtool.yml")
+    assert run.rc == 0 and "SUCCESS" in run.stdout, run.stdout + run.stderr
+
+
+def test_prometheus_scrapes_each_spark_and_sees_what_it_runs(prometheus, sparks):
+    def all_up():
+        targets = api(prometheus, "targets")["activeTargets"]
+        return len(targets) == 3 and all(t["health"] == "up" for t in targets) and targets
+
+    targets = wait_for("the three Sparks scraped", all_up, timeout=60)
+    assert sorted(t["labels"]["spark"] for t in targets) == list(NAMES)
+    assert {t["scrapeUrl"] for t in targets} == {f"http://{PREFIX}{n}:9100/metrics" for n in NAMES}
+    wait_for("what each Spark runs", lambda: len(query(prometheus, "ds4_spark_info")) == 3, timeout=30)
+    runs = {r["metric"]["spark"]: r["metric"] for r in query(prometheus, "ds4_spark_info")}
+    for name, spark in sparks.items():
+        stamp = json.loads(spark.file("/opt/ds4/current/.ds4-build.json").content_string)
+        assert (runs[name]["release"], runs[name]["commit"]) == (stamp["release"], stamp["commit"])
+    assert {(m["generation"], m["speculation"]) for m in runs.values()} == {("0731", "dspark")}
+    # The update state is known from provisioning on, and so is each verified model file.
+    known = query(prometheus, "ds4_spark_update_check_known == 1")
+    assert sorted(r["metric"]["spark"] for r in known) == list(NAMES)
+    verified = query(prometheus, "ds4_spark_weights_verified == 1")
+    assert len(verified) == 6, verified
+    # The engine's own series, through node_exporter: its port never left the Spark.
+    inflight = query(prometheus, "ds4_requests_inflight")
+    assert sorted(r["metric"]["spark"] for r in inflight) == list(NAMES)
+
+
+def test_stopping_ds4_on_one_spark_fires_engine_down_for_it_alone(prometheus, sparks):
+    sparks["spark03"].check_output("systemctl stop ds4")
+    try:
+
+        def firing():
+            alerts = api(prometheus, "alerts")["alerts"]
+            return [
+                a for a in alerts if a["labels"]["alertname"] == "Ds4EngineDown" and a["state"] == "firing"
+            ]
+
+        alerts = wait_for("Ds4EngineDown to fire", firing, timeout=90)
+        assert [a["labels"]["spark"] for a in alerts] == ["spark03"]
+        assert alerts[0]["annotations"]["summary"] == "spark03: the ds4 engine is not serving"
+        up = {r["metric"]["spark"]: r["value"][1] for r in query(prometheus, "ds4_spark_engine_up")}
+        assert up == {"spark01": "1", "spark02": "1", "spark03": "0"}
+    finally:
+        sparks["spark03"].check_output("systemctl start ds4")

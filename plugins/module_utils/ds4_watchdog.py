@@ -1,0 +1,221 @@
+"""Watchdog: decide, from the unit's state and one probe of the engine, whether it hangs and must restart.
+
+`Restart=on-failure` brings back an engine that dies; one that hangs (a wedged GPU call, a deadlock, a
+SIGSTOP) keeps its process and answers nothing. A timer runs the host-side `ds4-watchdog` every few seconds;
+each run asks the engine how many requests it holds (`ds4_drain.read_inflight`: `/metrics`, else
+`/v1/stats`) and hands what it saw to `decide`, which says what to do:
+
+- the unit is not `active` (stopped, failed, loading, restarting): leave it alone. A loading engine does
+  not answer yet, systemd's own restart and start limit handle a crash, and an engine an operator stopped
+  stays stopped. A unit failed at its start limit is reported once: restarts stopped there. systemd puts
+  `Result=start-limit-hit` only when the start it refused followed a clean stop; a restart refused after a
+  crash or a kill (the watchdog's own) keeps that run's Result, and only systemd's journal line
+  (START_LIMIT_LINE) says why no restart followed, which the caller reads (`needs_journal`).
+- the engine answered, with requests in flight or not: it is alive (busy and answering is not hung).
+- it did not answer: one more failure. After `failures` in a row for the same engine process, the verdict
+  is `hung` and the action `kill`: the caller kills the unit's processes with SIGKILL, and systemd's
+  `Restart=on-failure` starts it again after `RestartSec=`, counted against the start limit like any crash,
+  so an engine that hangs every time stops with the start limit rather than reloading its model for ever.
+  SIGKILL rather than `systemctl restart`: the engine's graceful stop waits for its requests, and a hung
+  engine would hold that stop for `TimeoutStopSec=` (600 s).
+
+A request the engine holds while its HTTP server still answers is never a failure. A process that answers
+nothing at all (stopped, or its server wedged) gives no sign of progress, whatever it held before.
+
+Standard library only: it runs on the Spark, installed beside the `ds4-watchdog` script.
+"""
+
+from __future__ import annotations
+
+# What `systemctl show --timestamp=unix` is asked for; decide() reads these, and the caller the last exit
+# of the engine, from which on the journal may say the unit's restart was refused.
+UNIT_PROPERTIES = ("ActiveState", "SubState", "Result", "MainPID", "NRestarts", "ExecMainExitTimestamp")
+# What systemd logs about a unit when it refuses to start it at its start limit.
+START_LIMIT_LINE = "Start request repeated too quickly"
+
+
+def parse_show(text: str) -> dict:
+    """`systemctl show --property=...` output as a dict of strings."""
+    unit = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            unit[key.strip()] = value.strip()
+    return unit
+
+
+def needs_journal(unit: dict) -> bool:
+    """Whether only systemd's journal can say if this unit is at its start limit: it failed, and its Result
+    is that of its last run rather than `start-limit-hit`."""
+    return unit.get("ActiveState") == "failed" and unit.get("Result") != "start-limit-hit"
+
+
+def start_limit_in(journal: str) -> bool:
+    """Whether systemd's lines about the unit (since its engine last exited) say it refused a start."""
+    return START_LIMIT_LINE in journal
+
+
+def new_state() -> dict:
+    """The watchdog's memory between runs, as kept in its state file."""
+    return {
+        "runs": 0,
+        "failures": 0,
+        "first_failure_at": None,
+        "main_pid": None,
+        "verdict": None,
+        "restarts": 0,
+        "last_restart_at": None,
+        "last_restart_reason": None,
+    }
+
+
+def load_state(data) -> dict:
+    """A state read from disk, with anything missing or of the wrong type put back to its initial value."""
+    state = new_state()
+    if isinstance(data, dict):
+        for key, initial in state.items():
+            value = data.get(key)
+            if key in ("runs", "failures", "restarts"):
+                if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                    state[key] = value
+            elif key in ("first_failure_at", "last_restart_at"):
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    state[key] = value
+            elif key == "main_pid":
+                if isinstance(value, int) and not isinstance(value, bool):
+                    state[key] = value
+            elif isinstance(value, str):
+                state[key] = value
+            else:
+                state[key] = initial
+    return state
+
+
+def _pid(unit: dict) -> int:
+    try:
+        return int(unit.get("MainPID", "0"))
+    except ValueError:
+        return 0
+
+
+def decide(
+    unit: dict,
+    probe: dict,
+    state: dict,
+    failures: int,
+    now: float,
+    restart: bool = True,
+    start_limit_hit: bool = False,
+) -> dict:
+    """What to do now.
+
+    `unit`: `systemctl show` properties (UNIT_PROPERTIES). `probe`: {"answered": bool, "inflight": int or
+    None, "error": str or None}, or None when the engine was not probed. `state`: the previous run's state
+    (load_state). `failures`: failed probes in a row that make an engine hung. `now`: seconds (time.time()).
+    `restart`: false when the watchdog only watches (turned off): a hung engine is reported, not killed.
+    `start_limit_hit`: systemd's journal says it refused the failed unit's restart (start_limit_in).
+
+    Returns {"verdict", "action" ("none" or "kill"), "message", "log" (say the message in the journal),
+    "warning" (at warning priority), "state" (to keep for the next run)}.
+    """
+    state = dict(state)
+    state["runs"] = state.get("runs", 0) + 1
+    previous = state.get("verdict")
+    active, sub = unit.get("ActiveState", ""), unit.get("SubState", "")
+    pid = _pid(unit)
+
+    def result(verdict, message, action="none", log=None, warning=False):
+        state["verdict"] = verdict
+        return {
+            "verdict": verdict,
+            "action": action,
+            "message": message,
+            # Steady states are said once, when they begin; failures and kills every time.
+            "log": (verdict != previous) if log is None else log,
+            "warning": warning,
+            "state": state,
+        }
+
+    def reset():
+        state["failures"] = 0
+        state["first_failure_at"] = None
+        state["main_pid"] = pid or None
+
+    if active != "active":
+        reset()
+        if active == "failed" and (unit.get("Result") == "start-limit-hit" or start_limit_hit):
+            return result(
+                "start-limit-hit",
+                "ds4.service hit its start limit and systemd stopped restarting it; the watchdog leaves it "
+                "alone too. Fix the cause, then: systemctl reset-failed ds4 && systemctl start ds4",
+                warning=True,
+            )
+        if active in ("activating", "deactivating", "reloading"):
+            return result(
+                "starting",
+                f"ds4.service is {active} ({sub}): loading or restarting, not probed until it is active",
+            )
+        return result("not-running", f"ds4.service is {active or 'unknown'} ({sub}); nothing to watch")
+
+    if probe is None:
+        raise ValueError("an active unit must be probed")
+    if state.get("main_pid") != pid:
+        # Another engine process than the one that failed before: its failures start from zero.
+        reset()
+
+    if probe.get("answered"):
+        reset()
+        inflight = probe.get("inflight")
+        if inflight:
+            return result(
+                "busy",
+                f"ds4.service (pid {pid}) answers with {inflight} request{'' if inflight == 1 else 's'} in "
+                "flight: busy, not hung",
+            )
+        return result("ok", f"ds4.service (pid {pid}) answers")
+
+    count = state.get("failures", 0) + 1
+    state["failures"] = count
+    state["main_pid"] = pid
+    if state.get("first_failure_at") is None:
+        state["first_failure_at"] = now
+    error = probe.get("error") or "no answer"
+    if count < failures:
+        return result(
+            "failing",
+            f"ds4.service (pid {pid}) did not answer ({count} of {failures} before a restart): {error}",
+            log=True,
+            warning=True,
+        )
+
+    span = now - state["first_failure_at"]
+    why = (
+        f"ds4.service (pid {pid}) is hung: it did not answer {count} probes in a row over {span:.0f} s "
+        f"(last: {error})"
+    )
+    if not restart:
+        return result(
+            "hung", f"{why}; the watchdog is turned off, so it is not restarted", log=True, warning=True
+        )
+    state["restarts"] = state.get("restarts", 0) + 1
+    state["last_restart_at"] = now
+    state["last_restart_reason"] = why
+    state["failures"] = 0
+    state["first_failure_at"] = None
+    return result(
+        "hung",
+        f"{why}; killing it (SIGKILL) so that systemd restarts it (Restart=on-failure, within its start "
+        f"limit); watchdog restart {state['restarts']}",
+        action="kill",
+        log=True,
+        warning=True,
+    )
+
+
+def detection_bound(interval: float, failures: int, timeout: float) -> float:
+    """The most seconds between an engine hanging and the watchdog's kill, timer slack aside.
+
+    The hang can begin just after a probe that passed; the next run is at most `interval` later and fails,
+    `failures - 1` more runs follow, one each `interval`, and the last one waits `timeout` for its answer.
+    """
+    return interval * failures + timeout

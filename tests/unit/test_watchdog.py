@@ -1,0 +1,474 @@
+"""The watchdog: its decisions (ds4_watchdog.decide), and the host-side script run as the timer runs it,
+against a small HTTP server playing the engine's /metrics and a `systemctl` on PATH that reads the unit's
+state from a file and records what it is asked to do."""
+
+import json
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import textwrap
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_watchdog import (
+    decide,
+    detection_bound,
+    load_state,
+    new_state,
+    parse_show,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "roles/ds4_service/files/ds4-watchdog"
+MODULES = [
+    ROOT / "plugins/module_utils" / name for name in ("ds4_watchdog.py", "ds4_metrics.py", "ds4_drain.py")
+]
+DEFAULTS = ROOT / "roles/ds4_service/defaults/main.yml"
+
+ACTIVE = {
+    "ActiveState": "active",
+    "SubState": "running",
+    "Result": "success",
+    "MainPID": "4242",
+    "NRestarts": "0",
+}
+ANSWERED = {"answered": True, "inflight": 0, "error": None}
+BUSY = {"answered": True, "inflight": 2, "error": None}
+SILENT = {
+    "answered": False,
+    "inflight": None,
+    "error": "http://127.0.0.1:8000/metrics did not answer within 5 s",
+}
+
+
+def run_decisions(probes, unit=ACTIVE, failures=3, restart=True, state=None):
+    """decide() over a series of probes, one second apart; the list of decisions."""
+    state = state or new_state()
+    decisions = []
+    for second, probe in enumerate(probes):
+        decision = decide(unit, probe, state, failures, 1000.0 + 10 * second, restart=restart)
+        state = decision["state"]
+        decisions.append(decision)
+    return decisions
+
+
+def test_an_engine_that_answers_is_left_alone_and_said_to_run_once():
+    decisions = run_decisions([ANSWERED, ANSWERED, ANSWERED])
+    assert [d["verdict"] for d in decisions] == ["ok"] * 3
+    assert [d["action"] for d in decisions] == ["none"] * 3
+    assert [d["log"] for d in decisions] == [True, False, False]
+
+
+def test_a_busy_engine_is_never_hung_however_long_it_stays_busy():
+    decisions = run_decisions([BUSY] * 20)
+    assert {d["verdict"] for d in decisions} == {"busy"} and {d["action"] for d in decisions} == {"none"}
+    assert "2 requests in flight: busy, not hung" in decisions[0]["message"]
+    assert decisions[-1]["state"]["failures"] == 0
+    assert decisions[-1]["state"]["runs"] == 20
+
+
+def test_an_engine_that_stops_answering_is_killed_after_the_set_number_of_failures():
+    decisions = run_decisions([ANSWERED, SILENT, SILENT, SILENT])
+    assert [d["verdict"] for d in decisions] == ["ok", "failing", "failing", "hung"]
+    assert [d["action"] for d in decisions] == ["none", "none", "none", "kill"]
+    assert all(d["log"] and d["warning"] for d in decisions[1:])
+    assert (
+        "did not answer (1 of 3 before a restart): http://127.0.0.1:8000/metrics" in decisions[1]["message"]
+    )
+    why = decisions[-1]["message"]
+    assert "is hung: it did not answer 3 probes in a row over 20 s" in why
+    assert "SIGKILL" in why and "Restart=on-failure" in why and "watchdog restart 1" in why
+    state = decisions[-1]["state"]
+    assert (state["restarts"], state["failures"], state["last_restart_at"]) == (1, 0, 1030.0)
+    assert state["last_restart_reason"] in why
+
+
+def test_one_answer_between_failures_starts_the_count_again():
+    decisions = run_decisions([SILENT, SILENT, BUSY, SILENT, SILENT])
+    assert [d["action"] for d in decisions] == ["none"] * 5
+    assert decisions[-1]["state"]["failures"] == 2
+
+
+def test_a_new_engine_process_starts_the_count_again():
+    state = run_decisions([SILENT, SILENT])[-1]["state"]
+    restarted = dict(ACTIVE, MainPID="5151")
+    decision = decide(restarted, SILENT, state, 3, 2000.0)
+    assert decision["action"] == "none" and decision["state"]["failures"] == 1
+
+
+@pytest.mark.parametrize(
+    ("active", "sub", "verdict"),
+    [
+        ("activating", "start", "starting"),
+        ("activating", "start-post", "starting"),
+        ("activating", "auto-restart", "starting"),
+        ("deactivating", "stop-sigterm", "starting"),
+        ("inactive", "dead", "not-running"),
+        ("failed", "failed", "not-running"),
+    ],
+)
+def test_a_unit_that_is_not_active_is_never_probed_nor_touched(active, sub, verdict):
+    # Failures seen before it stopped are forgotten.
+    state = run_decisions([SILENT, SILENT])[-1]["state"]
+    unit = dict(ACTIVE, ActiveState=active, SubState=sub, Result="exit-code")
+    decision = decide(unit, None, state, 3, 2000.0)
+    assert (decision["verdict"], decision["action"], decision["state"]["failures"]) == (verdict, "none", 0)
+    assert decision["log"] and not decision["warning"]
+
+
+def test_the_start_limit_stops_the_watchdog_too_and_is_said_once():
+    unit = dict(ACTIVE, ActiveState="failed", SubState="failed", Result="start-limit-hit")
+    decisions = run_decisions([None, None, None], unit=unit)
+    assert [d["verdict"] for d in decisions] == ["start-limit-hit"] * 3
+    assert [d["action"] for d in decisions] == ["none"] * 3
+    assert [d["log"] for d in decisions] == [True, False, False]
+    assert "systemctl reset-failed ds4" in decisions[0]["message"] and decisions[0]["warning"]
+
+
+def test_a_unit_that_failed_on_a_restart_refused_at_the_start_limit_is_at_the_start_limit():
+    # After a crash or a kill, systemd keeps that run's Result when it refuses the restart at the start limit:
+    # only its journal says so, which the script reads and hands over.
+    unit = dict(ACTIVE, ActiveState="failed", SubState="failed", Result="signal", MainPID="0")
+    assert decide(unit, None, new_state(), 3, 2000.0)["verdict"] == "not-running"
+    decision = decide(unit, None, new_state(), 3, 2000.0, start_limit_hit=True)
+    assert (decision["verdict"], decision["action"]) == ("start-limit-hit", "none")
+    # Only a failed unit is at its start limit, whatever the journal said before.
+    decision = decide(
+        dict(ACTIVE, ActiveState="inactive"), None, new_state(), 3, 2000.0, start_limit_hit=True
+    )
+    assert decision["verdict"] == "not-running"
+
+
+def test_turned_off_it_reports_a_hung_engine_and_kills_nothing():
+    decisions = run_decisions([SILENT] * 4, restart=False)
+    assert [d["action"] for d in decisions] == ["none"] * 4
+    assert decisions[2]["verdict"] == "hung" and "the watchdog is turned off" in decisions[2]["message"]
+    assert decisions[-1]["state"]["restarts"] == 0
+
+
+def test_an_active_unit_must_be_probed():
+    with pytest.raises(ValueError):
+        decide(ACTIVE, None, new_state(), 3, 0.0)
+
+
+def test_a_damaged_state_file_reads_as_a_fresh_start():
+    assert load_state("not a dict") == new_state()
+    state = load_state(
+        {"failures": -1, "restarts": True, "main_pid": "12", "verdict": 3, "last_restart_at": 9}
+    )
+    assert state == dict(new_state(), last_restart_at=9)
+
+
+def test_systemctl_show_is_read_as_properties():
+    assert parse_show("ActiveState=active\nMainPID=12\nResult=\n") == {
+        "ActiveState": "active",
+        "MainPID": "12",
+        "Result": "",
+    }
+
+
+def test_the_defaults_restart_a_hung_engine_within_about_90_seconds():
+    import yaml
+
+    defaults = yaml.safe_load(DEFAULTS.read_text())
+    bound = detection_bound(
+        defaults["ds4_watchdog_interval"], defaults["ds4_watchdog_failures"], defaults["ds4_watchdog_timeout"]
+    )
+    # Detection (kill) plus systemd's RestartSec, plus a second of timer accuracy per run.
+    total = bound + defaults["ds4_watchdog_failures"] + defaults["ds4_restart_sec"]
+    assert total <= 90, total
+
+
+# --- the script on a host ----------------------------------------------------------------------------
+
+FAKE_SYSTEMCTL = textwrap.dedent(
+    """\
+    #!{python}
+    import json, os, sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "calls"), "a") as calls:
+        calls.write(" ".join(sys.argv[1:]) + "\\n")
+    if sys.argv[1] == "show":
+        with open(os.path.join(here, "unit.json")) as unit:
+            for key, value in json.load(unit).items():
+                print(f"{{key}}={{value}}")
+    """
+)
+
+FAKE_JOURNALCTL = textwrap.dedent(
+    """\
+    #!{python}
+    import os, sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "calls"), "a") as calls:
+        calls.write("journalctl " + " ".join(sys.argv[1:]) + "\\n")
+    path = os.path.join(here, "journal.txt")
+    if os.path.exists(path):
+        with open(path) as journal:
+            sys.stdout.write(journal.read())
+    """
+)
+
+METRICS = (
+    "# HELP ds4_requests_inflight Generation requests.\n"
+    "# TYPE ds4_requests_inflight gauge\n"
+    "ds4_requests_inflight {n}\n"
+)
+
+
+class Engine(BaseHTTPRequestHandler):
+    inflight = 0
+    hung = threading.Event()
+    release = threading.Event()
+
+    def do_GET(self):  # noqa: N802 - the name http.server calls
+        if self.hung.is_set():
+            self.release.wait(5)
+            return
+        body = (METRICS.format(n=self.inflight) + "ds4_uptime_seconds 12.5 1700000000000\n").encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def engine():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Engine)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    Engine.hung.clear()
+    Engine.release.clear()
+    Engine.inflight = 0
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    Engine.release.set()
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def host(tmp_path):
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    shutil.copy2(SCRIPT, lib / "ds4-watchdog")
+    for module in MODULES:
+        shutil.copy2(module, lib / module.name)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "systemctl"
+    fake.write_text(FAKE_SYSTEMCTL.format(python=sys.executable))
+    fake.chmod(0o755)
+    fake = bin_dir / "journalctl"
+    fake.write_text(FAKE_JOURNALCTL.format(python=sys.executable))
+    fake.chmod(0o755)
+    (bin_dir / "unit.json").write_text(json.dumps(ACTIVE))
+    facts = tmp_path / "facts"
+    facts.mkdir()
+    gguf = tmp_path / "gguf"
+    gguf.mkdir()
+    model = gguf / "base.gguf"
+    model.write_bytes(b"GGUF" * 16)
+    st = model.stat()
+    record = {"name": "base.gguf", "sha256": "ab" * 32, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    record.update(ino=st.st_ino, dev=st.st_dev)
+    (facts / "ds4_weights.fact").write_text(
+        json.dumps(
+            {"gguf_dir": str(gguf), "files": {"base": record, "dspark": dict(record, name="gone.gguf")}}
+        )
+    )
+    fact = facts / "ds4.fact"
+    configured = {
+        "release": "v0.6.5",
+        "commit": "d92d93ad",
+        "generation": "0731",
+        "speculation": "dspark",
+        "models": {"base": "base.gguf", "dspark": "gone.gguf"},
+        "update": {
+            "status": "ok",
+            "checked_at": "2026-09-01T03:00:00Z",
+            "latest": "v0.6.6",
+            "running": "v0.6.5",
+            "update_available": True,
+            "available_since": "2026-08-30T03:00:00Z",
+        },
+    }
+    fact.write_text(f"#!/bin/sh\necho '{json.dumps(configured)}'\n")
+    fact.chmod(0o755)
+    return tmp_path
+
+
+def watch(host, url, *args):
+    """Run the installed script once, as the timer does; (exit status, stdout lines, textfile or None)."""
+    textfile = host / "ds4.prom"
+    command = [
+        sys.executable,
+        str(host / "lib/ds4-watchdog"),
+        "--url",
+        url,
+        "--timeout",
+        "0.5",
+        "--failures",
+        "3",
+        "--state",
+        str(host / "watchdog.json"),
+        "--textfile",
+        str(textfile),
+        "--facts-dir",
+        str(host / "facts"),
+        "--gguf-dir",
+        str(host / "gguf"),
+        "--next-generation-bytes",
+        "1000",
+        *args,
+    ]
+    env = {"PATH": f"{host / 'bin'}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}"}
+    proc = subprocess.run(command, env=env, cwd=host, capture_output=True, text=True, timeout=30)
+    assert proc.stderr == ""
+    return proc.returncode, proc.stdout.splitlines(), textfile.read_text() if textfile.exists() else None
+
+
+def calls(host):
+    path = host / "bin/calls"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def kills(host):
+    return [call for call in calls(host) if call.startswith("kill")]
+
+
+def series(text):
+    """Sample lines of a textfile by name and labels: {'name{labels}': value}."""
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, value = line.rsplit(" ", 1)
+            samples[key] = float(value)
+    return samples
+
+
+def test_script_kills_a_hung_engine_on_the_third_failure_and_says_why(host, engine):
+    code, out, _ = watch(host, engine)
+    assert code == 0 and out == ["ds4.service (pid 4242) answers"]
+    Engine.hung.set()
+    for expected in (1, 2):
+        code, out, _ = watch(host, engine)
+        assert code == 0 and out[0].startswith(f"ds4.service (pid 4242) did not answer ({expected} of 3")
+        assert kills(host) == []
+    code, out, text = watch(host, engine)
+    assert code == 0 and "is hung: it did not answer 3 probes in a row" in out[0]
+    assert kills(host) == ["kill --signal=SIGKILL ds4.service"]
+    samples = series(text)
+    assert samples["ds4_spark_watchdog_restarts_total"] == 1 and samples["ds4_spark_engine_up"] == 0
+    # A hung engine's own series are not carried over from before.
+    assert "ds4_requests_inflight" not in samples
+
+
+def test_script_leaves_a_busy_engine_alone_and_copies_its_metrics(host, engine):
+    Engine.inflight = 1
+    for _ in range(4):
+        code, out, text = watch(host, engine)
+        assert code == 0
+    assert kills(host) == []
+    samples = series(text)
+    assert samples["ds4_requests_inflight"] == 1 and samples["ds4_spark_engine_up"] == 1
+    # The engine's timestamp is dropped: node_exporter refuses them in textfiles.
+    assert samples["ds4_uptime_seconds"] == 12.5
+
+
+def test_script_never_probes_or_touches_a_unit_at_its_start_limit(host, engine):
+    unit = dict(ACTIVE, ActiveState="failed", SubState="failed", Result="start-limit-hit", MainPID="0")
+    (host / "bin/unit.json").write_text(json.dumps(unit))
+    Engine.hung.set()
+    outs = [watch(host, engine)[1] for _ in range(4)]
+    assert "hit its start limit" in outs[0][0] and outs[1:] == [[], [], []]
+    assert [call.split()[0] for call in calls(host)] == ["show"] * 4
+    text = watch(host, engine)[2]
+    assert series(text)["ds4_spark_unit_start_limit_hit"] == 1
+
+
+START_LIMIT_JOURNAL = (
+    "ds4.service: Main process exited, code=killed, status=9/KILL\n"
+    "ds4.service: Failed with result 'signal'.\n"
+    "ds4.service: Scheduled restart job, restart counter is at 3.\n"
+    "Stopped ds4.service - ds4 inference engine.\n"
+    "ds4.service: Start request repeated too quickly.\n"
+    "ds4.service: Failed with result 'signal'.\n"
+    "Failed to start ds4.service - ds4 inference engine.\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("journal", "verdict", "hit"),
+    [(START_LIMIT_JOURNAL, "start-limit-hit", 1), ("ds4.service: Failed with result 'signal'.\n", None, 0)],
+)
+def test_script_reads_the_start_limit_from_systemds_journal_after_a_kill(host, engine, journal, verdict, hit):
+    # As systemd 252 leaves it after the watchdog's third kill: the killed run's Result, the refusal only in
+    # the journal, which is read from the last exit of the engine on.
+    unit = dict(ACTIVE, ActiveState="failed", SubState="failed", Result="signal", MainPID="0")
+    unit["ExecMainExitTimestamp"] = "@1788058800"
+    (host / "bin/unit.json").write_text(json.dumps(unit))
+    (host / "bin/journal.txt").write_text(journal)
+    code, out, text = watch(host, engine)
+    assert code == 0
+    assert ("hit its start limit" in out[0]) == (verdict is not None), out
+    assert calls(host)[0].startswith("show ds4.service --timestamp=unix --property=")
+    assert calls(host)[1].split() == [
+        "journalctl", "--no-pager", "--quiet", "--output=cat", "_PID=1", "UNIT=ds4.service",
+        "--since=@1788058800",
+    ]  # fmt: skip
+    assert series(text)["ds4_spark_unit_start_limit_hit"] == hit
+    assert kills(host) == []
+
+
+def test_script_writes_what_the_spark_runs(host, engine):
+    code, _, text = watch(host, engine, "--no-restart")
+    assert code == 0
+    samples = series(text)
+    info = [key for key in samples if key.startswith("ds4_spark_info{")]
+    assert len(info) == 1 and 'release="v0.6.5"' in info[0] and 'commit="d92d93ad"' in info[0]
+    assert 'speculation="dspark"' in info[0] and 'base_model="base.gguf"' in info[0]
+    assert samples["ds4_spark_update_available"] == 1
+    assert samples["ds4_spark_update_available_since_timestamp_seconds"] == 1788058800  # 2026-08-30T03:00:00Z
+    assert samples['ds4_spark_update_latest_info{latest="v0.6.6",running="v0.6.5"}'] == 1
+    assert samples['ds4_spark_weights_verified{role="base",file="base.gguf"}'] == 1
+    assert samples['ds4_spark_weights_verified{role="dspark",file="gone.gguf"}'] == 0
+    assert samples["ds4_spark_weights_next_generation_bytes"] == 1000
+    assert samples["ds4_spark_weights_free_bytes"] > 0
+    assert samples["ds4_spark_watchdog_enabled"] == 0 and samples["ds4_spark_unit_active"] == 1
+    # Each family once, HELP and TYPE first: what node_exporter's parser insists on.
+    names = [line.split()[2] for line in text.splitlines() if line.startswith("# TYPE")]
+    assert len(names) == len(set(names))
+    assert stat.S_IMODE((host / "ds4.prom").stat().st_mode) == 0o644
+    assert sorted(p.name for p in host.iterdir() if p.name.startswith(".")) == []
+
+
+def test_a_changed_model_file_is_no_longer_verified(host, engine):
+    (host / "gguf/base.gguf").write_bytes(b"other bytes")
+    samples = series(watch(host, engine)[2])
+    assert samples['ds4_spark_weights_verified{role="base",file="base.gguf"}'] == 0
+
+
+def test_script_says_when_systemctl_fails(host, engine):
+    (host / "bin/systemctl").write_text("#!/bin/sh\necho 'Failed to connect to bus' >&2\nexit 1\n")
+    code, out, _ = watch(host, engine)
+    assert code == 1 and out == [
+        "watchdog failed: systemctl show ds4.service --timestamp=unix "
+        "--property=ActiveState,SubState,Result,MainPID,NRestarts,ExecMainExitTimestamp failed (1): "
+        "Failed to connect to bus"
+    ]
+
+
+def test_a_refused_connection_is_a_failure_too(host):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    code, out, _ = watch(host, f"http://127.0.0.1:{port}")
+    assert code == 0 and "did not answer (1 of 3" in out[0] and "could not be reached" in out[0]
