@@ -5,10 +5,11 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 export PATH := $(abspath $(BIN)):$(PATH)
 export ANSIBLE_CONFIG := $(abspath ansible.cfg)
-# Molecule scenarios run one after another: container names are global on the machine.
+# Molecule scenarios run one after another: container names are global on the machine, so each also
+# takes a lock of its own name, which keeps two checkouts on one machine from running it at once.
 SCENARIOS ?= $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
 
-.PHONY: setup host demo sandbox-up sandbox-down test lint unit molecule clean
+.PHONY: setup host demo sandbox-up sandbox-down test lint unit sanity molecule clean
 
 setup: $(VENV)/.installed
 
@@ -34,23 +35,49 @@ demo: sandbox-up
 	$(PY) tests/sandbox/sandbox.py show spark01
 
 # Command two of the README: every test.
-test: host setup lint unit molecule
+test: host setup lint unit sanity molecule
 
 lint: setup
 	$(BIN)/yamllint --strict .
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/ansible-lint --profile production
+	$(BIN)/antsibull-changelog lint
 
 unit: setup
 	$(BIN)/pytest -q tests
 
+# ansible-test sanity on the collection as users get it: built, installed under a throw-away
+# ansible_collections/ds4/fleet (ansible-test needs that path), with tests/sanity (its ignore file) and
+# galaxy.yml (the version pylint checks deprecations against) beside.
+# --venv: each test's tools come from PyPI into ~/.ansible/test; tests/sanity/get_pip.py bootstraps pip in
+# them, in place of the get-pip.py that ansible-test would download from a host out of reach.
+SANITY_PYTHON ?= $(shell $(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+SANITY_CACHE = $(HOME)/.ansible/test/cache
+# The pip version ansible-test installs in its virtual environments.
+SANITY_PIP = $(shell $(PY) -c 'import ansible_test, pathlib, re; \
+  p = pathlib.Path(ansible_test.__file__).parent / "_internal" / "python_requirements.py"; \
+  print(re.search(r"pip=.([0-9.]+).", p.read_text())[1])')
+sanity: setup
+	$(BIN)/pip download --quiet --no-deps --dest $(SANITY_CACHE)/get_pip_wheels pip==$(SANITY_PIP)
+	install -m 0644 tests/sanity/get_pip.py $(SANITY_CACHE)/get_pip_$(subst .,_,$(SANITY_PIP)).py
+	@set -e; dir=$$(mktemp -d); trap 'rm -rf "$$dir"' EXIT; \
+	  $(BIN)/ansible-galaxy collection build --output-path "$$dir" . >/dev/null; \
+	  $(BIN)/ansible-galaxy collection install -p "$$dir" "$$dir"/ds4-fleet-*.tar.gz >/dev/null; \
+	  mkdir -p "$$dir/ansible_collections/ds4/fleet/tests"; \
+	  cp -r tests/sanity "$$dir/ansible_collections/ds4/fleet/tests/"; \
+	  cp galaxy.yml "$$dir/ansible_collections/ds4/fleet/"; \
+	  cd "$$dir/ansible_collections/ds4/fleet" && \
+	  $(abspath $(BIN))/ansible-test sanity --venv --python $(SANITY_PYTHON) $(SANITY_ARGS)
+
 molecule: setup host
-	@set -e; for s in $(SCENARIOS); do echo "== molecule test -s $$s"; $(BIN)/molecule test -s $$s; done
+	@set -e; for s in $(SCENARIOS); do echo "== molecule test -s $$s"; \
+	  flock /tmp/ds4-mol-$$s.lock $(BIN)/molecule test -s $$s; done
 
 # Everything the sandbox left on this machine: containers, networks, images, state, the virtualenv.
 clean: sandbox-down
 	for n in $$(podman network ls --format '{{.Name}}' | grep '^mol-.*-net$$'); do \
 	  $(PY) tests/sandbox/sandbox.py --prefix "$${n%net}" down; done
-	podman images --format '{{.Repository}}:{{.Tag}}' | grep '^localhost/ds4-sandbox-spark:' | xargs -r podman rmi
+	podman images --format '{{.Repository}}:{{.Tag}}' | grep -E '^localhost/ds4-(sandbox-spark|ee-base|fleet-ee):' \
+	  | xargs -r podman rmi
 	rm -rf $(VENV) .sandbox

@@ -82,7 +82,9 @@ class Client:
         """Send one request of `kind`; None when it was answered in full, else why not."""
         try:
             return self._request(kind)
-        except (OSError, http.client.HTTPException, ValueError) as exc:
+        # Anything at all: an answer of an unexpected shape (KeyError, IndexError...) is a failed request
+        # too, recorded with why, not a client thread that dies and leaves its requests uncounted.
+        except Exception as exc:
             self.close()
             return f"{type(exc).__name__}: {exc}"
         finally:

@@ -6,6 +6,9 @@ Ansible shows nothing of a module until it returns, and an `until` loop over asy
 that is still running, through Ansible's display, so an operator sees numbers while 87 GiB come down:
 
     spark01: DeepSeek-V4-Flash-…-0731.gguf: fetching 41.2 GiB of 80.8 GiB (51%), 940.1 MiB/s, 43 s left
+
+Any other job whose module keeps such a file may be waited for the same way: a record with a `message`
+(the engine build's, ds4_release_build) is printed as it stands.
 """
 
 from __future__ import annotations
@@ -46,6 +49,8 @@ def human_seconds(s):
 
 def describe(progress):
     """One line for a progress record (see docs/weights.md, "Progress file")."""
+    if progress.get("message"):
+        return progress["message"]
     done, total = progress.get("bytes_done") or 0, progress.get("total") or 0
     line = f"{progress.get('state', 'working')} {human_bytes(done)} of {human_bytes(total)}"
     if total:
@@ -73,11 +78,16 @@ class ActionModule(ActionBase):
                 "jobs": {"type": "list", "elements": "dict", "required": True},
                 "progress_files": {"type": "list", "elements": "str", "required": True},
                 "interval": {"type": "float", "default": 20.0},
+                "labels": {"type": "list", "elements": "str"},
             }
         )
         if len(args["jobs"]) != len(args["progress_files"]):
             raise AnsibleActionFail(
                 f"jobs ({len(args['jobs'])}) and progress_files ({len(args['progress_files'])}) must pair up"
+            )
+        if args["labels"] is not None and len(args["labels"]) != len(args["jobs"]):
+            raise AnsibleActionFail(
+                f"jobs ({len(args['jobs'])}) and labels ({len(args['labels'])}) must pair up"
             )
         if args["interval"] <= 0:
             raise AnsibleActionFail(f"interval must be a positive number of seconds, got {args['interval']}")
@@ -86,13 +96,16 @@ class ActionModule(ActionBase):
         self._async_dir = self.get_shell_option("async_dir", default="~/.ansible_async")
 
         pending = []
-        for job, progress_file in zip(args["jobs"], args["progress_files"], strict=True):
+        labels = args["labels"] or [None] * len(args["jobs"])
+        for job, progress_file, given in zip(args["jobs"], args["progress_files"], labels, strict=True):
             if job.get("skipped"):
                 continue
             if "ansible_job_id" not in job:
                 raise AnsibleActionFail(f"not an async job started with poll 0: {sorted(job)}")
             item = job.get("item")
-            label = item.get("name") if isinstance(item, dict) and item.get("name") else progress_file
+            label = given or (
+                item.get("name") if isinstance(item, dict) and item.get("name") else progress_file
+            )
             pending.append(
                 {"jid": job["ansible_job_id"], "label": label, "item": item, "progress_file": progress_file,
                  "results_file": job.get("results_file"), "started_at": None}

@@ -1,7 +1,7 @@
 """Filters on CUDA builds; the rule itself lives in module_utils/ds4_cuda_arch.py.
 
 - `compute_cap | ds4.fleet.cuda_build_target(override=None)` -> the engine build for that GPU:
-  `'12.1'` (GB10) -> `{"arch": "sm_121", "make_target": "cuda-spark", "make_args": []}`,
+  `'12.1'` (GB10) -> `{"arch": "sm_121", "make_target": "cuda", "make_args": ["CUDA_ARCH=sm_121"]}`,
   `'9.0'` -> `{"arch": "sm_90", "make_target": "cuda", "make_args": ["CUDA_ARCH=sm_90"]}`.
   `override` (`sm_120`, `sm_90a`) builds for that arch instead; compute_cap may then be null.
 """

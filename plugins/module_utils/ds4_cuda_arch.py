@@ -1,14 +1,15 @@
 """Which build of the ds4 engine a GPU needs: its CUDA architecture and the make invocation.
 
-The fork's Makefile has a `cuda-spark` target tuned for the GB10 (sm_121); every other GPU builds with
-`make cuda CUDA_ARCH=sm_NNN`, as the shell installer does. Building for an empty or wrong arch still
-links but runs slower (~25% prefill on GB10) or not at all, so the arch is always named.
+Every build is `make cuda CUDA_ARCH=sm_NNN`, the GB10 (sm_121) included. The fork's `cuda-spark` target
+is not used: in the engine source seen on real hardware it passes an EMPTY arch, so nvcc builds for its
+own default (sm_75 with CUDA 13) and a GB10 runs JIT-compiled PTX, ~25% slower, with nothing failing.
+Only `cuda CUDA_ARCH=` names the arch in every release seen; the built binary is checked all the same
+(module_utils/ds4_cubin.py).
 """
 
 import re
 
-SPARK_ARCH = "sm_121"
-SPARK_TARGET = "cuda-spark"
+MAKE_TARGET = "cuda"
 
 # Compute capability as nvidia-smi prints it (12.1, 9.0); an arch as nvcc names it, with the
 # arch-specific (a) or family (f) suffixes nvcc 12.8+ accepts (sm_90a, sm_100a, sm_120f).
@@ -30,8 +31,7 @@ def arch_for_compute_cap(compute_cap):
 
 def cuda_build_target(compute_cap, override=None):
     """The engine build for a GPU of COMPUTE_CAP, or for the arch OVERRIDE names (COMPUTE_CAP may be None):
-    {'arch': 'sm_121', 'make_target': 'cuda-spark', 'make_args': []} or
-    {'arch': 'sm_120', 'make_target': 'cuda', 'make_args': ['CUDA_ARCH=sm_120']}."""
+    {'arch': 'sm_121', 'make_target': 'cuda', 'make_args': ['CUDA_ARCH=sm_121']}."""
     if override not in (None, ""):
         if not isinstance(override, str) or not _ARCH.fullmatch(override.strip()):
             raise ValueError(
@@ -40,6 +40,4 @@ def cuda_build_target(compute_cap, override=None):
         arch = override.strip()
     else:
         arch = arch_for_compute_cap(compute_cap)
-    if arch == SPARK_ARCH:
-        return {"arch": arch, "make_target": SPARK_TARGET, "make_args": []}
-    return {"arch": arch, "make_target": "cuda", "make_args": [f"CUDA_ARCH={arch}"]}
+    return {"arch": arch, "make_target": MAKE_TARGET, "make_args": [f"CUDA_ARCH={arch}"]}

@@ -6,8 +6,9 @@ Two halves, one idea:
   the weights' filesystem. Each is read from the thing itself, not from what a role last configured.
 - `fleet_records()` and `render_table()` run on the controller (filters ds4.fleet.fleet_status and
   ds4.fleet.fleet_status_table): a record per Spark from that reading, the local fact ansible_local.ds4
-  (what the service was configured with, and the update check's result) and, after an upgrade, what the
-  upgrade did to it; then a table for the terminal.
+  (what the service was configured with, and the update check's result), the speed fact
+  ansible_local.ds4_perf (the activation's measurements) and, after an upgrade, what the upgrade did to it;
+  then a table for the terminal.
 
 Where the configuration and the running engine disagree, the record says so in `notes`: the table is
 only worth reading if it tells the truth.
@@ -23,6 +24,11 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_drain import (
     EngineUnreachable,
     ProbeError,
     read_stats,
+)
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_perf import (
+    KEPT_SLOWER,
+    ROLLED_BACK,
+    same_release,
 )
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_version import is_newer, parse_release
 
@@ -48,6 +54,8 @@ COLUMNS = (
     ("IN FLIGHT", "inflight"),
     ("FREE DISK", "free_disk"),
 )
+# Shown when any Spark has speed figures (the local fact ansible_local.ds4_perf).
+PERF_COLUMNS = (("PREFILL TOK/S", "prefill"), ("DECODE TOK/S", "decode"))
 
 
 class StatusError(ValueError):
@@ -226,16 +234,51 @@ def _as_int(value):
     return None
 
 
+def perf_summary(perf, release: str | None, commit: str | None) -> tuple[dict | None, list]:
+    """The speed of the release that runs, from the local fact ansible_local.ds4_perf (the activation's
+    measurements, newest last), with its change against the release it replaced; and notes on a release
+    measured since that was rolled back as too slow, or kept slower under ds4_perf_gate warn."""
+    history = perf.get("history") if isinstance(perf, dict) else None
+    if not isinstance(history, list):
+        return None, []
+    history = [entry for entry in history if isinstance(entry, dict)]
+    running = {"release": release, "commit": commit}
+    current = next(
+        (r for r in reversed(history) if same_release(r, running) and r.get("verdict") != ROLLED_BACK), None
+    )
+    notes = []
+    if history and history[-1].get("verdict") == ROLLED_BACK:
+        notes.append(f"rolled back as too slow: {history[-1].get('message')}")
+    if current is None:
+        return None, notes
+    if current.get("verdict") == KEPT_SLOWER:
+        notes.append(f"runs slower than the release before it: {current.get('message')}")
+    baseline = current.get("baseline") if isinstance(current.get("baseline"), dict) else {}
+    change = current.get("change_pct") if isinstance(current.get("change_pct"), dict) else {}
+    summary = {
+        "release": current.get("release"),
+        "prefill_tps": current.get("prefill_tps"),
+        "decode_tps": current.get("decode_tps"),
+        "measured_at": current.get("measured_at"),
+        "verdict": current.get("verdict"),
+        "against": baseline.get("release"),
+        "prefill_change_pct": change.get("prefill"),
+        "decode_change_pct": change.get("decode"),
+    }
+    return summary, notes
+
+
 def fleet_record(
     host: str,
     reading: dict | None,
     fact: dict | None = None,
     upgrade: dict | None = None,
     error: str | None = None,
+    perf: dict | None = None,
 ) -> dict:
     """One Spark's record: `reading` from read_host() (None when the Spark could not be read, `error`
     saying why), `fact` the local fact ansible_local.ds4 (None before the first install), `upgrade` what an
-    upgrade did to it (outcome, detail, target, before)."""
+    upgrade did to it (outcome, detail, target, before), `perf` the local fact ansible_local.ds4_perf."""
     if not isinstance(host, str) or not host:
         raise StatusError(f"a fleet record needs a host name: {host!r}")
     fact = fact if isinstance(fact, dict) else {}
@@ -258,6 +301,7 @@ def fleet_record(
             free_disk_bytes=None,
             disk_path=None,
             service_since=None,
+            perf=None,
         )
         record["notes"].append(f"could not be read: {error or 'no reading'}")
         return record
@@ -285,6 +329,7 @@ def fleet_record(
         disk_path=disk.get("path"),
         service_since=reading["service"].get("started_at"),
     )
+    record["perf"], perf_notes = perf_summary(perf, release, current.get("commit"))
     if release is None:
         notes.append(f"{current.get('link')} points at no release: nothing is installed to run")
     if current.get("stamp_error"):
@@ -313,6 +358,7 @@ def fleet_record(
         notes.append(reading["service"]["error"])
     if upgrade and upgrade.get("cleanup_error"):
         notes.append(f"the cleanup after the switch failed: {upgrade['cleanup_error']}")
+    notes.extend(perf_notes)
     return record
 
 
@@ -341,6 +387,7 @@ def fleet_records(entries, hosts=None) -> list:
                 entry.get("fact"),
                 entry.get("upgrade"),
                 entry.get("error"),
+                entry.get("perf"),
             )
         )
     return records
@@ -390,6 +437,15 @@ def _update_cell(update: dict) -> str:
     return "?"
 
 
+def _speed_cell(perf, metric: str) -> str:
+    """`812 (-2.1%)`: tokens per second, and the change against the release replaced when compared."""
+    value = (perf or {}).get(f"{metric}_tps")
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return "-"
+    change = perf.get(f"{metric}_change_pct")
+    return f"{value:.0f}" + (f" ({change:+.1f}%)" if isinstance(change, (int, float)) else "")
+
+
 def _cells(record: dict) -> dict:
     cells = {
         "host": record["host"],
@@ -402,6 +458,8 @@ def _cells(record: dict) -> dict:
         "uptime": human_duration(record.get("uptime_s")),
         "inflight": "-" if record.get("requests_inflight") is None else str(record["requests_inflight"]),
         "free_disk": human_bytes(record.get("free_disk_bytes")),
+        "prefill": _speed_cell(record.get("perf"), "prefill"),
+        "decode": _speed_cell(record.get("perf"), "decode"),
     }
     if "upgrade" in record:
         cells["upgrade"] = record["upgrade"].get("outcome") or "-"
@@ -414,6 +472,8 @@ def render_table(records, title: str | None = None) -> str:
         raise StatusError(f"fleet_status_table needs a list of records: {records!r}")
     records = list(records)
     columns = list(COLUMNS)
+    if any(r.get("perf") for r in records):
+        columns.extend(PERF_COLUMNS)
     if any("upgrade" in r for r in records):
         columns.append(("UPGRADE", "upgrade"))
     rows = [_cells(r) for r in records]

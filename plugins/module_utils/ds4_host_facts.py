@@ -431,7 +431,7 @@ def port_holder(port, proc_root="/proc"):
 
 
 def gather_host_facts(run, find_bin, *, home, gguf_dir, install_root, port, cuda_home, proc_root="/proc"):
-    """Every ds4_host fact. RUN(argv) -> (rc, stdout, stderr) runs a command (in the C locale);
+    """Every ds4_host_facts fact. RUN(argv) -> (rc, stdout, stderr) runs a command (in the C locale);
     FIND_BIN(name, opt_dirs) -> path or None finds one. Unreadable GPU output raises HostFactsError."""
     warnings = []
     try:

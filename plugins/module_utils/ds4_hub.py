@@ -16,17 +16,27 @@ import json
 import os
 import re
 import time
+import traceback
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from urllib.parse import quote, urljoin, urlsplit
 
-import requests
-import urllib3
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_disk_plan import (
     describe_bytes,
     part_name,
     sidecar_name,
 )
+
+# requests (python3-requests on Ubuntu) is a requirement on the target that Ansible does not bring: the
+# modules that reach the hub fail with REQUESTS_IMPORT_ERROR as a clear message, not an import traceback.
+try:
+    import requests
+    import urllib3
+except ImportError:
+    requests = urllib3 = None
+    REQUESTS_IMPORT_ERROR = traceback.format_exc()
+else:
+    REQUESTS_IMPORT_ERROR = None
 
 TOKEN_VAR = "ds4_hf_token"
 CATALOG_VAR = "ds4_model_catalog"
@@ -49,11 +59,15 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 # What a cut or stalled transfer raises: through requests (HEAD, GET) or straight from urllib3 (body reads).
 _TRANSIENT_EXC = (
-    requests.ConnectionError,
-    requests.Timeout,
-    requests.exceptions.ChunkedEncodingError,
-    urllib3.exceptions.ProtocolError,
-    urllib3.exceptions.ReadTimeoutError,
+    (
+        requests.ConnectionError,
+        requests.Timeout,
+        requests.exceptions.ChunkedEncodingError,
+        urllib3.exceptions.ProtocolError,
+        urllib3.exceptions.ReadTimeoutError,
+    )
+    if requests
+    else ()
 )
 
 

@@ -1,6 +1,6 @@
 """Whether a host can take the ds4 engine, decided before anything on it changes.
 
-Pure functions over the ds4_host facts (module_utils/ds4_host_facts.py) and the role's settings:
+Pure functions over the ds4_host_facts fact (module_utils/ds4_host_facts.py) and the role's settings:
 
 - weights_need() estimates the bytes the weights still need on ds4_gguf_dir's filesystem from the
   catalog's expected sizes. The weights role makes the exact plan later (module_utils/ds4_disk_plan.py);
@@ -269,7 +269,7 @@ def _check_space(verdict, disk, weights, build_bytes):
 def judge(host, settings):
     """The preflight's verdict on one host.
 
-    host      the ds4_host facts
+    host      the ds4_host_facts fact
     settings  accepted_archs, accepted_compute_caps, cuda_major (int), force (bool), cuda_arch (str or
               empty), cuda_home, weights ({"bytes", "reclaimable_bytes", "label"}: weights_need() or an
               override), build_bytes

@@ -1,10 +1,12 @@
 """Build one ds4 engine release beside the others, so that nothing but a finished, checked release appears.
 
 The release is cloned at its tag into a hidden staging directory (releases/.build-<tag>), its commit is
-checked against the one the tag resolved to, it is built with make, its programs must answer `--help`,
-and its stamp is written; only then is it renamed to releases/<tag>. A failure at any step removes the
+checked against the one the tag resolved to, it is built with make, its programs must answer `--help`
+and hold native GPU code for the arch built for (module_utils/ds4_cubin.py), and its stamp is written;
+only then is it renamed to releases/<tag>. A failure at any step removes the
 staging directory and leaves every release, `current` and `previous` as they were. Every step's
-command and output go to one build log, whose last lines the error carries.
+command and output go to one build log, whose last lines the error carries. Where a progress file is
+given, every step rewrites it at least every PROGRESS_EVERY seconds (the ds4_hub_wait action prints it).
 
 Builds on one host take turns through an flock on releases/.build.lock, which also makes it safe to
 clear what an interrupted build left behind.
@@ -19,7 +21,13 @@ import json
 import os
 import shutil
 import subprocess
+import time
 
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_cubin import (
+    CubinError,
+    check_program,
+    cuobjdump_for,
+)
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_plan import (
     PROGRAMS,
     RELEASES_DIR,
@@ -36,6 +44,8 @@ RETIRING_PREFIX = ".old-"
 LOG_TAIL_LINES = 25
 # `--help` and `--version` print and exit at once; a program that hangs is a broken build.
 CHECK_TIMEOUT = 120
+# How often a running step rewrites the progress file; well within the 30 s an operator may wait for a line.
+PROGRESS_EVERY = 5
 # Modules run on the host's python3, which is 3.10 on Ubuntu 22.04 (DGX OS 6): no datetime.UTC there.
 _UTC = datetime.timezone.utc  # noqa: UP017
 
@@ -54,9 +64,9 @@ class _StepFailed(Exception):
 
 
 def make_argv(make, build_target, jobs, nvcc):
-    """`make cuda-spark -jN` (sm_121) or `make cuda CUDA_ARCH=sm_NNN -jN`, as the shell installer runs it.
-    NVCC on the command line overrides any assignment in the Makefile, so the toolkit the host facts
-    found is the one that compiles, whether or not its bin/ is on PATH."""
+    """`make cuda CUDA_ARCH=sm_NNN -jN` (the rule is ds4_cuda_arch.cuda_build_target's). NVCC on the
+    command line overrides any assignment in the Makefile, so the toolkit the host facts found is the
+    one that compiles, whether or not its bin/ is on PATH."""
     return [make, build_target["make_target"], *build_target["make_args"], f"-j{jobs}", f"NVCC={nvcc}"]
 
 
@@ -82,12 +92,45 @@ def log_tail(path, lines=LOG_TAIL_LINES):
         return []
 
 
+def _duration(seconds):
+    seconds = int(seconds)
+    return f"{seconds // 60} min {seconds % 60:02d} s" if seconds >= 60 else f"{seconds} s"
+
+
+class _Progress:
+    """The progress file of a build: one JSON record, {state, updated, message}, rewritten in place."""
+
+    def __init__(self, path, release, log_path, clock=time.monotonic):
+        self.path = path
+        self.release = release
+        self.log_path = log_path
+        self.clock = clock
+        self.started = clock()
+        self.step = "starting"
+
+    def write(self, step=None):
+        if step is not None:
+            self.step = step
+        if not self.path:
+            return
+        last = log_tail(self.log_path, 1)
+        message = f"building {self.release}, {_duration(self.clock() - self.started)} in: {self.step}"
+        if last:
+            message += f"; last log line: {last[0][:200]}"
+        record = {"state": "building", "updated": time.time(), "message": message}
+        temporary = self.path + ".tmp"
+        with open(temporary, "w", encoding="utf-8") as handle:
+            json.dump(record, handle)
+        os.replace(temporary, self.path)
+
+
 class _Log:
     """The build log: each command is written before it runs, then its output and exit status."""
 
-    def __init__(self, handle, env):
+    def __init__(self, handle, env, progress):
         self.handle = handle
         self.env = env
+        self.progress = progress
 
     def note(self, text):
         self.handle.write(f"== {text}\n")
@@ -95,25 +138,34 @@ class _Log:
 
     def run(self, argv, cwd, timeout=None):
         self.note("$ " + " ".join(argv))
-        try:
-            rc = subprocess.run(
-                argv,
-                cwd=cwd,
-                env=self.env,
-                stdin=subprocess.DEVNULL,
-                stdout=self.handle,
-                stderr=subprocess.STDOUT,
-                timeout=timeout,
-                check=False,
-            ).returncode
-        except subprocess.TimeoutExpired:
-            self.note(f"no exit within {timeout} s")
-            raise _StepFailed(f"`{' '.join(argv)}` did not exit within {timeout} s") from None
+        self.progress.write(f"`{' '.join(argv)}`")
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=self.handle,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            wait = PROGRESS_EVERY if deadline is None else min(PROGRESS_EVERY, deadline - time.monotonic())
+            try:
+                rc = proc.wait(timeout=max(wait, 0))
+                break
+            except subprocess.TimeoutExpired:
+                if deadline is not None and time.monotonic() >= deadline:
+                    proc.kill()
+                    proc.wait()
+                    self.note(f"no exit within {timeout} s")
+                    raise _StepFailed(f"`{' '.join(argv)}` did not exit within {timeout} s") from None
+                self.progress.write()
         self.note(f"exit {rc}")
         return rc
 
     def capture(self, argv, cwd, timeout=None):
         self.note("$ " + " ".join(argv))
+        self.progress.write(f"`{' '.join(argv)}`")
         try:
             proc = subprocess.run(
                 argv,
@@ -149,7 +201,8 @@ def _remove_leftovers(releases):
 
 
 def _build_in(staging, log, *, release, commit, repo, build_target, nvcc, jobs, git, make):
-    """Clone, build and check RELEASE in STAGING; returns (make command, version output or None)."""
+    """Clone, build and check RELEASE in STAGING; returns (make command, version output or None,
+    {program: the archs of its cubins})."""
     clone = [
         git,
         "-c",
@@ -183,13 +236,25 @@ def _build_in(staging, log, *, release, commit, repo, build_target, nvcc, jobs, 
         rc = log.run([path, "--help"], cwd=staging, timeout=CHECK_TIMEOUT)
         if rc != 0:
             raise _StepFailed(f"the built {program} --help exited {rc}")
+    sass = {}
+    for program in PROGRAMS:
+        try:
+            sass[program] = check_program(
+                lambda argv: log.capture(argv, cwd=staging, timeout=CHECK_TIMEOUT),
+                cuobjdump_for(nvcc),
+                os.path.join(staging, program),
+                build_target["arch"],
+            )
+        except CubinError as exc:
+            log.note(str(exc))
+            raise _StepFailed(str(exc)) from None
     # --version exists only in newer releases (older ones refuse it as an unknown option): recorded
     # where it answers, never required.
     rc, out = log.capture(
         [os.path.join(staging, "ds4-server"), "--version"], cwd=staging, timeout=CHECK_TIMEOUT
     )
     lines = out.strip().splitlines()
-    return argv, (lines[0] if rc == 0 and lines else None)
+    return argv, (lines[0] if rc == 0 and lines else None), sass
 
 
 def _swap_in(staging, target, release):
@@ -204,7 +269,21 @@ def _swap_in(staging, target, release):
 
 
 def build_release(
-    *, root, release, commit, repo, build_target, cuda_version, nvcc, jobs, log_dir, git, make, env, now=None
+    *,
+    root,
+    release,
+    commit,
+    repo,
+    build_target,
+    cuda_version,
+    nvcc,
+    jobs,
+    log_dir,
+    git,
+    make,
+    env,
+    now=None,
+    progress_file=None,
 ):
     """Build RELEASE at COMMIT into ROOT/releases/RELEASE unless its stamp already matches.
 
@@ -225,9 +304,9 @@ def build_release(
         staging = os.path.join(releases, STAGING_PREFIX + release)
         try:
             with open(log_path, "w", encoding="utf-8") as handle:
-                log = _Log(handle, build_env(nvcc, env))
+                log = _Log(handle, build_env(nvcc, env), _Progress(progress_file, release, log_path))
                 log.note(f"ds4 engine release {release} (commit {commit}) from {repo}, {state['reason']}")
-                make_command, version_output = _build_in(
+                make_command, version_output, sass = _build_in(
                     staging,
                     log,
                     release=release,
@@ -245,6 +324,8 @@ def build_release(
                     version_output=version_output,
                     engine_repo=repo,
                     make_command=" ".join(make_command),
+                    # What cuobjdump found: the native GPU code each program carries.
+                    sass_archs=sass,
                 )
                 with open(os.path.join(staging, STAMP_NAME), "w", encoding="utf-8") as stamp_file:
                     json.dump(stamp, stamp_file, indent=2, sort_keys=True)

@@ -13,9 +13,10 @@ short_description: Gather GPU, CUDA, memory, disk, systemd and shell-installer f
 description:
   - Reads the GPU (C(nvidia-smi)), the CUDA toolkit (C(nvcc --version), else the toolkit's C(version.json)),
     total memory, free disk space for the weights and the install, the systemd version, and what a run of
-    the shell installer (ds4-on-spark C(install.sh)) left behind, and returns them as the fact C(ds4_host).
-  - A missing C(nvidia-smi) or C(nvcc) is a fact (C(ds4_host.gpu.present=false),
-    C(ds4_host.cuda.present=false)), not a failure. The module fails only when C(nvidia-smi) prints
+    the shell installer (ds4-on-spark C(install.sh)) left behind,
+    and returns them as the fact C(ds4_host_facts).
+  - A missing C(nvidia-smi) or C(nvcc) is a fact (C(ds4_host_facts.gpu.present=false),
+    C(ds4_host_facts.cuda.present=false)), not a failure. The module fails only when C(nvidia-smi) prints
     something it cannot read.
   - On a GB10 (DGX Spark) C(nvidia-smi) reports no GPU memory; the GPU memory fact is then the host's total
     memory, flagged C(memory_unified=true).
@@ -65,18 +66,20 @@ EXAMPLES = r"""
 - name: Refuse a host without a GPU the engine can be built for
   ansible.builtin.assert:
     that:
-      - ds4_host.gpu.present
-      - ds4_host.cuda.major is not none and ds4_host.cuda.major >= 13
-    fail_msg: "GPU: {{ ds4_host.gpu.error or ds4_host.gpu.name }}; CUDA: {{ ds4_host.cuda.version }}"
+      - _host.gpu.present
+      - _host.cuda.major is not none and _host.cuda.major >= 13
+    fail_msg: "GPU: {{ _host.gpu.error or _host.gpu.name }}; CUDA: {{ _host.cuda.version }}"
+  vars:
+    _host: "{{ ansible_facts.ds4_host_facts }}"
 """
 
 RETURN = r"""
 ansible_facts:
-  description: The fact C(ds4_host).
+  description: The fact C(ds4_host_facts).
   returned: always
   type: dict
   contains:
-    ds4_host:
+    ds4_host_facts:
       description: Host facts for ds4.
       type: dict
       contains:
@@ -184,7 +187,7 @@ def main():
         )
     except HostFactsError as exc:
         module.fail_json(msg=str(exc))
-    module.exit_json(changed=False, ansible_facts={"ds4_host": facts})
+    module.exit_json(changed=False, ansible_facts={"ds4_host_facts": facts})
 
 
 if __name__ == "__main__":

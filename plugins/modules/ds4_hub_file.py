@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import os
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_disk_plan import progress_name
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import (
+    REQUESTS_IMPORT_ERROR,
     FileRef,
     HubError,
     HubFile,
@@ -34,6 +35,8 @@ description:
   - Writes its progress to O(progress_file) for a poller; see docs/weights.md for the format.
 version_added: 0.1.0
 author: ds4-fleet developers
+requirements:
+  - requests (C(python3-requests) on Ubuntu), on the target host
 attributes:
   check_mode:
     support: full
@@ -193,6 +196,10 @@ def main():
         supports_check_mode=True,
         add_file_common_args=True,
     )
+    if REQUESTS_IMPORT_ERROR:
+        module.fail_json(
+            msg=missing_required_lib("requests (python3-requests)"), exception=REQUESTS_IMPORT_ERROR
+        )
     p = module.params
     if not os.path.isdir(p["dest"]):
         module.fail_json(msg=f"dest {p['dest']} is not a directory: create it (with its owner) first")

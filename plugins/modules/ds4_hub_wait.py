@@ -12,6 +12,8 @@ description:
   - Every O(interval) seconds, prints one line per file still running, read from its progress file (state,
     bytes done of the total, percentage, rate, time left, where it resumed and the attempt), so that an
     operator sees numbers during a download of many GiB rather than a silent task.
+  - Jobs of other modules that keep a progress file with a C(message) (M(ds4.fleet.ds4_release_build)) are
+    waited for the same way; the message is printed as it stands.
   - Fails when any job failed, with each failed file's message; the other jobs are still waited for.
   - Runs on the controller as an action; this file only documents it.
 version_added: 0.1.0
@@ -40,6 +42,12 @@ options:
     description: Seconds between progress lines.
     type: float
     default: 20.0
+  labels:
+    description: >-
+      What each job's lines and failures are called, in the order of O(jobs); by default the loop item's
+      C(name), else the progress file.
+    type: list
+    elements: str
 """
 
 EXAMPLES = r"""

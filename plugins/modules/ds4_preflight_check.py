@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""Judge the ds4_host facts against the preflight settings; refuse, warn, or name the engine build.
+"""Judge the ds4_host_facts facts against the preflight settings; refuse, warn, or name the engine build.
 
 The rules live in module_utils/ds4_preflight.py; this file only reads the catalog and wires the result
 into Ansible (failure, warnings, the fact ds4_build_target).
@@ -30,7 +30,7 @@ attributes:
     support: full
 options:
   host:
-    description: The C(ds4_host) fact of M(ds4.fleet.ds4_host_facts).
+    description: The C(ds4_host_facts) fact of M(ds4.fleet.ds4_host_facts).
     type: dict
     required: true
   accepted_archs:
@@ -95,7 +95,7 @@ EXAMPLES = r"""
 
 - name: Refuse the host unless it can build and run the engine
   ds4.fleet.ds4_preflight_check:
-    host: "{{ ansible_facts.ds4_host }}"
+    host: "{{ ansible_facts.ds4_host_facts }}"
     accepted_compute_caps: ["12.1"]
     catalog: "{{ ds4_model_catalog }}"
     generation: "{{ ds4_model_generation }}"
@@ -126,7 +126,7 @@ ansible_facts:
     ds4_build_target:
       description: C(arch), C(make_target), C(make_args).
       type: dict
-      sample: {"arch": "sm_121", "make_target": "cuda-spark", "make_args": []}
+      sample: {"arch": "sm_121", "make_target": "cuda", "make_args": ["CUDA_ARCH=sm_121"]}
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402

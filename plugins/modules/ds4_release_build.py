@@ -10,9 +10,11 @@ description:
   - Makes C(ROOT/releases/RELEASE) the release O(release) at O(commit), built with O(build_target) by the
     CUDA O(cuda_version) toolkit's O(nvcc), unless its build stamp (C(.ds4-build.json)) already says so.
   - Builds in C(ROOT/releases/.build-RELEASE) (shallow clone of the tag, whose commit must be O(commit),
-    then C(make)); checks that C(ds4), C(ds4-server) and C(ds4-bench) were produced and answer C(--help);
-    records C(ds4-server --version) where the release has it; writes the stamp; and only then renames the
-    build into place.
+    then C(make cuda CUDA_ARCH=ARCH)); checks that C(ds4), C(ds4-server) and C(ds4-bench) were produced,
+    answer C(--help) and hold native GPU code (SASS cubins) for the arch, as C(cuobjdump --list-elf) of the
+    toolkit beside O(nvcc) lists it (a build without it is refused); records C(ds4-server --version) where
+    the release has it; writes the stamp, with the cubin archs found; and only then renames the build
+    into place.
   - Never builds into, replaces or removes the release the C(current) or C(previous) link names; a
     release that would need it fails instead.
   - A failed build leaves every release as it was and fails with a message that holds the last lines of
@@ -63,6 +65,11 @@ options:
     description: Where the build log C(build-RELEASE.log) is written.
     type: path
     default: /var/log/ds4
+  progress_file:
+    description: >-
+      A file rewritten every few seconds while the build runs, with the step and the build log's last
+      line, for M(ds4.fleet.ds4_hub_wait) to print when the build runs with C(async).
+    type: path
 """
 
 EXAMPLES = r"""
@@ -97,12 +104,13 @@ stamp:
   sample:
     release: v0.6.5
     commit: 0e05c4f2672023b3d6aa0cba32b1aaa8465d10b3
-    build_target: {arch: sm_121, make_target: cuda-spark, make_args: []}
+    build_target: {arch: sm_121, make_target: cuda, make_args: [CUDA_ARCH=sm_121]}
     cuda_version: "13.0"
     built_at: "2026-09-01T12:00:00Z"
     version_output: ds4-server v0.6.5 (cuda sm_121, CUDA 13.0)
     engine_repo: https://github.com/Entrpi/ds4.git
-    make_command: make cuda-spark -j20 NVCC=/usr/local/cuda/bin/nvcc
+    make_command: make cuda CUDA_ARCH=sm_121 -j20 NVCC=/usr/local/cuda/bin/nvcc
+    sass_archs: {ds4: [sm_121], ds4-server: [sm_121], ds4-bench: [sm_121]}
 log_path:
   description: The build log, when a build ran or failed.
   returned: when a build ran or failed
@@ -142,6 +150,7 @@ def main():
             "nvcc": {"type": "path", "required": True},
             "jobs": {"type": "int", "default": 0},
             "log_dir": {"type": "path", "default": "/var/log/ds4"},
+            "progress_file": {"type": "path"},
         },
         supports_check_mode=True,
     )
@@ -185,6 +194,7 @@ def main():
             git=module.get_bin_path("git", required=True),
             make=module.get_bin_path("make", required=True),
             env=os.environ,
+            progress_file=p["progress_file"],
         )
     except BuildError as exc:
         module.fail_json(msg=str(exc), path=path, log_path=exc.log_path)

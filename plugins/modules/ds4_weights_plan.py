@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_catalog import (
     CatalogError,
     model_files,
@@ -11,6 +11,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_catalog import (
 )
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_disk_plan import POLICIES, DiskPlanError, plan
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import (
+    REQUESTS_IMPORT_ERROR,
     FileRef,
     HubError,
     fetch_metadata,
@@ -31,6 +32,8 @@ description:
   - Removal is only ever proposed for files of the other generation in O(gguf_dir) that no process uses.
 version_added: 0.1.0
 author: ds4-fleet developers
+requirements:
+  - requests (C(python3-requests) on Ubuntu), on the target host
 attributes:
   check_mode:
     support: full
@@ -185,6 +188,10 @@ def main():
         ),
         supports_check_mode=True,
     )
+    if REQUESTS_IMPORT_ERROR:
+        module.fail_json(
+            msg=missing_required_lib("requests (python3-requests)"), exception=REQUESTS_IMPORT_ERROR
+        )
     p = module.params
     session = new_session(p["token"])
 

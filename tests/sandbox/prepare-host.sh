@@ -38,3 +38,7 @@ if ! grep -qxF "$want" "$conf" 2>/dev/null; then
   sed -i "/^\[containers\]/a $want" "$conf"
   echo "prepare-host: set $want in $conf"
 fi
+
+# ansible-navigator runs an execution environment only where /dev/mqueue exists (it mounts it into the
+# container for Python's multiprocessing); this kind of machine's /dev has none.
+[[ -d /dev/mqueue ]] || mkdir -p /dev/mqueue

@@ -6,6 +6,10 @@ Each sandbox is a Podman network holding:
   (git daemon) and the weight hub plus release feed (tests/standins/hub). Hosts reach it as `forge`.
 - one container per Spark, booted with systemd and reached over SSH on a loopback port, with the
   stand-in GPU/CUDA tools of its persona installed.
+- for Sparks `behind_proxy` (a Molecule platform key), a second network that holds them and `proxy`, a
+  real HTTP proxy (Debian's tinyproxy) on both networks: like a site whose Sparks reach GitHub and the hub
+  only through its proxy, they cannot reach `forge` directly. The forge also serves the engine repository
+  over HTTP (http://forge:18082/cgi-bin/git/ds4.git), which a proxy carries and git's own protocol is not.
 
 The built-in sandbox (no prefix) has spark01..spark03 on fixed ports 2201..2203, matching
 inventory/sandbox/hosts.yml. Molecule scenarios use a prefix and random ports, so that their
@@ -55,6 +59,8 @@ PACKAGES = [
 IMAGE = "localhost/ds4-sandbox-spark:" + hashlib.sha256(" ".join(PACKAGES).encode()).hexdigest()[:10]
 HUB_PORT = 18080
 STORAGE_PORT = 18081
+GIT_HTTP_PORT = 18082
+PROXY_PORT = 8888
 DEFAULT_HOSTS = ["spark01", "spark02", "spark03"]
 FIXED_SSH_PORTS = {"spark01": 2201, "spark02": 2202, "spark03": 2203}
 
@@ -77,6 +83,8 @@ class Names:
         self.prefix = prefix
         self.network = f"{prefix}net" if prefix else "ds4-sandbox"
         self.forge = f"{prefix}forge" if prefix else "ds4-forge"
+        self.inner = f"{prefix}inner" if prefix else "ds4-sandbox-inner"
+        self.proxy = f"{prefix}proxy" if prefix else "ds4-proxy"
 
     def host(self, name: str) -> str:
         return f"{self.prefix}{name}"
@@ -179,9 +187,10 @@ def container_state(name: str) -> str | None:
     return proc.stdout.decode().strip() if proc.returncode == 0 else None
 
 
-def ensure_network(names: Names) -> None:
+def ensure_network(names: Names, isolate: bool = False) -> None:
     if podman("network", "exists", names.network, check=False).returncode != 0:
-        podman("network", "create", names.network)
+        # Netavark keeps apart only networks that are both isolated: the proxied Sparks' one is.
+        podman("network", "create", *(["--opt", "isolate=true"] if isolate else []), names.network)
 
 
 def ensure_forge(names: Names, data: Path) -> None:
@@ -198,6 +207,13 @@ def ensure_forge(names: Names, data: Path) -> None:
         podman("rm", "-f", "-t", "2", names.forge)
     serve = (
         "git daemon --reuseaddr --export-all --base-path=/srv/forge/git /srv/forge/git & "
+        # Git's smart HTTP protocol (git http-backend as a CGI program): what a proxy carries to GitHub.
+        "(mkdir -p /tmp/git-http/cgi-bin && cd /tmp/git-http && "
+        "ln -sf /usr/lib/git-core/git-http-backend cgi-bin/git && "
+        # The CGI server runs the backend as nobody, which git trusts with root's repository only when told.
+        "HOME=/tmp GIT_PROJECT_ROOT=/srv/forge/git GIT_HTTP_EXPORT_ALL=1 "
+        "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=safe.directory GIT_CONFIG_VALUE_0='*' "
+        f"exec python3 -m http.server --cgi {GIT_HTTP_PORT} >/dev/null 2>&1) & "
         f"exec python3 /srv/standins/hub/hubstandin.py --data /srv/forge/hub --bind 0.0.0.0 "
         f"--port {HUB_PORT} --storage-port {STORAGE_PORT}"
     )
@@ -206,6 +222,29 @@ def ensure_forge(names: Names, data: Path) -> None:
         "--network", names.network, "--network-alias", "forge",
         "-v", f"{STANDINS}:/srv/standins:ro", "-v", f"{data}:/srv/forge:ro",
         IMAGE, "sh", "-c", serve,
+    )  # fmt: skip
+
+
+def ensure_proxy(names: Names) -> None:
+    """tinyproxy, from this machine's Debian archive, on the forge's network and the proxied Sparks' one."""
+    if podman("network", "exists", names.inner, check=False).returncode != 0:
+        # Isolated, as the forge's network is: no route between them, so the forge is out of reach but through
+        # the proxy.
+        podman("network", "create", "--opt", "isolate=true", names.inner)
+    if container_state(names.proxy) == "running":
+        return
+    debs = STATE / "debs"
+    if not list(debs.glob("tinyproxy-bin_*.deb")):
+        debs.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["apt-get", "download", "tinyproxy-bin"], cwd=debs, check=True, capture_output=True)
+    (debs / "tinyproxy.conf").write_text(f"Port {PROXY_PORT}\nTimeout 600\nLogLevel Connect\nMaxClients 50\n")
+    podman("rm", "-f", "-t", "2", names.proxy, check=False)
+    podman(
+        "run", "-d", "--name", names.proxy, "--hostname", "proxy",
+        "--network", f"{names.network}:alias=proxy", "--network", f"{names.inner}:alias=proxy",
+        "-v", f"{debs}:/srv/debs:ro", IMAGE,
+        "sh", "-c",
+        "dpkg -i /srv/debs/tinyproxy-bin_*.deb >/dev/null && exec tinyproxy -d -c /srv/debs/tinyproxy.conf",
     )  # fmt: skip
 
 
@@ -237,6 +276,11 @@ def set_persona(container: str, persona: str) -> None:
 HAPROXY_DROPIN = b"[Service]\nBindReadOnlyPaths=\n"
 
 
+def can_make_devices(container: str) -> bool:
+    caps = podman("container", "inspect", "--format", "{{.EffectiveCaps}}", container, check=False)
+    return "CAP_MKNOD" in caps.stdout.decode()
+
+
 def ensure_spark(
     names: Names,
     host: str,
@@ -244,10 +288,15 @@ def ensure_spark(
     persona: str,
     small_disk: str | None,
     cap_add: list[str] = (),
+    behind_proxy: bool = False,
 ) -> None:
     container = names.host(host)
     state = container_state(container)
     created = False
+    # Made before Sparks could create device nodes (ds4-nvidia-devices.service needs it): made anew.
+    if state is not None and not can_make_devices(container):
+        podman("rm", "-f", container)
+        state = None
     if state in ("exited", "stopped", "created"):
         podman("start", container)
     elif state != "running":
@@ -262,8 +311,11 @@ def ensure_spark(
         extra += [f"--cap-add={cap}" for cap in cap_add]
         # Reachable by its host name on the network, as a Spark is on a site's (the gateway's backends).
         podman(
-            "run", "-d", "--name", container, "--hostname", host, "--network", names.network,
-            "--network-alias", host, "--systemd=always", "-p", publish, *extra, IMAGE, "/sbin/init",
+            "run", "-d", "--name", container, "--hostname", host,
+            "--network", names.inner if behind_proxy else names.network, "--network-alias", host,
+            # CAP_MKNOD, which Podman no longer grants by default: root on a Spark creates the GPU's
+            # device nodes at boot (the stand-in nvidia-modprobe does here).
+            "--systemd=always", "--cap-add=MKNOD", "-p", publish, *extra, IMAGE, "/sbin/init",
         )  # fmt: skip
         created = True
     wait_booted(container)
@@ -283,13 +335,20 @@ def ssh_port_of(container: str) -> int:
     return int(out.rsplit(":", 1)[1])
 
 
-def wait_forge(names: Names, from_container: str, timeout: float = 30) -> None:
+def wait_forge(names: Names, from_container: str, timeout: float = 30, behind_proxy: bool = False) -> None:
     """The forge answers once both the hub and git daemon listen; the hosts need both."""
     deadline = time.monotonic() + timeout
     probe = (
         f"curl -fsS -o /dev/null http://forge:{HUB_PORT}/Entrpi/ds4-on-spark/main/LATEST && "
         "git ls-remote git://forge/ds4.git >/dev/null"
     )
+    if behind_proxy:
+        probe = (
+            f"export http_proxy=http://proxy:{PROXY_PORT}; "
+            f"curl -fsS -o /dev/null http://forge:{HUB_PORT}/Entrpi/ds4-on-spark/main/LATEST && "
+            # A backend that fails still answers 200 with no refs: look for one.
+            f"git ls-remote http://forge:{GIT_HTTP_PORT}/cgi-bin/git/ds4.git | grep -q refs/tags/"
+        )
     while time.monotonic() < deadline:
         if podman("exec", from_container, "sh", "-c", probe, check=False).returncode == 0:
             return
@@ -321,16 +380,29 @@ def up(args: argparse.Namespace) -> None:
         personas.update({p["name"]: p["persona"] for p in platforms if "persona" in p})
         small.update({p["name"]: p["small_disk"] for p in platforms if "small_disk" in p})
         caps.update({p["name"]: p["cap_add"] for p in platforms if "cap_add" in p})
+        proxied = {p["name"] for p in platforms if p.get("behind_proxy")}
+    else:
+        proxied = set()
     with build_lock():
         ensure_image()
         ensure_ssh_key()
         data = ensure_forge_data()
-    ensure_network(names)
+    ensure_network(names, isolate=bool(proxied))
     ensure_forge(names, data)
+    if proxied:
+        ensure_proxy(names)
     for host in args.hosts:
         port = None if args.prefix else FIXED_SSH_PORTS.get(host)
-        ensure_spark(names, host, port, personas.get(host, "gb10"), small.get(host), caps.get(host, []))
-    wait_forge(names, names.host(args.hosts[0]))
+        ensure_spark(
+            names,
+            host,
+            port,
+            personas.get(host, "gb10"),
+            small.get(host),
+            caps.get(host, []),
+            host in proxied,
+        )
+    wait_forge(names, names.host(args.hosts[0]), behind_proxy=args.hosts[0] in proxied)
     instances = [
         {
             "instance": host,
@@ -351,12 +423,15 @@ def up(args: argparse.Namespace) -> None:
 
 def down(args: argparse.Namespace) -> None:
     names = Names(args.prefix)
-    proc = podman("ps", "-a", "--format", "{{.Names}}", "--filter", f"network={names.network}", check=False)
-    containers = proc.stdout.decode().split()
+    containers = set()
+    for network in (names.network, names.inner):
+        proc = podman("ps", "-a", "--format", "{{.Names}}", "--filter", f"network={network}", check=False)
+        containers |= set(proc.stdout.decode().split())
     if containers:
-        podman("rm", "-f", "-t", "2", *containers)
-    if podman("network", "exists", names.network, check=False).returncode == 0:
-        podman("network", "rm", "-f", names.network)
+        podman("rm", "-f", "-t", "2", *sorted(containers))
+    for network in (names.network, names.inner):
+        if podman("network", "exists", network, check=False).returncode == 0:
+            podman("network", "rm", "-f", network)
     log(f"removed {len(containers)} container(s) and the network {names.network}")
 
 

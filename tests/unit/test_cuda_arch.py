@@ -9,13 +9,19 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_cuda_arch import (
 )
 
 
-def test_gb10_builds_the_spark_target():
-    assert cuda_build_target("12.1") == {"arch": "sm_121", "make_target": "cuda-spark", "make_args": []}
+def test_gb10_names_its_arch_and_never_uses_the_spark_target():
+    # The real source's cuda-spark passes an EMPTY arch: nvcc's default (sm_75), no native GB10 code.
+    assert cuda_build_target("12.1") == {
+        "arch": "sm_121",
+        "make_target": "cuda",
+        "make_args": ["CUDA_ARCH=sm_121"],
+    }
 
 
 @pytest.mark.parametrize(
     "compute_cap, arch",
     [
+        ("12.1", "sm_121"),
         ("12.0", "sm_120"),
         ("10.0", "sm_100"),
         ("10.3", "sm_103"),
@@ -24,7 +30,7 @@ def test_gb10_builds_the_spark_target():
         ("7.5", "sm_75"),
     ],
 )
-def test_other_gpus_build_cuda_with_their_arch(compute_cap, arch):
+def test_every_gpu_builds_cuda_with_its_arch(compute_cap, arch):
     assert cuda_build_target(compute_cap) == {
         "arch": arch,
         "make_target": "cuda",
@@ -51,8 +57,8 @@ def test_override():
     }
     assert cuda_build_target(None, "sm_121") == {
         "arch": "sm_121",
-        "make_target": "cuda-spark",
-        "make_args": [],
+        "make_target": "cuda",
+        "make_args": ["CUDA_ARCH=sm_121"],
     }
     assert cuda_build_target("9.0", "sm_90a")["make_args"] == ["CUDA_ARCH=sm_90a"]
     assert cuda_build_target("9.0", "")["arch"] == "sm_90"
@@ -76,7 +82,7 @@ def test_bad_override_is_named(bad):
 
 def test_filter():
     build = FilterModule().filters()["cuda_build_target"]
-    assert build("12.1")["make_target"] == "cuda-spark"
+    assert build("12.1")["make_args"] == ["CUDA_ARCH=sm_121"]
     assert build("12.0", override="sm_121")["arch"] == "sm_121"
     with pytest.raises(AnsibleFilterError, match=r"ds4.fleet.cuda_build_target: compute capability '1,2'"):
         build("1,2")

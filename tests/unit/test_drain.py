@@ -4,7 +4,6 @@ the engine stand-in: only our reading of /metrics and /v1/stats, the waiting and
 import json
 import socket
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -29,26 +28,38 @@ ds4_uptime_seconds 12.5
 
 
 class Engine(BaseHTTPRequestHandler):
-    """Answers /metrics and /v1/stats from `inflight`, which a test sets or schedules to change."""
+    """Answers /metrics and /v1/stats from `inflight`, which a test sets, or lets drop to 0 once it has
+    been reported `finish_after_reads` more times: requests finishing during a drain, arranged, not timed."""
 
     inflight = 0
+    finish_after_reads = None
     # "gauge": /metrics has ds4_requests_inflight; "other": it answers without it; None: 404, as on a
     # release without /metrics.
     metrics = "gauge"
     stats = True
     seen = []
 
+    @staticmethod
+    def report():
+        """The requests in flight, as this report of them says; counts down `finish_after_reads`."""
+        inflight = Engine.inflight
+        if Engine.finish_after_reads is not None:
+            Engine.finish_after_reads -= 1
+            if Engine.finish_after_reads == 0:
+                Engine.inflight, Engine.finish_after_reads = 0, None
+        return inflight
+
     def do_GET(self):
         Engine.seen.append((self.path, self.headers.get("Accept")))
         if self.path == "/metrics" and Engine.metrics:
-            text = METRICS.format(n=Engine.inflight) if Engine.metrics == "gauge" else "other_metric 1\n"
+            text = METRICS.format(n=Engine.report()) if Engine.metrics == "gauge" else "other_metric 1\n"
             self.reply(200, text.encode(), "text/plain; version=0.0.4")
         elif self.path == "/v1/stats" and Engine.stats:
             if self.headers.get("Accept") == "application/json":
-                body = {"server": {"requests_inflight": Engine.inflight, "uptime_seconds": 12.5}}
+                body = {"server": {"requests_inflight": Engine.report(), "uptime_seconds": 12.5}}
                 self.reply(200, json.dumps(body).encode(), "application/json")
             else:
-                self.reply(200, f"server.requests_inflight: {Engine.inflight}\n".encode(), "text/plain")
+                self.reply(200, f"server.requests_inflight: {Engine.report()}\n".encode(), "text/plain")
         else:
             self.reply(404, b'{"error":{"message":"unknown endpoint"}}', "application/json")
 
@@ -67,7 +78,8 @@ class Engine(BaseHTTPRequestHandler):
 def engine():
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Engine)
     threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    Engine.inflight, Engine.metrics, Engine.stats, Engine.seen = 0, "gauge", True, []
+    Engine.inflight, Engine.finish_after_reads = 0, None
+    Engine.metrics, Engine.stats, Engine.seen = "gauge", True, []
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
     httpd.shutdown()
     httpd.server_close()
@@ -81,11 +93,17 @@ def closed_port():
         return s.getsockname()[1]
 
 
-def finish_after(seconds, remaining=0):
-    """The requests in flight drop to `remaining` after `seconds`, as if they completed."""
-    timer = threading.Timer(seconds, lambda: setattr(Engine, "inflight", remaining))
-    timer.start()
-    return timer
+class FakeClock:
+    """A clock that moves only when the drain sleeps: the waiting logic tested without waiting."""
+
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
 
 
 # --- reading ---
@@ -169,27 +187,25 @@ def test_an_idle_engine_is_drained_at_the_first_look(engine):
 
 
 def test_the_drain_waits_until_the_requests_in_flight_finish(engine):
-    Engine.inflight = 2
-    timer = finish_after(0.6)
-    started = time.monotonic()
-    report = drain(engine, timeout=10, interval=0.1)
-    timer.join()
-    assert 0.5 <= time.monotonic() - started < 5
+    Engine.inflight, Engine.finish_after_reads = 2, 3
+    clock = FakeClock()
+    report = drain(engine, timeout=10, interval=0.1, clock=clock, sleep=clock.sleep)
     assert report["drained"] and not report["timed_out"]
     assert (report["inflight_at_start"], report["inflight_at_end"], report["inflight_max"]) == (2, 0, 2)
-    assert report["polls"] >= 3
-    assert report["message"].startswith("drained: 2 requests in flight at the start, none after 0.")
+    assert (report["polls"], report["waited_s"]) == (4, pytest.approx(0.3))
+    assert report["message"] == "drained: 2 requests in flight at the start, none after 0.3 s (/metrics)"
 
 
 def test_a_drain_that_times_out_reports_what_is_still_in_flight_and_does_not_fail(engine):
     Engine.inflight = 1
-    started = time.monotonic()
-    report = drain(engine, timeout=0.5, interval=0.1)
-    assert 0.5 <= time.monotonic() - started < 3
+    clock = FakeClock()
+    report = drain(engine, timeout=0.5, interval=0.2, clock=clock, sleep=clock.sleep)
     assert report["timed_out"] and not report["drained"] and report["answering"]
-    assert report["inflight_at_end"] == 1
-    assert report["message"].startswith("drain timeout: 1 request still in flight after 0.")
-    assert "going on" in report["message"]
+    assert (report["inflight_at_end"], report["polls"], report["waited_s"]) == (1, 4, pytest.approx(0.5))
+    assert report["message"] == (
+        "drain timeout: 1 request still in flight after 0.5 s (limit 0.5 s, /metrics); going on, and the "
+        "engine finishes them on its SIGTERM"
+    )
 
 
 def test_a_drain_timeout_of_zero_looks_once(engine):
@@ -246,13 +262,11 @@ def drain_module(args):
 
 
 def test_the_module_waits_and_changes_nothing(engine):
-    Engine.inflight = 1
-    timer = finish_after(0.3)
+    Engine.inflight, Engine.finish_after_reads = 1, 2
     port = int(engine.rsplit(":", 1)[1])
     code, out = drain_module({"host": "0.0.0.0", "port": port, "interval": 0.1})
-    timer.join()
     assert code == 0 and out["changed"] is False
-    assert out["drained"] and out["inflight_at_start"] == 1 and out["url"] == engine
+    assert out["drained"] and (out["inflight_at_start"], out["polls"]) == (1, 3) and out["url"] == engine
 
 
 def test_the_module_in_check_mode_does_not_wait(engine):

@@ -391,3 +391,65 @@ def test_after_an_upgrade_the_table_has_its_outcome_and_detail():
     ]
     # The record is plain data: the JSON for scripts is the record itself.
     assert json.loads(json.dumps(records)) == records
+
+
+# --- speed ---
+
+
+def measurement(release, verdict, prefill, decode, change=None, against=None, commit="b" * 40):
+    return {
+        "release": release,
+        "commit": commit,
+        "verdict": verdict,
+        "prefill_tps": prefill,
+        "decode_tps": decode,
+        "measured_at": 1.0,
+        "baseline": {"release": against} if against else None,
+        "change_pct": change,
+        "message": f"{release} measured",
+    }
+
+
+def test_the_table_shows_the_speed_of_what_runs_and_its_change_against_the_release_before():
+    perf = {
+        "format": 1,
+        "history": [
+            measurement("v0.6.3", "baseline", 3990.4, 301.2, commit=None),
+            measurement("v0.6.5", "passed", 3811.0, 286.6, {"prefill": -4.5, "decode": -4.8}, "v0.6.3"),
+            measurement("v0.6.6", "rolled-back", 3990.0, 200.3, {"prefill": 4.7, "decode": -30.1}, "v0.6.5"),
+        ],
+    }
+    records = fleet_records(
+        [
+            {"host": "spark01", "reading": reading(), "fact": fact(), "perf": perf},
+            {"host": "spark02", "reading": reading("v0.6.3"), "fact": fact(release="v0.6.3"), "perf": perf},
+            {"host": "spark03", "reading": reading(), "fact": fact()},
+        ]
+    )
+    assert records[0]["perf"] == {
+        "release": "v0.6.5",
+        "prefill_tps": 3811.0,
+        "decode_tps": 286.6,
+        "measured_at": 1.0,
+        "verdict": "passed",
+        "against": "v0.6.3",
+        "prefill_change_pct": -4.5,
+        "decode_change_pct": -4.8,
+    }
+    assert records[0]["notes"] == ["rolled back as too slow: v0.6.6 measured"]
+    assert records[1]["perf"]["against"] is None and records[2]["perf"] is None
+    lines = render_table(records).splitlines()
+    assert lines[0].endswith("FREE DISK  PREFILL TOK/S  DECODE TOK/S")
+    assert lines[1].endswith("77.5 GiB   3811 (-4.5%)   287 (-4.8%)")
+    assert lines[2].endswith("77.5 GiB   3990           301")
+    assert lines[3].endswith("77.5 GiB   -              -")
+
+
+def test_a_release_kept_slower_under_warn_is_noted_and_a_moved_tag_has_no_figures():
+    perf = {"history": [measurement("v0.6.5", "kept-slower", 100.0, 10.0, {"prefill": 0, "decode": -40.0})]}
+    record = fleet_record("spark01", reading(), fact(), perf=perf)
+    assert record["notes"] == ["runs slower than the release before it: v0.6.5 measured"]
+    moved = {"history": [measurement("v0.6.5", "passed", 100.0, 10.0, commit="c" * 40)]}
+    assert fleet_record("spark01", reading(), fact(), perf=moved)["perf"] is None
+    for broken in ({"history": "none"}, [], {"history": ["x", None]}):
+        assert fleet_record("spark01", reading(), fact(), perf=broken)["perf"] is None

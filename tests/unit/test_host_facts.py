@@ -468,7 +468,7 @@ def test_gather_refuses_garbled_nvidia_smi(tmp_path):
 
 
 def run_module(args, path_prefix=None):
-    """Run the module through `ansible localhost` as an operator would; return ds4_host.
+    """Run the module through `ansible localhost` as an operator would; return ds4_host_facts.
     Ad-hoc output is `localhost | SUCCESS => {...}`, in JSON with ansible-core's own callback."""
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_CALLBACK_RESULT_FORMAT="json")
     if path_prefix:
@@ -488,7 +488,7 @@ def run_module(args, path_prefix=None):
     assert status == "localhost | SUCCESS", result.stdout
     host = json.loads(body)
     assert host["changed"] is False
-    return host["ansible_facts"]["ds4_host"]
+    return host["ansible_facts"]["ds4_host_facts"]
 
 
 def shape(value):

@@ -127,7 +127,7 @@ NO_NVCC_REFUSED = (
     "(ds4_cuda_major); install the CUDA 13 toolkit, or set ds4_cuda_home to the folder it is in "
     "(ds4_force does not skip this check)"
 )
-SPARK_BUILD = {"arch": "sm_121", "make_target": "cuda-spark", "make_args": []}
+SPARK_BUILD = {"arch": "sm_121", "make_target": "cuda", "make_args": ["CUDA_ARCH=sm_121"]}
 H200_BUILD = {"arch": "sm_90", "make_target": "cuda", "make_args": ["CUDA_ARCH=sm_90"]}
 
 
@@ -304,8 +304,8 @@ def real_result(name, status):
 
 
 def real_facts(free_bytes):
-    """ds4_host as read on the real H200 (gguf_dir=/tmp/ds4-gguf), with the free space of a given run:
-    /tmp moved by a few KiB between runs."""
+    """ds4_host_facts as read on the real H200 (gguf_dir=/tmp/ds4-gguf), with the free space of a given run:
+    /tmp moved by a few KiB between runs. The run predates the fact's rename from ds4_host (issue 11)."""
     line = (REAL_RUN / "ds4_host_facts.log").read_text()
     facts = json.loads(line.split(" => ", 1)[1])["ansible_facts"]["ds4_host"]
     for where in ("gguf_dir", "install_root"):

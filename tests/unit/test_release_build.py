@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from ansible_collections.ds4.fleet.plugins.module_utils import ds4_release_build as ds4_release_build_utils
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_build import (
     BuildError,
     build_env,
@@ -21,7 +22,7 @@ from module_runner import run_module
 
 REPO = Path(__file__).resolve().parents[2]
 STANDINS = REPO / "tests" / "standins"
-SPARK = {"arch": "sm_121", "make_target": "cuda-spark", "make_args": []}
+SPARK = {"arch": "sm_121", "make_target": "cuda", "make_args": ["CUDA_ARCH=sm_121"]}
 H200 = {"arch": "sm_90", "make_target": "cuda", "make_args": ["CUDA_ARCH=sm_90"]}
 NOW = datetime.datetime(2026, 9, 1, 12, 0, 0)
 
@@ -85,7 +86,8 @@ def hidden(root):
 def test_make_command_and_environment():
     assert make_argv("make", SPARK, 20, "/usr/local/cuda/bin/nvcc") == [
         "make",
-        "cuda-spark",
+        "cuda",
+        "CUDA_ARCH=sm_121",
         "-j20",
         "NVCC=/usr/local/cuda/bin/nvcc",
     ]
@@ -108,7 +110,9 @@ def test_two_releases_side_by_side_then_nothing_to_do(forge, tmp_path):
         # v0.5.6 has no --version: recorded as absent, not a failure.
         "version_output": None,
         "engine_repo": forge["repo"],
-        "make_command": f"make cuda-spark -j2 NVCC={forge['nvcc']}",
+        "make_command": f"make cuda CUDA_ARCH=sm_121 -j2 NVCC={forge['nvcc']}",
+        # What the stand-in cuobjdump found in each program.
+        "sass_archs": {"ds4": ["sm_121"], "ds4-server": ["sm_121"], "ds4-bench": ["sm_121"]},
     }
     second = build(forge, tmp_path, "v0.6.5")
     assert second["stamp"]["version_output"] == "ds4-server v0.6.5 (cuda sm_121, CUDA 13.0)"
@@ -120,7 +124,7 @@ def test_two_releases_side_by_side_then_nothing_to_do(forge, tmp_path):
     assert oct((tmp_path / "releases" / "v0.6.5").stat().st_mode & 0o777) == "0o755"
     assert hidden(tmp_path) == []
     log = tmp_path / "logs" / "build-v0.6.5.log"
-    assert f"== $ make cuda-spark -j2 NVCC={forge['nvcc']}" in log.read_text()
+    assert f"== $ make cuda CUDA_ARCH=sm_121 -j2 NVCC={forge['nvcc']}" in log.read_text()
     written = log.stat().st_mtime_ns
     again = build(forge, tmp_path, "v0.6.5")
     assert (again["built"], again["state"]["reason"]) == (False, "up to date")
@@ -139,12 +143,93 @@ def test_a_failed_build_changes_nothing_and_reports_the_log(forge, tmp_path):
     assert any("error: this release does not build" in line for line in error.log_tail)
     message = str(error)
     assert message.startswith(
-        f"building release v0.6.7 failed: `make cuda-spark -j2 NVCC={forge['nvcc']}` exited"
+        f"building release v0.6.7 failed: `make cuda CUDA_ARCH=sm_121 -j2 NVCC={forge['nvcc']}` exited"
     )
     assert f"Last {len(error.log_tail)} lines of the build log {log}:\n" in message
     assert not (tmp_path / "releases" / "v0.6.7").exists() and hidden(tmp_path) == []
     assert stamp_of(tmp_path, "v0.6.5") == before
     assert os.readlink(tmp_path / "current") == "releases/v0.6.5"
+
+
+def test_a_release_whose_spark_target_drops_the_arch_builds_native_code_all_the_same(forge, tmp_path):
+    # v0.6.8's `make cuda-spark` builds for nvcc's default arch, as the real source does; the role's
+    # `make cuda CUDA_ARCH=sm_121` does not depend on it.
+    built = build(forge, tmp_path, "v0.6.8")
+    assert built["stamp"]["sass_archs"]["ds4-server"] == ["sm_121"]
+    assert "cuda-spark" not in built["stamp"]["make_command"]
+
+
+def test_a_build_without_native_code_for_the_arch_is_refused_before_it_can_be_used(forge, tmp_path):
+    build(forge, tmp_path, "v0.6.5")
+    os.symlink("releases/v0.6.5", tmp_path / "current")
+    with pytest.raises(BuildError) as failed:
+        # v0.6.9's Makefile drops the arch it is given: nvcc builds for its default, sm_75.
+        build(forge, tmp_path, "v0.6.9")
+    message = str(failed.value)
+    assert message.startswith(
+        "building release v0.6.9 failed: the built ds4 holds no native code (SASS) for sm_121: "
+        "`cuobjdump --list-elf` lists cubins for sm_75 only."
+    ), message
+    log = (tmp_path / "logs" / "build-v0.6.9.log").read_text()
+    # The log shows what was asked and what was found; the error carries its tail.
+    assert "ELF file    1: ds4_cuda.sm_75.cubin" in log
+    assert any("ELF file    1: ds4_cuda.sm_75.cubin" in line for line in failed.value.log_tail)
+    assert not (tmp_path / "releases" / "v0.6.9").exists() and hidden(tmp_path) == []
+    assert os.readlink(tmp_path / "current") == "releases/v0.6.5"
+
+
+def test_a_toolkit_without_cuobjdump_is_refused(forge, tmp_path):
+    subprocess.run(
+        [sys.executable, str(STANDINS / "gpu" / "install.py"), "--root", str(tmp_path / "gpu")], check=True
+    )
+    toolkit = tmp_path / "gpu" / "usr" / "local" / "cuda" / "bin"
+    (toolkit / "cuobjdump").unlink()
+    with pytest.raises(BuildError, match=r"cannot check which GPU code ds4 holds: .*cuobjdump .*is missing"):
+        build_release(
+            root=str(tmp_path / "root"), release="v0.6.5", commit=forge["tags"]["v0.6.5"], repo=forge["repo"],
+            build_target=SPARK, cuda_version="13.0", nvcc=str(toolkit / "nvcc"), jobs=2,
+            log_dir=str(tmp_path / "logs"), git="git", make="make", env=os.environ,
+        )  # fmt: skip
+    assert not (tmp_path / "root" / "releases" / "v0.6.5").exists()
+
+
+def test_the_progress_file_says_what_runs(forge, tmp_path, monkeypatch):
+    progress = tmp_path / "progress.json"
+    records = []
+    write = ds4_release_build_utils._Progress.write
+
+    def spy(self, step=None):
+        write(self, step)
+        records.append(json.loads(progress.read_text()))
+
+    monkeypatch.setattr(ds4_release_build_utils._Progress, "write", spy)
+    build_release(
+        root=str(tmp_path), release="v0.6.5", commit=forge["tags"]["v0.6.5"], repo=forge["repo"],
+        build_target=SPARK, cuda_version="13.0", nvcc=forge["nvcc"], jobs=2, log_dir=str(tmp_path / "logs"),
+        git="git", make="make", env=os.environ, progress_file=str(progress),
+    )  # fmt: skip
+    messages = [record["message"] for record in records]
+    assert all(record["state"] == "building" for record in records)
+    assert any(message.startswith("building v0.6.5, 0 s in: `git -c") for message in messages), messages
+    make = next(message for message in messages if "`make cuda CUDA_ARCH=sm_121" in message)
+    assert "; last log line: == $ make cuda CUDA_ARCH=sm_121" in make
+    assert any("--list-elf" in message for message in messages)
+
+
+def test_a_long_step_rewrites_the_progress_file_while_it_runs(tmp_path, monkeypatch):
+    monkeypatch.setattr(ds4_release_build_utils, "PROGRESS_EVERY", 0.2)
+    progress = tmp_path / "progress.json"
+    log_path = tmp_path / "build.log"
+    ticks = []
+    with open(log_path, "w") as handle:
+        tracker = ds4_release_build_utils._Progress(str(progress), "v0.6.5", str(log_path))
+        original = tracker.write
+        tracker.write = lambda step=None: (ticks.append(step), original(step))
+        log = ds4_release_build_utils._Log(handle, dict(os.environ), tracker)
+        assert log.run(["sh", "-c", "echo compiling; sleep 1"], cwd=str(tmp_path)) == 0
+    # The first write names the step; the others, while it runs, keep it.
+    assert ticks[0] == "`sh -c echo compiling; sleep 1`" and ticks[1:].count(None) >= 3
+    assert json.loads(progress.read_text())["message"].endswith("last log line: compiling")
 
 
 def test_a_tag_that_moves_after_resolving_is_refused(forge, tmp_path):

@@ -23,7 +23,9 @@ REPO = "git://forge/ds4.git"
 ROOT = "/opt/ds4"
 RELEASES = f"{ROOT}/releases"
 LOGS = "/var/log/ds4"
-SPARK = {"arch": "sm_121", "make_target": "cuda-spark", "make_args": []}
+SPARK = {"arch": "sm_121", "make_target": "cuda", "make_args": ["CUDA_ARCH=sm_121"]}
+START = "Build the release beside the others, unless its stamp already matches"
+WAIT = "Wait for the build, printing its progress"
 PROGRAMS = ("ds4", "ds4-server", "ds4-bench")
 
 
@@ -43,7 +45,8 @@ def play(*args, playbook="build.yml"):
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        timeout=300,
+        # A guard against a hang, not an expectation of speed: a loaded 2-core machine has taken minutes.
+        timeout=1800,
     )
     output = proc.stdout
     # With the JSON result format a host's result follows ` => ` (per item: ` => (item=...) => `).
@@ -120,7 +123,7 @@ def test_a_rerun_changes_nothing_and_runs_no_make(host):
     before = mtimes(host, *watched)
     rc, results, output = play(playbook="converge.yml")
     assert rc == 0 and recap_changed(output) == 0, output
-    assert results["Build the release beside the others, unless its stamp already matches"]["built"] is False
+    assert results[WAIT]["results"][0]["built"] is False
     # Every build rewrites its log before make starts: unchanged logs mean no make ran.
     assert mtimes(host, *watched) == before
 
@@ -130,9 +133,9 @@ def test_check_mode_reports_the_build_and_builds_nothing(host):
     assert rc == 0, output
     said = results["Say what this run does with the engine releases"]["msg"]
     assert said.startswith(
-        f"v0.6.3 (commit {TAGS['v0.6.3']}, make cuda-spark for sm_121, CUDA 13.0): build, "
+        f"v0.6.3 (commit {TAGS['v0.6.3']}, make cuda CUDA_ARCH=sm_121, CUDA 13.0): build, "
     )
-    assert results["Build the release beside the others, unless its stamp already matches"]["changed"] is True
+    assert results[START]["changed"] is True
     assert not host.file(f"{RELEASES}/v0.6.3").exists and not host.file(f"{LOGS}/build-v0.6.3.log").exists
 
 
@@ -143,11 +146,13 @@ def test_a_failed_build_leaves_the_running_release_intact_and_reports_the_log(ho
     rc, results, output = play("-e", "ds4_release=v0.6.7")
     assert rc != 0, output
     task, result = failure(results)
-    assert task == "Build the release beside the others, unless its stamp already matches"
+    assert task == WAIT
     log = f"{LOGS}/build-v0.6.7.log"
-    assert result["log_path"] == log
+    assert result["results"][0]["log_path"] == log
     message = result["msg"]
-    assert message.startswith("building release v0.6.7 failed: `/usr/bin/make cuda-spark -j"), message
+    assert message.startswith(
+        "engine release v0.6.7: building release v0.6.7 failed: `/usr/bin/make cuda CUDA_ARCH=sm_121 -j"
+    ), message
     assert f"lines of the build log {log}:\n" in message
     assert "error: this release does not build" in message.split(log, 1)[1]
     assert host.file(log).contains("error: this release does not build")
@@ -204,3 +209,40 @@ def test_old_releases_go_but_never_the_running_or_the_rollback_one(host):
     assert host.check_output(f"ls {RELEASES}").split() == ["v0.6.5", "v0.6.5.1"]
     assert not host.file(f"{LOGS}/build-v0.5.6.log").exists
     assert mtimes(host, f"{LOGS}/build-v0.6.5.1.log") == built
+
+
+def test_each_build_records_the_gpu_code_it_carries(host):
+    # v0.6.8's cuda-spark drops the arch, as the real source's does; the role never relies on it.
+    rc, results, output = play("-e", "ds4_release=v0.6.8")
+    assert rc == 0, output
+    built = stamp(host, "v0.6.8")
+    assert built["build_target"] == SPARK and "make cuda CUDA_ARCH=sm_121 " in built["make_command"]
+    assert built["sass_archs"] == {program: ["sm_121"] for program in PROGRAMS}
+    log = host.file(f"{LOGS}/build-v0.6.8.log").content_string
+    for program in PROGRAMS:
+        assert f"/usr/local/cuda/bin/cuobjdump --list-elf {RELEASES}/.build-v0.6.8/{program}\n" in log
+        assert "ELF file    1: ds4_cuda.sm_121.cubin" in log
+    # The last progress record the wait printed from names the build's last step.
+    progress = json.loads(host.file(f"{LOGS}/.build-v0.6.8.progress.json").content_string)
+    assert progress["state"] == "building" and progress["message"].startswith("building v0.6.8, ")
+    assert results[WAIT]["results"][0]["built"] is True
+
+
+def test_a_release_whose_makefile_drops_the_arch_is_refused_and_the_running_one_stays(host):
+    activate(host, "v0.6.5", "v0.6.5.1")
+    before = {tag: stamp(host, tag) for tag in ("v0.6.5", "v0.6.5.1", "v0.6.8")}
+    rc, results, output = play("-e", "ds4_release=v0.6.9")
+    assert rc != 0, output
+    task, result = failure(results)
+    assert task == WAIT
+    message = result["msg"]
+    assert message.startswith(
+        "engine release v0.6.9: building release v0.6.9 failed: the built ds4 holds no native code (SASS) "
+        "for sm_121: `cuobjdump --list-elf` lists cubins for sm_75 only."
+    ), message
+    # What was found, in the build log's tail the message carries.
+    assert "ELF file    1: ds4_cuda.sm_75.cubin" in message.split(f"{LOGS}/build-v0.6.9.log:\n", 1)[1]
+    assert not host.file(f"{RELEASES}/v0.6.9").exists and hidden(host) == []
+    assert {tag: stamp(host, tag) for tag in before} == before
+    assert host.file(f"{ROOT}/current").linked_to == f"{RELEASES}/v0.6.5"
+    assert host.run(f"{ROOT}/current/ds4-server --version").stdout.startswith("ds4-server v0.6.5 ")

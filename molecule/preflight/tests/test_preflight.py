@@ -45,7 +45,7 @@ NO_NVCC = (
     "(ds4_cuda_major); install the CUDA 13 toolkit, or set ds4_cuda_home to the folder it is in "
     "(ds4_force does not skip this check)"
 )
-SPARK_BUILD = {"arch": "sm_121", "make_target": "cuda-spark", "make_args": []}
+SPARK_BUILD = {"arch": "sm_121", "make_target": "cuda", "make_args": ["CUDA_ARCH=sm_121"]}
 H200_BUILD = {"arch": "sm_90", "make_target": "cuda", "make_args": ["CUDA_ARCH=sm_90"]}
 ONLY_AARCH64 = {"ds4_accepted_archs": ["aarch64"]}
 FORCE = {"ds4_force": True}
@@ -120,7 +120,7 @@ def nested_run(host, extra_vars, args):
     )
     argv = ["ansible-playbook", "-i", inventory, str(PLAYBOOK), "-l", host, "-e", json.dumps(extra_vars)]
     argv += args
-    proc = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=1800)
     return Run(host, proc)
 
 

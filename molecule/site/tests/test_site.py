@@ -37,7 +37,7 @@ def site(limit, *args):
     proc = subprocess.run(
         [ansible, "-i", os.environ["MOLECULE_INVENTORY_FILE"], str(PROJECT / "site.yml"), "-l", limit,
          "-e", "ds4_release=v0.6.3", "-e", "ds4_model_generation=legacy", *args],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=420,
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1800,
     )  # fmt: skip
     return proc.returncode, proc.stdout
 

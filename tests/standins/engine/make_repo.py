@@ -30,7 +30,10 @@ IDENTITY = ("ds4 stand-in", "standin@ds4.invalid")
 @dataclass(frozen=True)
 class Release:
     tag: str
-    flavour: str  # "good", "wrong-answer" (fails the smoke test) or "build-broken" (make fails)
+    # "good", "wrong-answer" (fails the smoke test), "build-broken" (make fails), a speed flavour
+    # ("slightly-slower", "slow-decode": see SPEED_FACTORS in tree/ds4_common.py), "spark-drops-arch"
+    # (cuda-spark builds for nvcc's default arch) or "drops-arch" (every target does)
+    flavour: str
     date: str  # ISO date; the commit and its tag are dated noon UTC that day
 
 
@@ -41,6 +44,13 @@ RELEASES = (
     Release("v0.6.5.1", "good", "2026-09-02"),  # four-part: the engine's update check cannot see it
     Release("v0.6.6", "wrong-answer", "2026-09-16"),
     Release("v0.6.7", "build-broken", "2026-09-30"),
+    # Speed: good in every other way, for the activation's speed gate (ds4_common.SPEED_FACTORS).
+    Release("v0.6.5.2", "slightly-slower", "2026-10-07"),  # 5% slower: within the gate's default bound
+    Release("v0.6.5.3", "slow-decode", "2026-10-10"),  # decode 30% slower: beyond it
+    # As the real source: `make cuda-spark` passes an empty arch, `make cuda CUDA_ARCH=` honours it.
+    Release("v0.6.8", "spark-drops-arch", "2026-10-14"),
+    # A Makefile that drops the arch on every target: it builds, for nvcc's default arch only.
+    Release("v0.6.9", "drops-arch", "2026-10-28"),
 )
 
 

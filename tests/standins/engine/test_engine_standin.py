@@ -27,7 +27,19 @@ NVCC_DIR = Path("/usr/local/cuda/bin")
 PROGRAMS = ("ds4", "ds4-server", "ds4-bench")
 SMOKE = "What is the capital of France? Answer in one sentence."
 STAMP = r"\d{4} \d\d:\d\d:\d\d "
-TAGS = ("v0.5.6", "v0.6.3", "v0.6.5", "v0.6.5.1", "v0.6.6", "v0.6.7")
+TAGS = (
+    "v0.5.6",
+    "v0.6.3",
+    "v0.6.5",
+    "v0.6.5.1",
+    "v0.6.6",
+    "v0.6.7",
+    "v0.6.5.2",
+    "v0.6.5.3",
+    "v0.6.8",
+    "v0.6.9",
+)
+CUOBJDUMP = HERE.parent / "gpu" / "cuobjdump"
 
 pytestmark = pytest.mark.skipif(
     not (NVCC_DIR / "nvcc").exists() or not shutil.which("git") or not shutil.which("make"),
@@ -186,9 +198,13 @@ def models(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture
 def engine_env(tmp_path) -> dict:
-    """No load delay, no release check, and a lock file of this test's own (never /tmp/ds4.lock)."""
+    """No load delay, no release check, and a lock file and hold directory of this test's own."""
+    (tmp_path / "holds").mkdir()
     return clean_env(
-        DS4_LOCK_FILE=str(tmp_path / "ds4.lock"), DS4_STANDIN_LOAD_DELAY="0", DS4_NO_UPDATE_CHECK="1"
+        DS4_LOCK_FILE=str(tmp_path / "ds4.lock"),
+        DS4_STANDIN_LOAD_DELAY="0",
+        DS4_NO_UPDATE_CHECK="1",
+        DS4_STANDIN_HOLD_DIR=str(tmp_path / "holds"),
     )
 
 
@@ -220,25 +236,32 @@ def stats(base: str) -> dict:
     return json.loads(http("GET", f"{base}/v1/stats", accept="application/json")[2])
 
 
-def slow_request(base: str, seconds: float) -> tuple[threading.Thread, list]:
-    """Ask a question the stand-in answers after `seconds`, and wait until the server counts it in flight.
-
-    The thread leaves the reply, or the connection error, in the returned list."""
+def held_request(base: str, name: str) -> tuple[threading.Thread, list]:
+    """Ask a question the stand-in holds until the test releases `name`, and wait until the server counts
+    it in flight. The thread leaves the reply, or the connection error, in the returned list."""
     outcome: list = []
 
     def ask():
         try:
-            outcome.append(chat(base, f"[[standin-sleep:{seconds}]] {SMOKE}"))
+            outcome.append(chat(base, f"[[standin-hold:{name}]] {SMOKE}"))
         except OSError as error:
             outcome.append(error)
 
     thread = threading.Thread(target=ask, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while stats(base)["server"]["requests_inflight"] != 1:
-        assert time.monotonic() < deadline, "the slow request never reached the server"
+        assert time.monotonic() < deadline, "the held request never reached the server"
         time.sleep(0.05)
     return thread, outcome
+
+
+def holds(base: str) -> dict:
+    return json.loads(http("GET", f"{base}/standin/holds")[2])
+
+
+def release(env: dict, name: str) -> None:
+    (Path(env["DS4_STANDIN_HOLD_DIR"]) / name).touch()
 
 
 # --- the repository ------------------------------------------------------------------------------------
@@ -250,9 +273,18 @@ def test_repository_has_one_commit_per_release_and_main_on_the_newest(repo, tmp_
     assert list(tags) == list(TAGS)
     assert (git_dir / "git-daemon-export-ok").is_file()
     listed = run(["git", "ls-remote", git_dir]).stdout
-    assert f"{tags['v0.6.7']}\trefs/heads/main" in listed
-    assert run(["git", f"--git-dir={git_dir}", "rev-list", "--count", "main"]).stdout.strip() == "6"
-    flavours = {"v0.6.6": "wrong-answer", "v0.6.7": "build-broken"}
+    assert f"{tags[TAGS[-1]]}\trefs/heads/main" in listed
+    assert run(["git", f"--git-dir={git_dir}", "rev-list", "--count", "main"]).stdout.strip() == str(
+        len(TAGS)
+    )
+    flavours = {
+        "v0.6.6": "wrong-answer",
+        "v0.6.7": "build-broken",
+        "v0.6.5.2": "slightly-slower",
+        "v0.6.5.3": "slow-decode",
+        "v0.6.8": "spark-drops-arch",
+        "v0.6.9": "drops-arch",
+    }
     for tag, commit in tags.items():
         assert run(["git", f"--git-dir={git_dir}", "rev-parse", f"{tag}^{{commit}}"]).stdout.strip() == commit
         release = run(["git", f"--git-dir={git_dir}", "show", f"{tag}:RELEASE"]).stdout
@@ -294,6 +326,34 @@ def test_cuda_spark_builds_the_three_programs_for_sm_121(good, build):
         assert version.returncode == 0
         assert version.stdout.startswith(f"{program} v0.6.5 (cuda sm_121, CUDA ")
     assert run(["git", "-C", good, "status", "--porcelain"]).stdout == ""
+
+
+def cubins(program: Path) -> str:
+    """What the cuobjdump stand-in lists for a built program."""
+    return run([CUOBJDUMP, "--list-elf", program]).stdout
+
+
+def test_the_programs_carry_the_gpu_code_of_their_arch(good):
+    for program in PROGRAMS:
+        assert cubins(good / program) == "ELF file    1: ds4_cuda.sm_121.cubin\n"
+
+
+def test_v0_6_8_cuda_spark_drops_the_arch_as_the_real_source_does(build):
+    clone, result = build("v0.6.8", "cuda-spark")
+    assert result.returncode == 0, result.stdout + result.stderr
+    # The real source's cuda-spark runs `$(MAKE) ... CUDA_ARCH=`: nvcc 13's default, sm_75.
+    assert "CUDA_ARCH=\n" in result.stdout and "[-arch=(none), CUDA 13.0]" in result.stdout
+    assert cubins(clone / "ds4-server") == "ELF file    1: ds4_cuda.sm_75.cubin\n"
+    assert run([clone / "ds4-server", "--version"]).stdout.startswith("ds4-server v0.6.8 (cuda sm_75, ")
+    named, result = build("v0.6.8", "cuda", "CUDA_ARCH=sm_121")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert cubins(named / "ds4-server") == "ELF file    1: ds4_cuda.sm_121.cubin\n"
+
+
+def test_v0_6_9_drops_the_arch_it_is_given(build):
+    clone, result = build("v0.6.9", "cuda", "CUDA_ARCH=sm_121")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert all(cubins(clone / program) == "ELF file    1: ds4_cuda.sm_75.cubin\n" for program in PROGRAMS)
 
 
 def test_cuda_builds_for_the_arch_it_is_given(build):
@@ -497,26 +557,110 @@ def test_a_second_engine_is_refused_by_the_lock(good, models, engine_env, start)
     assert second.returncode == 2
 
 
-def test_sigterm_drains_a_slow_request_then_persists_kv(good, models, engine_env, start, tmp_path):
+def test_a_held_request_stays_in_flight_until_released_and_counts_who_looked(good, models, engine_env, start):
+    engine, base = serve(start, good, models["base"], engine_env)
+    held, outcome = held_request(base, "one")
+    looked = holds(base)["one"]["reads"]  # the in-flight reads so far: held_request's own
+    assert looked >= 1
+    http("GET", f"{base}/metrics")
+    stats(base)
+    assert holds(base) == {"one": {"reads": looked + 2, "requests": 1}}
+    assert held.is_alive() and stats(base)["server"]["requests_inflight"] == 1
+    release(engine_env, "one")
+    held.join(timeout=30)
+    assert "Paris" in outcome[0]["choices"][0]["message"]["content"]
+    assert holds(base) == {} and stats(base)["server"]["requests_inflight"] == 0
+
+
+def test_sigterm_drains_a_held_request_then_persists_kv(good, models, engine_env, start, tmp_path):
     kv_dir = tmp_path / "kv"
     engine, base = serve(start, good, models["base"], engine_env, "--kv-disk-dir", kv_dir)
-    slow, outcome = slow_request(base, 1.5)
+    held, outcome = held_request(base, "drain")
     engine.proc.send_signal(signal.SIGTERM)
     engine.wait_for("ds4-server: shutdown requested, draining requests")
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", int(base.rsplit(":", 1)[1])), timeout=1).close()
-    assert engine.wait(timeout=10) == 0
-    slow.join(timeout=10)
+    # Still draining: the request is held, so the engine cannot have exited.
+    assert engine.proc.poll() is None and not outcome
+    release(engine_env, "drain")
+    assert engine.wait(timeout=30) == 0
+    held.join(timeout=10)
     assert "Paris" in outcome[0]["choices"][0]["message"]["content"]
     assert list(kv_dir.iterdir())
 
 
-def test_a_second_signal_exits_130_at_once(good, models, engine_env, start):
+def test_a_second_signal_exits_130_without_waiting_for_the_held_request(good, models, engine_env, start):
     engine, base = serve(start, good, models["base"], engine_env)
-    slow_request(base, 30)
+    held, outcome = held_request(base, "never")
     engine.proc.send_signal(signal.SIGTERM)
     engine.wait_for("draining requests")
-    started = time.monotonic()
     engine.proc.send_signal(signal.SIGINT)
-    assert engine.wait(timeout=5) == 130
-    assert time.monotonic() - started < 2
+    # The request is never released: only the second signal can end the engine.
+    assert engine.wait(timeout=30) == 130
+    held.join(timeout=10)
+    assert outcome and isinstance(outcome[0], OSError)
+
+
+# --- speed ---------------------------------------------------------------------------------------------
+
+
+def timed_stream(base: str, prompt: str, max_tokens: int) -> dict:
+    """A streamed chat completion asking for usage: seconds to the first event, from there to the last
+    event with a choice, the events, and the usage."""
+    body = {
+        **payload(prompt),
+        "max_tokens": max_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    request = urllib.request.Request(
+        f"{base}/v1/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    sent, first, last, events = time.monotonic(), None, None, []
+    with urllib.request.urlopen(request, timeout=30) as response:
+        for raw in response:
+            line = raw.decode().strip()
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            events.append(json.loads(line[len("data: ") :]))
+            if events[-1]["choices"]:
+                first = first or time.monotonic()
+                last = time.monotonic()
+    return {"prefill_s": first - sent, "decode_s": last - first, "events": events}
+
+
+COUNT = "Count upward from 1 to 500, one number per line."
+
+
+def test_a_stream_sends_its_tokens_as_they_come_and_the_usage_last(good, models, engine_env, start):
+    _, base = serve(start, good, models["base"], engine_env)
+    timed = timed_stream(base, " ".join(["word"] * 390) + " " + COUNT, 60)
+    events = timed["events"]
+    assert events[0]["choices"][0]["delta"]["role"] == "assistant"
+    words = "".join(e["choices"][0]["delta"].get("content", "") for e in events if e["choices"]).split()
+    assert words == [str(n) for n in range(1, 61)]
+    assert events[-2]["choices"][0]["finish_reason"] == "length"
+    assert events[-1]["choices"] == []
+    assert events[-1]["usage"] == {"prompt_tokens": 400, "completion_tokens": 60, "total_tokens": 460}
+    # Paced at the release's speed (4000 prompt and 300 generated tokens a second): 0.1 s, then 0.2 s.
+    assert timed["prefill_s"] >= 0.1 and timed["decode_s"] >= 0.9 * 60 / 300
+    plain = chat(base, COUNT)
+    assert "usage" in plain and plain["choices"][0]["message"]["content"].startswith("1 2 3")
+
+
+@pytest.mark.parametrize(("tag", "prefill", "decode"), [("v0.6.5.2", 0.95, 0.95), ("v0.6.5.3", 1.0, 0.7)])
+def test_a_slower_release_measures_slower(build, good, models, engine_env, start, tag, prefill, decode):
+    slower, result = build(tag, "cuda-spark")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+    def speeds(clone):
+        _, base = serve(start, clone, models["base"], {**engine_env, "DS4_LOCK_FILE": f"{clone}/ds4.lock"})
+        runs = [timed_stream(base, " ".join(["word"] * 1190) + " " + COUNT, 150) for _ in range(3)]
+        return min(r["prefill_s"] for r in runs), min(r["decode_s"] for r in runs)
+
+    (good_prefill, good_decode), (slow_prefill, slow_decode) = speeds(good), speeds(slower)
+    # Time taken is the inverse of speed; the best of three runs, within a few percent of the flavour's.
+    assert good_prefill / slow_prefill == pytest.approx(prefill, abs=0.04)
+    assert good_decode / slow_decode == pytest.approx(decode, abs=0.04)

@@ -3,9 +3,9 @@
 
     python3 tests/standins/gpu/install.py --root ROOT --persona gb10
 
-writes ROOT/usr/bin/nvidia-smi, ROOT/usr/local/cuda/bin/nvcc, ROOT/usr/local/cuda/version.json (where the
-persona has one) and ROOT/etc/ds4-standin/gpu.json. Running it again with another persona switches
-cleanly; `none` removes all of it. It never overwrites a real nvidia-smi or nvcc.
+writes ROOT/usr/bin/nvidia-smi and nvidia-modprobe, ROOT/usr/local/cuda/bin/nvcc and cuobjdump,
+ROOT/usr/local/cuda/version.json (where the persona has one) and ROOT/etc/ds4-standin/gpu.json. Running
+it again with another persona switches cleanly; `none` removes all of it. It never overwrites a real tool.
 """
 
 import argparse
@@ -21,7 +21,12 @@ sys.path.insert(0, str(HERE))
 import personas  # noqa: E402  (a sibling file, found through the line above)
 
 MARKER = b"DS4-STANDIN"
-TOOLS = {"nvidia-smi": "usr/bin/nvidia-smi", "nvcc": "usr/local/cuda/bin/nvcc"}
+TOOLS = {
+    "nvidia-smi": "usr/bin/nvidia-smi",
+    "nvcc": "usr/local/cuda/bin/nvcc",
+    "cuobjdump": "usr/local/cuda/bin/cuobjdump",
+    "nvidia-modprobe": "usr/bin/nvidia-modprobe",
+}
 PERSONA_FILE = "etc/ds4-standin/gpu.json"
 VERSION_JSON = "usr/local/cuda/version.json"
 # Folders this installer creates and removes again once empty; never usr/bin or etc themselves.

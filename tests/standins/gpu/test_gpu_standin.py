@@ -4,8 +4,10 @@ capture from a real H200, the GB10 persona against public reports of real Sparks
 import json
 import os
 import re
+import stat
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -32,8 +34,14 @@ def install(root, persona):
 
 
 def run(root, tool, *args):
-    path = {"nvidia-smi": "usr/bin/nvidia-smi", "nvcc": "usr/local/cuda/bin/nvcc"}[tool]
-    return subprocess.run([str(root / path), *args], capture_output=True, env=dict(os.environ, LC_ALL="C"))
+    path = {
+        "nvidia-smi": "usr/bin/nvidia-smi",
+        "nvidia-modprobe": "usr/bin/nvidia-modprobe",
+        "nvcc": "usr/local/cuda/bin/nvcc",
+        "cuobjdump": "usr/local/cuda/bin/cuobjdump",
+    }[tool]
+    env = dict(os.environ, LC_ALL="C", DS4_STANDIN_DEV_DIR=str(root / "dev"))
+    return subprocess.run([str(root / path), *args], capture_output=True, env=env)
 
 
 def fixture(folder, name, suffix=".stdout"):
@@ -187,3 +195,67 @@ def test_installer_never_overwrites_a_real_tool(root):
     assert b"not a ds4 stand-in" in result.stderr
     assert real.read_bytes() == b"\x7fELF a real compiler"
     assert not (root / "usr/bin/nvidia-smi").exists()
+
+
+def program(path, fatbin):
+    """A program as the stand-in engine's link.py makes it: a zipapp carrying what nvcc would embed."""
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("__main__.py", "print('a stand-in engine program')\n")
+        if fatbin is not None:
+            archive.writestr(".nv_fatbin.json", json.dumps(fatbin))
+    return path
+
+
+def test_cuobjdump_lists_the_cubins_and_ptx_the_linker_recorded(root, tmp_path):
+    install(root, "gb10")
+    server = program(tmp_path / "ds4-server", {"elf": ["sm_121"], "ptx": ["sm_121"]})
+    listed = run(root, "cuobjdump", "--list-elf", str(server))
+    assert (listed.returncode, listed.stdout, listed.stderr) == (
+        0,
+        b"ELF file    1: ds4_cuda.sm_121.cubin\n",
+        b"",
+    )
+    assert run(root, "cuobjdump", "-lptx", str(server)).stdout == b"PTX file    1: ds4_cuda.sm_121.ptx\n"
+    several = program(tmp_path / "ds4", {"elf": ["sm_90", "sm_121"], "ptx": []})
+    assert run(root, "cuobjdump", "--list-elf", str(several)).stdout == (
+        b"ELF file    1: ds4_cuda.sm_90.cubin\nELF file    2: ds4_cuda.sm_121.cubin\n"
+    )
+
+
+def test_cuobjdump_on_files_without_gpu_code_and_its_refusals(root, tmp_path):
+    install(root, "gb10")
+    plain = program(tmp_path / "plain", None)
+    result = run(root, "cuobjdump", "--list-elf", str(plain))
+    assert (result.returncode, result.stdout) == (255, b"")
+    assert result.stderr == f"cuobjdump info    : File '{plain}' does not contain device code\n".encode()
+    missing = run(root, "cuobjdump", "--list-elf", str(tmp_path / "missing"))
+    assert missing.returncode == 1 and b"Could not open input file" in missing.stderr
+    assert run(root, "cuobjdump", "--bogus", str(plain)).returncode == 1
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making device nodes needs root (CAP_MKNOD)")
+def test_nvidia_modprobe_makes_the_driver_device_nodes(root):
+    install(root, "gb10")
+    (root / "dev").mkdir()
+    assert run(root, "nvidia-modprobe", "-c=0").returncode == 0
+    assert sorted(p.name for p in (root / "dev").iterdir()) == ["nvidia0", "nvidiactl"]
+    assert run(root, "nvidia-modprobe", "-u", "-c=0").returncode == 0
+    nodes = {p.name: p.stat() for p in (root / "dev").iterdir()}
+    assert sorted(nodes) == ["nvidia-uvm", "nvidia-uvm-tools", "nvidia0", "nvidiactl"]
+    assert all(stat.S_ISCHR(node.st_mode) and stat.S_IMODE(node.st_mode) == 0o666 for node in nodes.values())
+    assert (os.major(nodes["nvidia0"].st_rdev), os.minor(nodes["nvidia0"].st_rdev)) == (195, 0)
+    assert (os.major(nodes["nvidiactl"].st_rdev), os.minor(nodes["nvidiactl"].st_rdev)) == (195, 255)
+    # Again: the nodes are there, nothing changes.
+    assert run(root, "nvidia-modprobe", "-u", "-c=0").returncode == 0
+    refused = run(root, "nvidia-modprobe", "--frobnicate")
+    assert refused.returncode == 1 and b"unrecognized option" in refused.stderr
+
+
+def test_none_removes_the_toolkit_tools_too(root):
+    install(root, "gb10")
+    assert (root / "usr/local/cuda/bin/cuobjdump").exists() and (root / "usr/bin/nvidia-modprobe").exists()
+    install(root, "none")
+    assert (
+        not (root / "usr/local/cuda/bin/cuobjdump").exists()
+        and not (root / "usr/bin/nvidia-modprobe").exists()
+    )

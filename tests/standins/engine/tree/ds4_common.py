@@ -452,18 +452,63 @@ def split_sleep_marker(prompt: str) -> tuple[str, float]:
     return SLEEP_MARKER.sub("", prompt), delay
 
 
+# A request to count (the speed measurement's decode) is answered with the numbers asked for, one a line,
+# as a model would: "count upward from 1 to N".
+COUNT_REQUEST = re.compile(r"count upward from 1 to (\d+)")
+
+
 def answer_for(prompt: str, flavour: str) -> str:
     table = WRONG_ANSWERS if flavour == "wrong-answer" else ANSWERS
     wanted = " ".join(prompt.lower().split())
     for key, answer in table:
         if key in wanted:
             return answer
+    count = COUNT_REQUEST.search(wanted)
+    if count:
+        return "\n".join(str(n) for n in range(1, min(int(count.group(1)), 100000) + 1))
     return FALLBACK_ANSWER
 
 
 def count_tokens(text: str) -> int:
     """A word count stands in for the tokenizer."""
     return len(text.split())
+
+
+# --- speed ---------------------------------------------------------------------------------------------
+
+# Stand-in only: how fast a release "runs", in tokens per second. Faster than a Spark (roughly 10x), so a
+# measurement takes about a second, yet slow enough that the pacing below, not this machine's load,
+# decides the figures. A flavour may make a release slower, so the fleet's speed gate is tested for real.
+PREFILL_TPS = 4000.0
+DECODE_TPS = 300.0
+SPEED_FACTORS = {  # flavour -> (prefill factor, decode factor)
+    "slow-decode": (1.0, 0.7),  # 30% slower decode: beyond the gate's default bound
+    "slightly-slower": (0.95, 0.95),  # 5% slower at both: within it
+}
+
+
+def speeds(flavour: str) -> tuple[float, float]:
+    prefill, decode = SPEED_FACTORS.get(flavour, (1.0, 1.0))
+    return PREFILL_TPS * prefill, DECODE_TPS * decode
+
+
+class Pace:
+    """The time a generation takes: the prompt's prefill, then one token after another. Each step waits for
+    its due time on one schedule from the start, so a late wake-up delays that token alone and the figures
+    measured from outside stay those of the release."""
+
+    def __init__(self, flavour: str, prompt_tokens: int):
+        self.prefill_tps, self.decode_tps = speeds(flavour)
+        self.prompt_tokens = prompt_tokens
+        self.prefilled_at = None
+
+    def prefill(self) -> None:
+        time.sleep(self.prompt_tokens / self.prefill_tps)
+        self.prefilled_at = time.monotonic()
+
+    def token(self, index: int) -> None:
+        """Wait until the `index`-th generated token (from 1) is due."""
+        time.sleep(max(self.prefilled_at + index / self.decode_tps - time.monotonic(), 0.0))
 
 
 # --- release feed --------------------------------------------------------------------------------------

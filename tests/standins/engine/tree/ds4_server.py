@@ -3,11 +3,14 @@ ds4-fleet, NOT the real engine).
 
 It validates the model files, takes the single-instance lock, "loads" for DS4_STANDIN_LOAD_DELAY seconds,
 then serves the contract's endpoints with answers from the fixed table in ds4_common. Stand-in only: a
-prompt containing `[[standin-sleep:SECONDS]]` is answered after that long, to test draining.
+prompt containing `[[standin-sleep:SECONDS]]` is answered after that long, and one containing
+`[[standin-hold:NAME]]` only once a test releases it (the file NAME in DS4_STANDIN_HOLD_DIR), to test
+draining.
 """
 
 import json
 import os
+import re
 import signal
 import socket
 import socketserver
@@ -23,6 +26,16 @@ from ds4_common import Option
 PROGRAM = "ds4-server"
 KV_BANK_FILE = "ds4-kv-banks.json"  # Guess: the real engine's bank file names are not in the contract.
 UPDATE_INTERVAL_S = 24 * 3600
+# Stand-in only: a request in flight that a test arranges rather than times. `[[standin-hold:NAME]]` in a
+# prompt holds its answer until the file NAME exists in DS4_STANDIN_HOLD_DIR (a file, so that a test can
+# release it while the listener is closed for a drain), or HOLD_LIMIT_S passes, so nothing hangs for ever.
+# `GET /standin/holds` lists the open holds and, for each, how many times /metrics or /v1/stats reported
+# the requests in flight while it was held: a test waits until a drain has looked before releasing.
+HOLD_MARKER = re.compile(r"\[\[standin-hold:([A-Za-z0-9_.-]{1,64})\]\]")
+HOLD_DIR = "/run/ds4-standin"
+HOLD_LIMIT_S = 600
+HOLD_POLL_S = 0.05
+STANDIN_HOLDS = "/standin/holds"
 
 
 def server_options(build: common.Build) -> list[Option]:
@@ -76,6 +89,7 @@ class State:
         self.requests_total = 0
         self.banks = 0
         self.prompts_seen: set[str] = set()
+        self.holds: dict[str, dict] = {}  # stand-in only: name -> {"reads": int, "requests": int}
         self.started = time.monotonic()
 
     # --- KV banks: one per distinct prompt, persisted only with --kv-disk-dir ---
@@ -120,8 +134,12 @@ class State:
 
     # --- generation ---
 
-    def generate(self, prompt: str, max_tokens: int) -> tuple[str, bool, int, int]:
-        """Answer `prompt` within a client slot: (text, truncated, prompt tokens, completion tokens)."""
+    def generate(
+        self, prompt: str, max_tokens: int, on_prefilled=None, on_token=None
+    ) -> tuple[str, bool, int, int]:
+        """Answer `prompt` within a client slot, paced at the release's speed (common.Pace):
+        (text, truncated, prompt tokens, completion tokens). A stream sends its events from `on_prefilled()`
+        and `on_token(word)` as the generation goes."""
         with self.cond:
             if self.inflight >= self.max_clients + self.max_queue:
                 raise QueueFull
@@ -135,22 +153,56 @@ class State:
             clean, delay = common.split_sleep_marker(prompt)
             if delay:
                 time.sleep(delay)
+            for name in HOLD_MARKER.findall(clean):
+                self.hold(name)
+            clean = HOLD_MARKER.sub("", clean)
             words = common.answer_for(clean, self.build.flavour).split()
             with self.cond:
                 if clean not in self.prompts_seen:
                     self.prompts_seen.add(clean)
                     self.banks += 1
-            return (
-                " ".join(words[:max_tokens]),
-                len(words) > max_tokens,
-                common.count_tokens(clean),
-                min(len(words), max_tokens),
-            )
+            answer = words[:max_tokens]
+            pace = common.Pace(self.build.flavour, common.count_tokens(clean))
+            pace.prefill()
+            if on_prefilled:
+                on_prefilled()
+            for index, word in enumerate(answer, 1):
+                pace.token(index)
+                if on_token:
+                    on_token(word)
+            return (" ".join(answer), len(words) > max_tokens, common.count_tokens(clean), len(answer))
         finally:
             self.slots.release()
             with self.cond:
                 self.inflight -= 1
                 self.cond.notify_all()
+
+    # --- stand-in only: holds ---
+
+    def hold(self, name: str) -> None:
+        """Wait until a test releases the hold `name` (requests holding the same name share its count)."""
+        released = os.path.join(os.environ.get("DS4_STANDIN_HOLD_DIR") or HOLD_DIR, name)
+        with self.cond:
+            entry = self.holds.setdefault(name, {"reads": 0, "requests": 0})
+            entry["requests"] += 1
+        deadline = time.monotonic() + HOLD_LIMIT_S
+        while not os.path.exists(released) and time.monotonic() < deadline:
+            time.sleep(HOLD_POLL_S)
+        with self.cond:
+            entry["requests"] -= 1
+            if entry["requests"] == 0 and self.holds.get(name) is entry:
+                del self.holds[name]
+
+    def open_holds(self) -> dict:
+        with self.cond:
+            return {name: dict(entry) for name, entry in self.holds.items()}
+
+    def inflight_report(self) -> dict:
+        """stats() for /metrics and /v1/stats, counted against every open hold."""
+        with self.cond:
+            for entry in self.holds.values():
+                entry["reads"] += 1
+        return self.stats()
 
     # --- reports ---
 
@@ -281,14 +333,16 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 self.send_error_json(404, f"model '{wanted}' not found")
         elif path == "/v1/stats":
-            stats = self.state.stats()
+            stats = self.state.inflight_report()
             if "application/json" in self.headers.get("Accept", ""):
                 self.send_json(200, stats)
             else:
                 self.send_body(200, stats_text(stats).encode(), "text/plain; charset=utf-8")
         elif path == "/metrics":
-            body = metrics_text(self.state.stats()).encode()
+            body = metrics_text(self.state.inflight_report()).encode()
             self.send_body(200, body, "text/plain; version=0.0.4; charset=utf-8")
+        elif path == STANDIN_HOLDS:
+            self.send_json(200, self.state.open_holds())
         else:
             self.send_error_json(404, "unknown endpoint")
 
@@ -347,34 +401,36 @@ class Handler(BaseHTTPRequestHandler):
     def post_chat_completions(self, body: dict):
         prompt = last_user_text(body.get("messages"))
         max_tokens = self.requested_max_tokens(body, "max_completion_tokens", "max_tokens")
+        if body.get("stream"):
+            stream = Stream(self, "chatcmpl", "chat.completion.chunk", body)
+            text, truncated, prompt_tokens, completion_tokens = self.state.generate(
+                prompt,
+                max_tokens,
+                lambda: stream.send({"delta": {"role": "assistant", "content": ""}}),
+                lambda word: stream.send({"delta": {"content": word + " "}}),
+            )
+            stream.finish({"delta": {}}, "length" if truncated else "stop", prompt_tokens, completion_tokens)
+            return 200, (prompt_tokens, completion_tokens)
         text, truncated, prompt_tokens, completion_tokens = self.state.generate(prompt, max_tokens)
         finish = "length" if truncated else "stop"
         ident = f"chatcmpl-{self.state.requests_total}"
-        if body.get("stream"):
-            chunks = [{"role": "assistant", "content": ""}] + [
-                {"content": word + " "} for word in text.split()
-            ]
-            events = [self.chunk(ident, "chat.completion.chunk", {"delta": delta}, None) for delta in chunks]
-            events.append(self.chunk(ident, "chat.completion.chunk", {"delta": {}}, finish))
-            self.send_events(events)
-        else:
-            self.send_json(
-                200,
-                {
-                    "id": ident,
-                    "object": "chat.completion",
-                    "created": int(time.time()),
-                    "model": common.MODEL_ID,
-                    "choices": [
-                        {
-                            "index": 0,
-                            "message": {"role": "assistant", "content": text},
-                            "finish_reason": finish,
-                        }
-                    ],
-                    "usage": usage(prompt_tokens, completion_tokens),
-                },
-            )
+        self.send_json(
+            200,
+            {
+                "id": ident,
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": common.MODEL_ID,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": text},
+                        "finish_reason": finish,
+                    }
+                ],
+                "usage": usage(prompt_tokens, completion_tokens),
+            },
+        )
         return 200, (prompt_tokens, completion_tokens)
 
     def post_completions(self, body: dict):
@@ -384,27 +440,27 @@ class Handler(BaseHTTPRequestHandler):
         if not isinstance(prompt, str):
             raise BadRequest("'prompt' must be a string")
         max_tokens = self.requested_max_tokens(body, "max_tokens")
+        if body.get("stream"):
+            stream = Stream(self, "cmpl", "text_completion", body)
+            text, truncated, prompt_tokens, completion_tokens = self.state.generate(
+                prompt, max_tokens, stream.start, lambda word: stream.send({"text": word + " "})
+            )
+            stream.finish({"text": ""}, "length" if truncated else "stop", prompt_tokens, completion_tokens)
+            return 200, (prompt_tokens, completion_tokens)
         text, truncated, prompt_tokens, completion_tokens = self.state.generate(prompt, max_tokens)
         finish = "length" if truncated else "stop"
         ident = f"cmpl-{self.state.requests_total}"
-        if body.get("stream"):
-            events = [
-                self.chunk(ident, "text_completion", {"text": word + " "}, None) for word in text.split()
-            ]
-            events.append(self.chunk(ident, "text_completion", {"text": ""}, finish))
-            self.send_events(events)
-        else:
-            self.send_json(
-                200,
-                {
-                    "id": ident,
-                    "object": "text_completion",
-                    "created": int(time.time()),
-                    "model": common.MODEL_ID,
-                    "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}],
-                    "usage": usage(prompt_tokens, completion_tokens),
-                },
-            )
+        self.send_json(
+            200,
+            {
+                "id": ident,
+                "object": "text_completion",
+                "created": int(time.time()),
+                "model": common.MODEL_ID,
+                "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}],
+                "usage": usage(prompt_tokens, completion_tokens),
+            },
+        )
         return 200, (prompt_tokens, completion_tokens)
 
     def post_responses(self, body: dict):
@@ -464,17 +520,6 @@ class Handler(BaseHTTPRequestHandler):
             "choices": [{"index": 0, **choice, "finish_reason": finish}],
         }
 
-    def send_events(self, events: list[dict]) -> None:
-        """Server-sent events; the HTTP/1.0 connection closing ends the stream."""
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.end_headers()
-        for event in events:
-            self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
-            self.wfile.flush()
-        self.wfile.write(b"data: [DONE]\n\n")
-
 
 ENDPOINTS = {
     "/v1/chat/completions": Handler.post_chat_completions,
@@ -490,6 +535,45 @@ def usage(prompt_tokens: int, completion_tokens: int) -> dict:
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
     }
+
+
+class Stream:
+    """Server-sent events of one generation, sent as it goes; the HTTP/1.0 connection closing ends the
+    stream. The headers go out once the prompt is prefilled, as the engine sends its first event then.
+    With `stream_options: {"include_usage": true}` the last event before [DONE] carries the usage, with
+    empty choices, as the engine's does."""
+
+    def __init__(self, handler: Handler, prefix: str, kind: str, body: dict):
+        self.handler = handler
+        self.prefix = prefix
+        self.kind = kind
+        options = body.get("stream_options")
+        self.include_usage = isinstance(options, dict) and options.get("include_usage") is True
+        self.ident = None
+
+    def start(self) -> None:
+        if self.ident is not None:
+            return
+        self.ident = f"{self.prefix}-{self.handler.state.requests_total}"
+        self.handler.send_response(200)
+        self.handler.send_header("Content-Type", "text/event-stream")
+        self.handler.send_header("Cache-Control", "no-cache")
+        self.handler.end_headers()
+
+    def event(self, event: dict) -> None:
+        self.handler.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+        self.handler.wfile.flush()
+
+    def send(self, choice: dict, finish=None) -> None:
+        self.start()
+        self.event(self.handler.chunk(self.ident, self.kind, choice, finish))
+
+    def finish(self, choice: dict, finish: str, prompt_tokens: int, completion_tokens: int) -> None:
+        self.send(choice, finish)
+        if self.include_usage:
+            last = self.handler.chunk(self.ident, self.kind, {}, None)
+            self.event(dict(last, choices=[], usage=usage(prompt_tokens, completion_tokens)))
+        self.handler.wfile.write(b"data: [DONE]\n\n")
 
 
 class EngineHTTPServer(ThreadingHTTPServer):

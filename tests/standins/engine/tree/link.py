@@ -4,9 +4,14 @@ The real Makefile compiles CUDA kernels with nvcc and links one engine library i
 "linking" a program packs ds4_common.py, the program's module and a __main__ holding the build identity
 (release, flavour, GPU arch, CUDA release) into one executable Python zipapp, so the result stands alone
 wherever it is copied. A release of flavour `build-broken` fails here, as a compile error would.
+
+What nvcc would embed as GPU code goes into the member FATBIN, which the cuobjdump stand-in
+(tests/standins/gpu/cuobjdump) lists: a cubin (SASS) and PTX for the arch built for. With an empty arch
+nvcc builds for its own default, sm_75 with CUDA 13 (seen on real hardware) and sm_52 before.
 """
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -16,6 +21,10 @@ import zipapp
 PROGRAMS = {"ds4": "ds4_cli", "ds4-server": "ds4_server", "ds4-bench": "ds4_bench"}
 SHARED = "ds4_common.py"
 INTERPRETER = "/usr/bin/env python3"
+FATBIN = ".nv_fatbin.json"
+# nvcc's -arch when none is given, by CUDA major release.
+NVCC_DEFAULT_ARCH = {"13": "sm_75"}
+NVCC_DEFAULT_ARCH_BEFORE_13 = "sm_52"
 
 MAIN_TEMPLATE = """\
 # STAND-IN ds4 engine program (test infrastructure of ds4-fleet, NOT the real engine), made by link.py.
@@ -45,7 +54,7 @@ def read_release(path: str) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--program", required=True, choices=sorted(PROGRAMS))
-    parser.add_argument("--arch", required=True)
+    parser.add_argument("--arch", required=True, help="the -arch nvcc gets; empty for nvcc's default")
     parser.add_argument("--nvcc-version", required=True, help="the saved output of `nvcc --version`")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
@@ -55,7 +64,11 @@ def main() -> int:
     with open(args.nvcc_version, encoding="utf-8") as stream:
         found = re.search(r"release (\d+\.\d+)", stream.read())
     cuda = found.group(1) if found else "unknown"
-    print(f"  NVCC  {SHARED} {module}.py -> {args.program} [-arch={args.arch}, CUDA {cuda}]", flush=True)
+    arch = args.arch or NVCC_DEFAULT_ARCH.get(cuda.split(".")[0], NVCC_DEFAULT_ARCH_BEFORE_13)
+    print(
+        f"  NVCC  {SHARED} {module}.py -> {args.program} [-arch={args.arch or '(none)'}, CUDA {cuda}]",
+        flush=True,
+    )
     if release["flavour"] == "build-broken":
         print(
             f"{module}.py:1: error: this release does not build (stand-in release flavour 'build-broken')",
@@ -68,6 +81,8 @@ def main() -> int:
     os.makedirs(stage)
     for source in (SHARED, f"{module}.py"):
         shutil.copyfile(source, os.path.join(stage, source))
+    with open(os.path.join(stage, FATBIN), "w", encoding="utf-8") as stream:
+        json.dump({"elf": [arch], "ptx": [arch]}, stream)
     with open(os.path.join(stage, "__main__.py"), "w", encoding="utf-8") as stream:
         stream.write(
             MAIN_TEMPLATE.format(
@@ -75,7 +90,7 @@ def main() -> int:
                 program=args.program,
                 version=release["version"],
                 flavour=release["flavour"],
-                arch=args.arch,
+                arch=arch,
                 cuda=cuda,
             )
         )

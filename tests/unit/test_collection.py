@@ -1,0 +1,34 @@
+"""What the collection declares holds: its license, one minimum ansible-core, a version that moves."""
+
+import re
+from pathlib import Path
+
+import yaml
+from ansible.module_utils.compat.version import LooseVersion
+
+REPO = Path(__file__).resolve().parents[2]
+GALAXY = yaml.safe_load((REPO / "galaxy.yml").read_text())
+
+
+def test_the_license_file_is_the_declared_one():
+    assert GALAXY["license"] == ["MIT"]
+    assert (REPO / "LICENSE").read_text().startswith("MIT License\n")
+
+
+def test_one_minimum_ansible_core_that_the_pinned_one_meets():
+    """Stated once, in meta/runtime.yml (molecule/collection runs that version); the rest refers to it."""
+    required = yaml.safe_load((REPO / "meta" / "runtime.yml").read_text())["requires_ansible"]
+    minimum = re.fullmatch(r">=(\d+\.\d+\.\d+)", required)
+    assert minimum, f"requires_ansible {required!r} is not one minimum such as >=2.17.0"
+    (pinned,) = re.findall(r"^ansible-core==(\S+)$", (REPO / "requirements.txt").read_text(), re.M)
+    assert LooseVersion(pinned) >= LooseVersion(minimum[1])
+    assert "meta/runtime.yml" in (REPO / "README.md").read_text()
+
+
+def test_the_version_moves_with_releases():
+    """Unreleased fragments belong to the next version, which galaxy.yml names and no release holds yet."""
+    released = yaml.safe_load((REPO / "changelogs" / "changelog.yaml").read_text())["releases"] or {}
+    fragments = [p for p in (REPO / "changelogs" / "fragments").iterdir() if p.suffix in (".yml", ".yaml")]
+    if fragments:
+        assert GALAXY["version"] not in released, f"{GALAXY['version']} is released: set the next version"
+    assert all(LooseVersion(GALAXY["version"]) >= LooseVersion(v) for v in released)
