@@ -11,7 +11,9 @@ independent of the collection's client. Tests run in file order; each leaves the
    no request failing meanwhile;
 6. a gateway restart refuses requests only while the restart runs;
 7. upgrade.yml to v0.6.5.1 under a client load through the gateway: no request fails, every stream
-   completes, and HAProxy's log shows each Spark drained into maintenance and back, one after the other;
+   completes, HAProxy's log shows each Spark drained into maintenance and back, one after the other, and a
+   request the stand-in engine holds on the second Spark keeps it draining (nothing new sent to it) until
+   the test releases it;
 8. playbooks/gateway.yml again changes nothing (the scenario's idempotence check, for the gateway and the
    firewall: the site scenario checks the provisioning's);
 9. the operator's certificate replaces the self-signed one.
@@ -21,6 +23,7 @@ import json
 import os
 import re
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -35,6 +38,9 @@ SPARKS = ("spark01", "spark02")
 KEY = "ds4-test-key-0123456789abcdef"
 FILE_KEY = "ds4-test-file-key-fedcba9876543210"
 URL = "https://gw01:8443"
+QUESTION = "What is the capital of France? Answer in one sentence."
+# Where the stand-in engine looks for the file that releases a held request.
+HOLD_DIR = "/run/ds4-standin"
 CA = "/tmp/ds4-gateway-ca.pem"
 # The role's defaults: a Spark is out after `fall` failed checks `inter` seconds apart.
 CHECK_INTERVAL, CHECK_FALL = 2, 2
@@ -42,7 +48,7 @@ BODY = json.dumps(
     {
         "model": "deepseek-v4-flash",
         "max_tokens": 64,
-        "messages": [{"role": "user", "content": "What is the capital of France? Answer in one sentence."}],
+        "messages": [{"role": "user", "content": QUESTION}],
     }
 )
 # The servers of the backend as HAProxy's runtime API lists them, read in gw01 without the collection.
@@ -109,6 +115,11 @@ def served(hosts):
     return sum(int(r["stot"] or 0) for r in stat_rows(hosts) if r["svname"] in SPARKS)
 
 
+def served_by(hosts, name):
+    """Sessions one Spark took since HAProxy started."""
+    return next(int(r["stot"] or 0) for r in stat_rows(hosts) if r["svname"] == name)
+
+
 def backend(hosts):
     """name -> (status, current sessions), read from the runtime API."""
     return {
@@ -145,11 +156,13 @@ def requests_total(host):
     return int(re.search(r"^ds4_requests_total (\d+)", metrics, re.M)[1])
 
 
-def play(playbook, *args):
+def play(playbook, *args, env_extra=None):
+    """A playbook of the repository, nested, as an operator runs it; the completed process. The limit is a
+    hang guard only, far above a run on a loaded machine."""
     env = {k: v for k, v in os.environ.items() if k != "ANSIBLE_FORCE_COLOR"}
-    env.update(ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    env.update(ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", **(env_extra or {}))
     cmd = ["ansible-playbook", "-i", str(INVENTORY), str(ROOT / "playbooks" / playbook), *args]
-    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800, check=False)
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600, check=False)
     done.stdout += done.stderr
     return done
 
@@ -329,30 +342,117 @@ def test_a_gateway_restart_drops_the_fleet_no_longer_than_the_restart(hosts):
 # --- 7. a rolling upgrade through the gateway ---
 
 
-def test_an_upgrade_through_the_gateway_loses_no_request(hosts, tmp_path):
-    summary = tmp_path / "summary.json"
+def held_request(name):
+    """A chat completion through the gateway that the stand-in engine holds until the file `name` appears in
+    its HOLD_DIR: the curl process in the forge, which prints the answer, then the HTTP code on a line."""
+    body = json.dumps(
+        {
+            "model": "deepseek-v4-flash",
+            "max_tokens": 64,
+            "messages": [{"role": "user", "content": f"[[standin-hold:{name}]] {QUESTION}"}],
+        }
+    )
+    return subprocess.Popen(
+        ["podman", "exec", FORGE, "curl", "-sS", "--max-time", "1800", "--cacert", CA,
+         "-H", f"Authorization: Bearer {KEY}", "-H", "Content-Type: application/json", "-d", body,
+         "-w", "\n%{http_code}", URL + "/v1/chat/completions"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+
+
+def holds(host):
+    """The stand-in engine's open holds on a Spark: {name: {"reads": n, "requests": n}}."""
+    return json.loads(host.check_output("curl -fsS http://127.0.0.1:8000/standin/holds"))
+
+
+SERVER_EVENT = r"Server ds4_sparks/(spark0\d) is (going DOWN for maintenance|UP/READY)"
+
+
+def gateway_events(hosts, since):
+    """HAProxy's server events since `since` (Unix seconds): (time, spark, "maint" or "ready")."""
+    lines = hosts["gw01"].check_output(
+        f"journalctl -u haproxy.service --no-pager -o json --output-fields=MESSAGE --since @{since}"
+    )
+    events = []
+    for line in lines.splitlines():
+        entry = json.loads(line)
+        found = re.match(SERVER_EVENT, str(entry.get("MESSAGE")))
+        if found:
+            way = "maint" if found[2].startswith("going") else "ready"
+            events.append((int(entry["__REALTIME_TIMESTAMP"]) / 1e6, found[1], way))
+    return events
+
+
+def test_an_upgrade_through_the_gateway_drains_each_spark_and_loses_no_request(hosts, tmp_path):
+    """upgrade.yml under a client load, with a request held in flight on the second Spark when its turn
+    comes: the gateway sends that Spark nothing new and waits for the held request before maintenance."""
+    summary, lb_log, gate = tmp_path / "summary.json", tmp_path / "lb.log", tmp_path / "lb.gate"
+    lb_log.write_text("")
+    hosts["spark02"].check_output(f"mkdir -p {HOLD_DIR} && rm -f {HOLD_DIR}/gateway")
     since = hosts["gw01"].check_output("date +%s")
-    client = start_load("--clients", "3", "--pause", "0.3")
+    args = ["-e", "ds4_release=v0.6.5.1", "-e", f"ds4_upgrade_summary_json={summary}"]
+    args += ["-e", f"ds4_upgrade_lb_in_tasks={ROOT / 'molecule' / 'gateway' / 'hooks' / 'lb-in.yml'}"]
+    env = {"DS4_GATEWAY_LB_LOG": str(lb_log), "DS4_GATEWAY_LB_GATE": str(gate)}
+    upgrade = {}
+    runner = threading.Thread(target=lambda: upgrade.update(run=play("upgrade.yml", *args, env_extra=env)))
+    client = start_load("--clients", "2", "--pause", "0.5")
+    held = None
     try:
-        run = play("upgrade.yml", "-e", "ds4_release=v0.6.5.1", "-e", f"ds4_upgrade_summary_json={summary}")
+        runner.start()
+        # The canary is switched and back in the operator's load balancer; at the gateway it is still in
+        # maintenance, so the held request can only go to spark02.
+        wait_until(
+            "the canary spark01 switched (the hook says it is back in the load balancer)",
+            lambda: "spark01 in" in lb_log.read_text() or not runner.is_alive(),
+            3600,
+        )
+        assert runner.is_alive(), upgrade["run"].stdout[-4000:]
+        assert backend(hosts)["spark01"][0] == "MAINT"
+        held = held_request("gateway")
+        wait_until("spark02's engine holding the request", lambda: "gateway" in holds(hosts["spark02"]), 120)
+        gate.touch()
+
+        # spark02's turn: drained at the gateway, its held request still open.
+        wait_until(
+            "the gateway draining spark02 with only its held request left",
+            lambda: backend(hosts)["spark02"] == ("DRAIN", 1),
+            600,
+        )
+        assert held.poll() is None, f"the held request ended before its release: {held.communicate()[0]}"
+        count, took = requests_total(hosts["spark02"]), served_by(hosts, "spark01")
+        # The load goes on, to spark01 alone: spark02 gets nothing new and stays out of maintenance.
+        wait_until("the load reaching spark01", lambda: served_by(hosts, "spark01") >= took + 5, 120)
+        assert requests_total(hosts["spark02"]) == count
+        assert backend(hosts)["spark02"] == ("DRAIN", 1)
+        released = float(hosts["spark02"].check_output(f"date +%s.%N && touch {HOLD_DIR}/gateway"))
+        answer, code = held.communicate(timeout=600)[0].rsplit("\n", 1)
+        assert code == "200" and "Paris" in json.loads(answer)["choices"][0]["message"]["content"], answer
     finally:
+        # Whatever happened, let the hook and the held request go on, so that the upgrade ends.
+        gate.touch()
+        hosts["spark02"].run(f"touch {HOLD_DIR}/gateway")
+        runner.join(timeout=3600)
         result = stop_load(client)
+    run = upgrade["run"]
     assert run.returncode == 0, run.stdout[-4000:]
     outcomes = {h["host"]: h["upgrade"]["outcome"] for h in json.loads(summary.read_text())["hosts"]}
     assert outcomes == {name: "switched" for name in SPARKS}
     streams = result["by_kind"]["stream"]
     assert result["failed"] == 0 and streams["sent"] > 0 and streams["failed"] == 0, result
-    # Each Spark went into maintenance at the gateway (after its drain) and came back, one after the other.
-    log = hosts["gw01"].check_output(f"journalctl -u haproxy.service --no-pager -o cat --since @{since}")
-    # Each event is logged and also printed on HAProxy's stderr, as "[WARNING] (pid) : Server ...".
-    events = re.findall(r"^Server ds4_sparks/(spark0\d) is (going DOWN for maintenance|UP/READY)", log, re.M)
-    assert [(name, way.split()[0]) for name, way in events] == [
-        ("spark01", "going"),
-        ("spark01", "UP/READY"),
-        ("spark02", "going"),
-        ("spark02", "UP/READY"),
-    ], log[-3000:]
-    assert all(state == ("UP", 0) or state[0] == "UP" for state in backend(hosts).values())
+    # One Spark at a time: out into maintenance, back once its health check passed; spark02 only after its
+    # held request was released. The operator's hook ran while the Spark was out of the gateway.
+    events = gateway_events(hosts, since)
+    assert [(name, way) for _, name, way in events] == [
+        ("spark01", "maint"),
+        ("spark01", "ready"),
+        ("spark02", "maint"),
+        ("spark02", "ready"),
+    ], events
+    assert events[2][0] >= released, (events, released)
+    hooks = {line.split()[0]: float(line.split()[2]) for line in lb_log.read_text().splitlines()}
+    for (maint, name, _), (ready, _, _) in (events[0:2], events[2:4]):
+        assert maint < hooks[name] < ready, (events, hooks)
+    assert all(state[0] == "UP" for state in backend(hosts).values())
     print(f"upgrade under load: {result['sent']} requests, 0 failed, p50 {result['p50_ms']:.0f} ms")
 
 
