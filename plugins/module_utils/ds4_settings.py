@@ -66,6 +66,8 @@ _LOG_SIZE = re.compile(r"[0-9]+[kMG]?")
 _CALENDAR = re.compile(r"[A-Za-z0-9 ,:.*/~-]+")
 _TIME_SPAN = re.compile(r"[0-9]+ ?[a-z]*( [0-9]+ ?[a-z]*)*")
 _PERCENT = re.compile(r"([1-9][0-9]?|100)%")
+_TLS_NAME = re.compile(r"[A-Za-z0-9*][A-Za-z0-9.:*-]*")
+_NETWORK = re.compile(r"[0-9A-Fa-f.:]+(/[0-9]{1,3})?")
 _DURATION = re.compile(r"([0-9]+(ms|s|m|h|d|w|y))+")
 _GROUP = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _HAPROXY_NAME = re.compile(r"[A-Za-z0-9._:-]+")
@@ -309,6 +311,32 @@ def _controller_dir(value):
     return "an absolute path on the controller, on one line"
 
 
+def _optional_controller_file(value):
+    if value == "" or (isinstance(value, str) and not _CONTROL.search(value) and value.strip() == value):
+        return None
+    return "empty or the path of a file on the controller, on one line"
+
+
+def _secret_words(value):
+    # Their form (length, characters) is the gateway preflight's, which names a bad key by its position.
+    if isinstance(value, list) and all(isinstance(item, str) and not _CONTROL.search(item) for item in value):
+        return None
+    return "a list of keys, each on one line"
+
+
+def _tls_names(value):
+    names = value if isinstance(value, list) else []
+    if names and all(isinstance(name, str) and _TLS_NAME.fullmatch(name) for name in names):
+        return None
+    return "a non-empty list of host names or addresses"
+
+
+def _networks(value):
+    if isinstance(value, list) and all(isinstance(i, str) and _NETWORK.fullmatch(i) for i in value):
+        return None
+    return "a list of addresses or networks such as 10.0.0.0/24 or fd00::/64"
+
+
 def _task_file(value):
     if value == "" or (isinstance(value, str) and not _CONTROL.search(value) and value.strip() == value):
         return None
@@ -401,6 +429,24 @@ RULES = {
     "ds4_monitoring_gateway_group": _matching(_GROUP, "an inventory group name"),
     "ds4_monitoring_gateway_port": _between(1, 65535, "a TCP port"),
     "ds4_monitoring_gateway_backend": _matching(_HAPROXY_NAME, "a HAProxy name (letters, digits, ._:-)"),
+    # ds4_gateway (the keys' form and the files are checked with the inventory, in its preflight)
+    "ds4_gateway_address": _matching(re.compile(r"\*|[0-9A-Fa-f.:]+"), "* or an IP address"),
+    "ds4_gateway_port": _between(1, 65535, "a TCP port"),
+    "ds4_gateway_api_keys": _secret_words,
+    "ds4_gateway_api_keys_file": _optional_controller_file,
+    "ds4_gateway_tls_cert": _optional_controller_file,
+    "ds4_gateway_tls_key": _optional_controller_file,
+    "ds4_gateway_tls_names": _tls_names,
+    "ds4_gateway_tls_days": _between(1, 36500, "a whole number of days"),
+    "ds4_gateway_check_interval": _above_zero(),
+    "ds4_gateway_check_fall": _between(1, what="a whole number of checks"),
+    "ds4_gateway_check_rise": _between(1, what="a whole number of checks"),
+    "ds4_gateway_timeout": _between(1, what="a whole number of seconds"),
+    "ds4_gateway_connect_timeout": _between(1, what="a whole number of seconds"),
+    "ds4_gateway_maxconn": _between(1, what="a whole number of connections"),
+    "ds4_gateway_config_template": _optional_controller_file,
+    "ds4_firewall_allow": _networks,
+    "ds4_upgrade_gateway_up_timeout": _between(0, what="a number of seconds"),
     # ds4_fleet
     "ds4_upgrade_serial": _serial,
     "ds4_upgrade_max_fail_percentage": _between(0, 100, "a percentage"),

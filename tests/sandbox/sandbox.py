@@ -273,6 +273,12 @@ def set_persona(container: str, persona: str) -> None:
     )
 
 
+# The distribution's haproxy.service bind-mounts /dev/log into HAProxy's chroot (BindReadOnlyPaths=), which
+# these containers refuse (226/NAMESPACE); a real gateway keeps the unit as packaged. The gateway's
+# configuration logs through standard output, so the sandbox loses no log line.
+HAPROXY_DROPIN = b"[Service]\nBindReadOnlyPaths=\n"
+
+
 def can_make_devices(container: str) -> bool:
     caps = podman("container", "inspect", "--format", "{{.EffectiveCaps}}", container, check=False)
     return "CAP_MKNOD" in caps.stdout.decode()
@@ -284,6 +290,7 @@ def ensure_spark(
     ssh_port: int | None,
     persona: str,
     small_disk: str | None,
+    cap_add: list[str] = (),
     behind_proxy: bool = False,
 ) -> None:
     container = names.host(host)
@@ -303,9 +310,12 @@ def ensure_spark(
         if small_disk:
             # Plays a Spark whose weights filesystem is nearly full, for the preflight's disk refusal.
             extra = ["--mount", f"type=tmpfs,destination=/var/lib/ds4,tmpfs-size={small_disk}"]
+        # NET_ADMIN lets a host load nftables rules into its own network namespace (the engine firewall).
+        extra += [f"--cap-add={cap}" for cap in cap_add]
+        # Reachable by its host name on the network, as a Spark is on a site's (the gateway's backends).
         podman(
             "run", "-d", "--name", container, "--hostname", host,
-            "--network", names.inner if behind_proxy else names.network,
+            "--network", names.inner if behind_proxy else names.network, "--network-alias", host,
             # CAP_MKNOD, which Podman no longer grants by default: root on a Spark creates the GPU's
             # device nodes at boot (the stand-in nvidia-modprobe does here).
             "--systemd=always", "--cap-add=MKNOD", "-p", publish, *extra, IMAGE, "/sbin/init",
@@ -317,6 +327,10 @@ def ensure_spark(
             stdin=SSH_KEY.with_suffix(".pub").read_bytes())  # fmt: skip
     if created:
         set_persona(container, persona)
+        dropin = "/etc/systemd/system/haproxy.service.d"
+        exec_in(
+            container, "sh", "-c", f"mkdir -p {dropin} && cat > {dropin}/sandbox.conf", stdin=HAPROXY_DROPIN
+        )
 
 
 def ssh_port_of(container: str) -> int:
@@ -358,12 +372,17 @@ def up(args: argparse.Namespace) -> None:
     names = Names(args.prefix)
     personas = dict(p.split("=", 1) for p in args.persona)
     small = dict(p.split("=", 1) for p in args.small_disk)
+    caps: dict[str, list[str]] = {}
+    for entry in args.cap_add:
+        host, cap = entry.split("=", 1)
+        caps.setdefault(host, []).append(cap)
     if args.platforms:
-        # Molecule's platform list: name plus the optional keys `persona` and `small_disk`.
+        # Molecule's platform list: name plus the optional keys `persona`, `small_disk` and `cap_add`.
         platforms = json.loads(args.platforms)
         args.hosts = [p["name"] for p in platforms]
         personas.update({p["name"]: p["persona"] for p in platforms if "persona" in p})
         small.update({p["name"]: p["small_disk"] for p in platforms if "small_disk" in p})
+        caps.update({p["name"]: p["cap_add"] for p in platforms if "cap_add" in p})
         proxied = {p["name"] for p in platforms if p.get("behind_proxy")}
     else:
         proxied = set()
@@ -377,7 +396,15 @@ def up(args: argparse.Namespace) -> None:
         ensure_proxy(names)
     for host in args.hosts:
         port = None if args.prefix else FIXED_SSH_PORTS.get(host)
-        ensure_spark(names, host, port, personas.get(host, "gb10"), small.get(host), host in proxied)
+        ensure_spark(
+            names,
+            host,
+            port,
+            personas.get(host, "gb10"),
+            small.get(host),
+            caps.get(host, []),
+            host in proxied,
+        )
     wait_forge(names, names.host(args.hosts[0]), behind_proxy=args.hosts[0] in proxied)
     instances = [
         {
@@ -444,6 +471,7 @@ def main() -> None:
     p_up.add_argument("--hosts", nargs="+", default=DEFAULT_HOSTS)
     p_up.add_argument("--persona", action="append", default=[], metavar="HOST=NAME")
     p_up.add_argument("--small-disk", action="append", default=[], metavar="HOST=SIZE")
+    p_up.add_argument("--cap-add", action="append", default=[], metavar="HOST=CAPABILITY")
     p_up.add_argument("--platforms", metavar="JSON", help="hosts and their options as Molecule's platforms")
     p_up.add_argument("--json", action="store_true", help="print the instances as JSON")
     p_up.set_defaults(func=up)

@@ -41,6 +41,11 @@ def _defaults():
     # The one templated default: the installer's directory of the user Ansible connects as.
     values["ds4_weights_adopt_dirs"] = ["~root/gguf"]
     values["ds4_monitoring_dir"] = "/root/ds4-monitoring"
+    # Defaults that read the inventory: none of these sandbox runs has a gateway.
+    values["ds4_host"] = "127.0.0.1"
+    values["ds4_firewall"] = False
+    values["ds4_gateway_tls_names"] = ["gateway01"]
+    values["ds4_gateway_config_template"] = "/collection/templates/ds4-gateway.haproxy.cfg.j2"
     return values
 
 
@@ -194,6 +199,26 @@ BAD = {
     "ds4_metrics": ["maybe", []],
     "ds4_node_exporter_port": [0, 65536, *WHOLE],
     "ds4_metrics_next_generation_bytes": [-1, *WHOLE],
+    # ds4_gateway
+    "ds4_gateway_address": ["", "any", "0.0.0.0 ", "::1\n"],
+    "ds4_gateway_port": [0, 65536, *WHOLE],
+    "ds4_gateway_api_keys": ["key", ["k\n"]],
+    "ds4_gateway_api_keys_file": ["keys\n", " keys", ["keys"]],
+    "ds4_gateway_tls_cert": ["cert.pem\n", ["cert.pem"]],
+    "ds4_gateway_tls_key": ["key.pem\n", ["key.pem"]],
+    "ds4_gateway_tls_names": [[], "gw", ["gw one"], ["gw\n"]],
+    "ds4_gateway_tls_days": [0, 36501, *WHOLE],
+    "ds4_gateway_check_interval": SECONDS,
+    "ds4_gateway_check_fall": [0, *WHOLE],
+    "ds4_gateway_check_rise": [0, *WHOLE],
+    "ds4_gateway_timeout": [0, *WHOLE],
+    "ds4_gateway_connect_timeout": [0, *WHOLE],
+    "ds4_gateway_maxconn": [0, *WHOLE],
+    "ds4_gateway_config_template": ["t.j2\n", ["t.j2"]],
+    "ds4_firewall": ["maybe", []],
+    "ds4_firewall_allow": ["10.0.0.0/24", ["10.0.0.0 /24"], ["any"], ["10.0.0.0/24\n"]],
+    "ds4_upgrade_gateway": ["maybe", []],
+    "ds4_upgrade_gateway_up_timeout": [-1, "long"],
     # ds4_monitoring
     "ds4_monitoring_dir": ["relative/dir", "/tmp/mon\n", ["/tmp"]],
     "ds4_monitoring_group": ["", "spark s", "sparks\n", "1sparks"],

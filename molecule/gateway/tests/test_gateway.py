@@ -1,0 +1,517 @@
+"""The gateway (gw01, HAProxy) in front of two sandbox Sparks that converge provisioned on v0.6.3.
+
+Clients are the forge container (a host that is neither a gateway nor a Spark) running bench/gateway_load.py
+or curl; the gateway's own view is read from HAProxy's runtime API with a few lines of Python in gw01,
+independent of the collection's client. Tests run in file order; each leaves the fleet serving:
+1. keys: 401 without a key and with a wrong one, 200 with either kind of key; the key never reaches a Spark;
+2. TLS with the self-signed certificate made for gw01, verified by the client; secrets root:haproxy 0640;
+3. the engine firewall: the engine port refused from a Spark and from the forge, open to the gateway;
+4. status.yml shows each Spark's state at the gateway;
+5. a Spark stopped by hand is taken out by the health check within its bound and put back when it serves,
+   no request failing meanwhile;
+6. a gateway restart refuses requests only while the restart runs;
+7. upgrade.yml to v0.6.5.1 under a client load through the gateway: no request fails, every stream
+   completes, HAProxy's log shows each Spark drained into maintenance and back, one after the other, and a
+   request the stand-in engine holds on the second Spark keeps it draining (nothing new sent to it) until
+   the test releases it;
+8. playbooks/gateway.yml again changes nothing (the scenario's idempotence check, for the gateway and the
+   firewall: the site scenario checks the provisioning's);
+9. the operator's certificate replaces the self-signed one.
+"""
+
+import json
+import os
+import re
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import testinfra
+
+ROOT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
+INVENTORY = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
+PREFIX = f"mol-{os.environ['MOLECULE_SCENARIO_NAME']}-"
+FORGE = f"{PREFIX}forge"
+SPARKS = ("spark01", "spark02")
+KEY = "ds4-test-key-0123456789abcdef"
+FILE_KEY = "ds4-test-file-key-fedcba9876543210"
+URL = "https://gw01:8443"
+QUESTION = "What is the capital of France? Answer in one sentence."
+# Where the stand-in engine looks for the file that releases a held request.
+HOLD_DIR = "/run/ds4-standin"
+CA = "/tmp/ds4-gateway-ca.pem"
+# The role's defaults: a Spark is out after `fall` failed checks `inter` seconds apart.
+CHECK_INTERVAL, CHECK_FALL = 2, 2
+BODY = json.dumps(
+    {
+        "model": "deepseek-v4-flash",
+        "max_tokens": 64,
+        "messages": [{"role": "user", "content": QUESTION}],
+    }
+)
+# The servers of the backend as HAProxy's runtime API lists them, read in gw01 without the collection.
+SHOW_STAT = (
+    "import socket,sys\n"
+    "s=socket.socket(socket.AF_UNIX); s.connect('/run/haproxy/admin.sock')\n"
+    "s.sendall(b'show stat ds4_sparks 4 -1\\n'); out=b''\n"
+    "while (c:=s.recv(65536)): out+=c\n"
+    "sys.stdout.write(out.decode())\n"
+)
+
+
+@pytest.fixture(scope="module")
+def hosts():
+    names = ("gw01", *SPARKS)
+    return {name: testinfra.get_host(f"podman://{PREFIX}{name}") for name in names}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def client_tools(hosts):
+    """The load client in the forge, and the gateway's certificate (not its key) as the forge's CA file."""
+    subprocess.run(
+        ["podman", "cp", str(ROOT / "bench" / "gateway_load.py"), f"{FORGE}:/usr/local/bin/gateway_load.py"],
+        check=True,
+    )
+    cert = hosts["gw01"].check_output("openssl x509 -in /etc/haproxy/ds4-gateway-self-signed.pem")
+    subprocess.run(
+        ["podman", "exec", "-i", FORGE, "sh", "-c", f"cat > {CA}"], input=cert + "\n", text=True, check=True
+    )
+
+
+def forge(*cmd, check=False, timeout=120):
+    """A command in the forge. Podman's own failures (exit 125 to 127, seen under heavy load) are not the
+    command's: they fail here, saying so."""
+    done = subprocess.run(
+        ["podman", "exec", FORGE, *cmd], capture_output=True, text=True, timeout=timeout, check=check
+    )
+    assert done.returncode < 125, f"podman exec in the forge failed: {done.returncode} {done.stderr}"
+    return done
+
+
+def curl(*args, url=URL + "/v1/chat/completions", data=BODY):
+    """curl from the forge, verifying the gateway's certificate: (HTTP code, body). No answer at all fails,
+    saying why."""
+    # A generous limit: on a machine shared by many jobs a TLS handshake alone has taken seconds.
+    cmd = ["curl", "-sS", "--max-time", "120", "--cacert", CA, "-o", "/tmp/body", "-w", "%{http_code}", *args]
+    if data is not None:
+        cmd += ["-H", "Content-Type: application/json", "-d", data]
+    done = forge(*cmd, url, timeout=180)
+    assert done.stdout.isdigit(), f"curl printed no status: {done.returncode} {done.stderr}"
+    assert int(done.stdout), f"no answer from the gateway: curl {done.returncode} {done.stderr}"
+    return int(done.stdout), forge("cat", "/tmp/body").stdout
+
+
+def stat_rows(hosts):
+    text = hosts["gw01"].check_output("python3 -c %s", SHOW_STAT)
+    lines = [line for line in text.splitlines() if line]
+    names = lines[0][2:].split(",")
+    return [dict(zip(names, line.split(","), strict=False)) for line in lines[1:]]
+
+
+def served(hosts):
+    """Sessions the Sparks took since HAProxy started (its counters start at 0)."""
+    return sum(int(r["stot"] or 0) for r in stat_rows(hosts) if r["svname"] in SPARKS)
+
+
+def served_by(hosts, name):
+    """Sessions one Spark took since HAProxy started."""
+    return next(int(r["stot"] or 0) for r in stat_rows(hosts) if r["svname"] == name)
+
+
+def backend(hosts):
+    """name -> (status, current sessions), read from the runtime API."""
+    return {
+        r["svname"]: (r["status"], int(r["scur"] or 0)) for r in stat_rows(hosts) if r["svname"] in SPARKS
+    }
+
+
+def wait_until(what, condition, timeout, interval=0.2):
+    """Seconds until condition() is true; fails naming `what` after `timeout` seconds."""
+    started = time.monotonic()
+    while not condition():
+        assert time.monotonic() - started < timeout, f"{what}: not within {timeout} s"
+        time.sleep(interval)
+    return time.monotonic() - started
+
+
+def start_load(*args):
+    """The load client in the forge, through the gateway, until /tmp/ds4-load-stop exists."""
+    forge("rm", "-f", "/tmp/ds4-load-stop", check=True)
+    cmd = ["podman", "exec", FORGE, "python3", "/usr/local/bin/gateway_load.py", "--url", URL, "--key", KEY]
+    cmd += ["--insecure", "--requests", "1000000", "--stop-file", "/tmp/ds4-load-stop", "--raw", *args]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def stop_load(client):
+    forge("touch", "/tmp/ds4-load-stop", check=True)
+    out, err = client.communicate(timeout=180)
+    assert client.returncode == 0, err
+    return json.loads(out)
+
+
+def requests_total(host):
+    metrics = host.check_output("curl -fsS http://127.0.0.1:8000/metrics")
+    return int(re.search(r"^ds4_requests_total (\d+)", metrics, re.M)[1])
+
+
+def play(playbook, *args, env_extra=None):
+    """A playbook of the repository, nested, as an operator runs it; the completed process. The limit is a
+    hang guard only, far above a run on a loaded machine."""
+    env = {k: v for k, v in os.environ.items() if k != "ANSIBLE_FORCE_COLOR"}
+    env.update(ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", **(env_extra or {}))
+    cmd = ["ansible-playbook", "-i", str(INVENTORY), str(ROOT / "playbooks" / playbook), *args]
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600, check=False)
+    done.stdout += done.stderr
+    return done
+
+
+# --- 1. keys ---
+
+
+def test_a_request_without_a_valid_key_is_refused_and_one_with_a_key_is_answered(hosts):
+    code, body = curl()
+    assert code == 401 and json.loads(body)["error"]["type"] == "authentication_error", body
+    assert curl("-H", "Authorization: Bearer ds4-wrong-key-0123456789abcdef")[0] == 401
+    assert curl("-H", "x-api-key: ds4-wrong-key-0123456789abcdef")[0] == 401
+    # A key the gateway has is no key in a header it does not read.
+    assert curl("-H", f"X-Other: {KEY}")[0] == 401
+    # Refused over HTTP/2 while the client may still be sending the body: the 401 arrives every time (the
+    # gateway once answered before reading the body, and curl saw about half of these streams cancelled).
+    refused = forge(
+        "sh", "-c",
+        f'for i in $(seq 20); do curl -sS --http2 --max-time 120 --cacert {CA} -o /dev/null '
+        f'-w "%{{http_code}} %{{http_version}}\\n" -H "x-api-key: ds4-wrong-key-0123456789abcdef" '
+        f'-H "Content-Type: application/json" -d "$1" {URL}/v1/chat/completions; done',
+        "sh", BODY,
+    )  # fmt: skip
+    assert refused.stdout.splitlines() == ["401 2"] * 20, refused.stdout + refused.stderr
+    before = {name: requests_total(hosts[name]) for name in SPARKS}
+
+    code, body = curl("-H", f"Authorization: Bearer {KEY}")
+    assert code == 200 and "Paris" in json.loads(body)["choices"][0]["message"]["content"], body
+    # The Anthropic way, with the key from ds4_gateway_api_keys_file.
+    code, body = curl("-H", f"x-api-key: {FILE_KEY}", url=URL + "/v1/messages")
+    assert code == 200 and "Paris" in json.loads(body)["content"][0]["text"], body
+    code, body = curl("-H", f"Authorization: Bearer {KEY}", url=URL + "/v1/models", data=None)
+    assert code == 200 and json.loads(body)["data"][0]["id"] == "deepseek-v4-flash"
+    # Only the API: the engine's other paths are not served through the gateway.
+    assert curl("-H", f"Authorization: Bearer {KEY}", url=URL + "/metrics", data=None)[0] == 404
+    # The two answered generations reached the Sparks; the refused requests did not.
+    assert sum(requests_total(hosts[name]) for name in SPARKS) - sum(before.values()) == 2
+
+    # A stream passes through whole.
+    done = forge(
+        "python3", "/usr/local/bin/gateway_load.py", "--url", URL, "--key", KEY, "--insecure",
+        "--kind", "stream", "--clients", "2", "--requests", "3",
+    )  # fmt: skip
+    result = json.loads(done.stdout)
+    assert (result["sent"], result["failed"]) == (6, 0), result
+
+    # The Sparks never see a key, and the gateway's log never shows one.
+    for name in SPARKS:
+        assert KEY not in hosts[name].check_output("journalctl -u ds4.service --no-pager -o cat")
+    assert KEY not in hosts["gw01"].check_output("journalctl -u haproxy.service --no-pager -o cat")
+
+
+# --- 2. TLS and the secrets on the gateway ---
+
+
+def test_the_gateway_serves_tls_with_its_certificate_and_keeps_its_secrets_private(hosts):
+    # curl verifies the certificate against the CA file and the name gw01 (in its subjectAltName).
+    verbose = forge(
+        "curl", "-sS", "-v", "--max-time", "30", "--cacert", CA, "-H", f"Authorization: Bearer {KEY}",
+        "-o", "/dev/null", "-w", "%{http_code}", URL + "/v1/models",
+    )  # fmt: skip
+    assert verbose.stdout == "200", verbose.stderr[-2000:]
+    assert re.search(r"SSL connection using TLSv1\.[23]", verbose.stderr)
+    assert 'subjectAltName: host "gw01" matched' in verbose.stderr
+    # Without the CA the certificate is not trusted; plain HTTP on the port gets no answer from the API.
+    assert forge("curl", "-sS", "--max-time", "10", URL + "/v1/models").returncode == 60
+    plain = forge(
+        "curl",
+        "-sS",
+        "--max-time",
+        "10",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        "http://gw01:8443/v1/models",
+    )
+    assert plain.stdout != "200"
+
+    gw = hosts["gw01"]
+    for path in ("/etc/haproxy/ds4-api-keys", "/etc/haproxy/ds4-gateway-self-signed.pem"):
+        secret = gw.file(path)
+        assert (secret.user, secret.group, secret.mode) == ("root", "haproxy", 0o640), path
+    assert gw.file("/etc/haproxy/ds4-api-keys").content_string.split() == [KEY, FILE_KEY]
+    assert KEY not in gw.file("/etc/haproxy/haproxy.cfg").content_string
+
+
+# --- 3. the engine firewall ---
+
+
+def test_the_engine_port_is_refused_from_a_host_that_is_not_a_gateway(hosts):
+    models = "curl -sS --max-time 10 -o /dev/null -w %{http_code} http://spark01:8000/v1/models"
+    # Refused (curl: 7, could not connect), from another Spark and from the forge.
+    assert hosts["spark02"].run(models).rc == 7
+    assert forge("sh", "-c", models).returncode == 7
+    # Open to the gateway, and to the Spark itself on loopback and on its own address.
+    assert hosts["gw01"].check_output(models) == "200"
+    assert hosts["spark01"].check_output(models) == "200"
+    assert (
+        hosts["spark01"].check_output("curl -sS -o /dev/null -w %{http_code} http://127.0.0.1:8000/v1/models")
+        == "200"
+    )
+    # The engine listens on every address, behind the rules the unit applied.
+    assert hosts["spark01"].socket("tcp://0.0.0.0:8000").is_listening
+    assert hosts["spark01"].service("ds4-firewall.service").is_enabled
+    assert "reject with tcp reset" in hosts["spark01"].check_output("nft list table inet ds4_engine")
+
+
+# --- 4. the status report ---
+
+
+def test_status_shows_each_spark_up_at_the_gateway(tmp_path):
+    report = tmp_path / "status.json"
+    run = play("status.yml", "-e", f"ds4_status_json={report}")
+    assert run.returncode == 0, run.stdout[-3000:]
+    gateway = json.loads(report.read_text())["gateways"]["gw01"]
+    assert gateway["error"] is None
+    assert {s["name"]: (s["status"], s["admin"], s["up"]) for s in gateway["servers"]} == {
+        name: ("UP", "ready", True) for name in SPARKS
+    }
+    assert "gateway gw01: 2 of 2 Spark(s) up" in run.stdout
+
+
+# --- 5. the health check ---
+
+
+def test_a_spark_stopped_by_hand_is_taken_out_and_put_back_when_it_serves(hosts):
+    client = start_load("--clients", "2", "--pause", "0.05")
+    try:
+        wait_until(
+            "the load reaching both Sparks", lambda: all(backend(hosts)[n][0] == "UP" for n in SPARKS), 30
+        )
+        hosts["spark01"].check_output("systemctl stop ds4.service")
+        # Out after `fall` failed checks, one interval apart, and a check's own time.
+        out_after = wait_until(
+            "the gateway taking the stopped spark01 out",
+            lambda: backend(hosts)["spark01"][0].startswith("DOWN"),
+            CHECK_FALL * CHECK_INTERVAL + 10,
+        )
+        hosts["spark01"].check_output("systemctl start ds4.service")
+        back_after = wait_until(
+            "the gateway putting spark01 back",
+            lambda: backend(hosts)["spark01"][0] == "UP",
+            CHECK_INTERVAL + 30,
+        )
+    finally:
+        result = stop_load(client)
+    assert result["failed"] == 0 and result["sent"] > 0, result
+    print(f"spark01 out after {out_after:.1f} s, back {back_after:.1f} s after its start")
+    # Back means sent requests again.
+    before = requests_total(hosts["spark01"])
+    wait_until(
+        "a request through the gateway reaching spark01",
+        lambda: (
+            curl("-H", f"Authorization: Bearer {KEY}")[0] == 200 and requests_total(hosts["spark01"]) > before
+        ),
+        30,
+    )
+
+
+# --- 6. a gateway restart ---
+
+
+def test_a_gateway_restart_drops_the_fleet_no_longer_than_the_restart(hosts):
+    client = start_load("--clients", "2", "--kind", "models", "--pause", "0.02", "--timeout", "10")
+    try:
+        start = served(hosts)
+        wait_until("the load reaching the Sparks", lambda: served(hosts) >= start + 20, 60)
+        restart = "date +%s.%N; systemctl restart haproxy; date +%s.%N"
+        began, ended = (float(t) for t in hosts["gw01"].check_output(restart).split())
+        # HAProxy counts from 0 again after its restart: requests of the load that went through since.
+        wait_until("the load reaching the Sparks after the restart", lambda: served(hosts) >= 20, 60)
+    finally:
+        result = stop_load(client)
+    failed = [r for r in result["requests"] if not r["ok"]]
+    after = [r for r in result["requests"] if r["start"] > ended]
+    assert after and all(r["ok"] for r in after), failed[-3:]
+    # Every request that failed was under way while the restart ran (containers share the machine's clock).
+    assert all(r["end"] >= began - 0.05 and r["start"] <= ended + 0.05 for r in failed), (
+        began,
+        ended,
+        failed[:3],
+    )
+    print(f"restart {ended - began:.2f} s; {len(failed)} of {result['sent']} requests failed, all within it")
+
+
+# --- 7. a rolling upgrade through the gateway ---
+
+
+def held_request(name):
+    """A chat completion through the gateway that the stand-in engine holds until the file `name` appears in
+    its HOLD_DIR: the curl process in the forge, which prints the answer, then the HTTP code on a line."""
+    body = json.dumps(
+        {
+            "model": "deepseek-v4-flash",
+            "max_tokens": 64,
+            "messages": [{"role": "user", "content": f"[[standin-hold:{name}]] {QUESTION}"}],
+        }
+    )
+    return subprocess.Popen(
+        ["podman", "exec", FORGE, "curl", "-sS", "--max-time", "1800", "--cacert", CA,
+         "-H", f"Authorization: Bearer {KEY}", "-H", "Content-Type: application/json", "-d", body,
+         "-w", "\n%{http_code}", URL + "/v1/chat/completions"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+
+
+def holds(host):
+    """The stand-in engine's open holds on a Spark: {name: {"reads": n, "requests": n}}."""
+    return json.loads(host.check_output("curl -fsS http://127.0.0.1:8000/standin/holds"))
+
+
+SERVER_EVENT = r"Server ds4_sparks/(spark0\d) is (going DOWN for maintenance|UP/READY)"
+
+
+def gateway_events(hosts, since):
+    """HAProxy's server events since `since` (Unix seconds): (time, spark, "maint" or "ready")."""
+    lines = hosts["gw01"].check_output(
+        f"journalctl -u haproxy.service --no-pager -o json --output-fields=MESSAGE --since @{since}"
+    )
+    events = []
+    for line in lines.splitlines():
+        entry = json.loads(line)
+        found = re.match(SERVER_EVENT, str(entry.get("MESSAGE")))
+        if found:
+            way = "maint" if found[2].startswith("going") else "ready"
+            events.append((int(entry["__REALTIME_TIMESTAMP"]) / 1e6, found[1], way))
+    return events
+
+
+def test_an_upgrade_through_the_gateway_drains_each_spark_and_loses_no_request(hosts, tmp_path):
+    """upgrade.yml under a client load, with a request held in flight on the second Spark when its turn
+    comes: the gateway sends that Spark nothing new and waits for the held request before maintenance."""
+    summary, lb_log, gate = tmp_path / "summary.json", tmp_path / "lb.log", tmp_path / "lb.gate"
+    lb_log.write_text("")
+    hosts["spark02"].check_output(f"mkdir -p {HOLD_DIR} && rm -f {HOLD_DIR}/gateway")
+    since = hosts["gw01"].check_output("date +%s")
+    args = ["-e", "ds4_release=v0.6.5.1", "-e", f"ds4_upgrade_summary_json={summary}"]
+    args += ["-e", f"ds4_upgrade_lb_in_tasks={ROOT / 'molecule' / 'gateway' / 'hooks' / 'lb-in.yml'}"]
+    env = {"DS4_GATEWAY_LB_LOG": str(lb_log), "DS4_GATEWAY_LB_GATE": str(gate)}
+    upgrade = {}
+    runner = threading.Thread(target=lambda: upgrade.update(run=play("upgrade.yml", *args, env_extra=env)))
+    client = start_load("--clients", "2", "--pause", "0.5")
+    held = None
+    try:
+        runner.start()
+        # The canary is switched and back in the operator's load balancer; at the gateway it is still in
+        # maintenance, so the held request can only go to spark02.
+        wait_until(
+            "the canary spark01 switched (the hook says it is back in the load balancer)",
+            lambda: "spark01 in" in lb_log.read_text() or not runner.is_alive(),
+            3600,
+        )
+        assert runner.is_alive(), upgrade["run"].stdout[-4000:]
+        assert backend(hosts)["spark01"][0] == "MAINT"
+        held = held_request("gateway")
+        wait_until("spark02's engine holding the request", lambda: "gateway" in holds(hosts["spark02"]), 120)
+        gate.touch()
+
+        # spark02's turn: drained at the gateway, its held request still open.
+        wait_until(
+            "the gateway draining spark02 with only its held request left",
+            lambda: backend(hosts)["spark02"] == ("DRAIN", 1),
+            600,
+        )
+        assert held.poll() is None, f"the held request ended before its release: {held.communicate()[0]}"
+        count, took = requests_total(hosts["spark02"]), served_by(hosts, "spark01")
+        # The load goes on, to spark01 alone: spark02 gets nothing new and stays out of maintenance.
+        wait_until("the load reaching spark01", lambda: served_by(hosts, "spark01") >= took + 5, 120)
+        assert requests_total(hosts["spark02"]) == count
+        assert backend(hosts)["spark02"] == ("DRAIN", 1)
+        released = float(hosts["spark02"].check_output(f"date +%s.%N && touch {HOLD_DIR}/gateway"))
+        answer, code = held.communicate(timeout=600)[0].rsplit("\n", 1)
+        assert code == "200" and "Paris" in json.loads(answer)["choices"][0]["message"]["content"], answer
+    finally:
+        # Whatever happened, let the hook and the held request go on, so that the upgrade ends.
+        gate.touch()
+        hosts["spark02"].run(f"touch {HOLD_DIR}/gateway")
+        runner.join(timeout=3600)
+        result = stop_load(client)
+    run = upgrade["run"]
+    assert run.returncode == 0, run.stdout[-4000:]
+    outcomes = {h["host"]: h["upgrade"]["outcome"] for h in json.loads(summary.read_text())["hosts"]}
+    assert outcomes == {name: "switched" for name in SPARKS}
+    streams = result["by_kind"]["stream"]
+    assert result["failed"] == 0 and streams["sent"] > 0 and streams["failed"] == 0, result
+    # One Spark at a time: out into maintenance, back once its health check passed; spark02 only after its
+    # held request was released. The operator's hook ran while the Spark was out of the gateway.
+    events = gateway_events(hosts, since)
+    assert [(name, way) for _, name, way in events] == [
+        ("spark01", "maint"),
+        ("spark01", "ready"),
+        ("spark02", "maint"),
+        ("spark02", "ready"),
+    ], events
+    assert events[2][0] >= released, (events, released)
+    hooks = {line.split()[0]: float(line.split()[2]) for line in lb_log.read_text().splitlines()}
+    for (maint, name, _), (ready, _, _) in (events[0:2], events[2:4]):
+        assert maint < hooks[name] < ready, (events, hooks)
+    assert all(state[0] == "UP" for state in backend(hosts).values())
+    print(f"upgrade under load: {result['sent']} requests, 0 failed, p50 {result['p50_ms']:.0f} ms")
+
+
+# --- 8. a second run ---
+
+
+def test_the_gateway_playbook_again_changes_nothing():
+    run = play("gateway.yml")
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert re.findall(r"^(\w+)\s+:\s+ok=\d+\s+changed=(\d+)", run.stdout, re.M) == [
+        ("gw01", "0"),
+        ("spark01", "0"),
+        ("spark02", "0"),
+    ], run.stdout[-3000:]
+
+
+# --- 9. the operator's certificate ---
+
+
+def test_the_gateway_serves_the_operators_certificate_when_given_one(hosts, tmp_path):
+    # The operator's CA and a certificate for gw01 that it signed, made here on the controller.
+    def openssl(*args):
+        subprocess.run(["openssl", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2",
+            "-subj", "/CN=ds4 test operator CA", "-keyout", "ca.key", "-out", "ca.pem")  # fmt: skip
+    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-subj", "/CN=gw01",
+            "-keyout", "gw.key", "-out", "gw.csr")  # fmt: skip
+    (tmp_path / "san.ext").write_text("subjectAltName=DNS:gw01\n")
+    openssl("x509", "-req", "-in", "gw.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+            "-days", "2", "-extfile", "san.ext", "-out", "gw.pem")  # fmt: skip
+    run = play(
+        "gateway.yml", "-l", "gw01",
+        "-e", f"ds4_gateway_tls_cert={tmp_path / 'gw.pem'}",
+        "-e", f"ds4_gateway_tls_key={tmp_path / 'gw.key'}",
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:]
+    subprocess.run(
+        ["podman", "exec", "-i", FORGE, "sh", "-c", "cat > /tmp/operator-ca.pem"],
+        input=(tmp_path / "ca.pem").read_text(), text=True, check=True,
+    )  # fmt: skip
+    verbose = forge(
+        "curl", "-sS", "-v", "--max-time", "30", "--cacert", "/tmp/operator-ca.pem",
+        "-H", f"Authorization: Bearer {KEY}", "-o", "/dev/null", "-w", "%{http_code}", URL + "/v1/models",
+    )  # fmt: skip
+    assert verbose.stdout == "200", verbose.stderr[-2000:]
+    assert "issuer: CN=ds4 test operator CA" in verbose.stderr
+    pem = hosts["gw01"].file("/etc/haproxy/ds4-gateway.pem")
+    assert (pem.user, pem.group, pem.mode) == ("root", "haproxy", 0o640)
+    # The key was not shown in the play's output.
+    key = (tmp_path / "gw.key").read_text().splitlines()[1]
+    assert key not in run.stdout

@@ -1,0 +1,26 @@
+"""Filters of the gateway report in playbooks/status.yml; the logic lives in module_utils/ds4_haproxy.py.
+
+- `gateways | ds4.fleet.gateway_records(hostvars)` -> gateway -> {servers, error}, from each gateway's
+  registered `__ds4_fleet_gateway` (ds4_gateway_server's read).
+- `records | ds4.fleet.gateway_table` -> the Sparks' states at each gateway as plain text.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_haproxy import (
+    gateway_record,
+    render_gateway_table,
+)
+
+
+def gateway_records(gateways, hostvars) -> dict:
+    return {name: gateway_record(hostvars[name].get("__ds4_fleet_gateway")) for name in gateways}
+
+
+def gateway_table(records) -> str:
+    return render_gateway_table(records)
+
+
+class FilterModule:
+    def filters(self):
+        return {"gateway_records": gateway_records, "gateway_table": gateway_table}
