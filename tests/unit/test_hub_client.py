@@ -279,8 +279,10 @@ def test_progress_is_written_during_a_slow_fetch(hub, hub_files, tmp_path):
     # Progress is written during the fetch, not only at its end: records of two different points of it.
     # (How many a sampler catches depends on the machine's load, so no count beyond that is asserted.)
     assert len({p["bytes_done"] for p in midway}) >= 2, seen
-    last = midway[-1]
-    assert last["total"] == size and last["rate_bps"] > 0 and last["eta_s"] > 0 and last["file"] == MTP
+    for p in midway:
+        assert p["total"] == size and p["rate_bps"] > 0 and p["file"] == MTP, p
+        # The time left is what remains at the rate so far; near the end it rounds to 0.0.
+        assert abs(p["eta_s"] - (size - p["bytes_done"]) / p["rate_bps"]) <= 0.1, p
     assert json.loads(progress.read_text())["state"] == "done"
 
 
