@@ -1,4 +1,5 @@
-"""Filters of the fleet playbooks; the logic lives in module_utils/ds4_fleet_status.py and ds4_rollout.py.
+"""Filters of the fleet playbooks; the logic lives in module_utils/ds4_fleet_status.py, ds4_fleet_table.py
+and ds4_rollout.py.
 
 - `hosts | ds4.fleet.fleet_status` -> a record per Spark, from a list of {host, reading, fact, perf, upgrade}
   (reading: ds4_host_status's `status`, null when the Spark could not be read; fact: ansible_local.ds4;
@@ -12,11 +13,8 @@
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_fleet_status import (
-    StatusError,
-    fleet_records,
-    render_table,
-)
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_fleet_status import StatusError, fleet_records
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_fleet_table import render_table
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_rollout import (
     RolloutError,
     over_share,

@@ -1,14 +1,9 @@
-"""The fleet's state: what each Spark runs, read on the Spark; one table and one JSON document for them all.
+"""The fleet's state on the controller: a record per Spark (filter ds4.fleet.fleet_status).
 
-Two halves, one idea:
-- `read_host()` runs on a Spark (module ds4.fleet.ds4_host_status): the release `current` points at and its
-  build stamp, the state of ds4.service, what the running engine reports on /v1/stats, the free space of
-  the weights' filesystem. Each is read from the thing itself, not from what a role last configured.
-- `fleet_records()` and `render_table()` run on the controller (filters ds4.fleet.fleet_status and
-  ds4.fleet.fleet_status_table): a record per Spark from that reading, the local fact ansible_local.ds4
-  (what the service was configured with, and the update check's result), the speed fact
-  ansible_local.ds4_perf (the activation's measurements) and, after an upgrade, what the upgrade did to it;
-  then a table for the terminal.
+A record is made from what ds4_host_status read on the Spark (module_utils/ds4_host_status.py), the local
+fact ansible_local.ds4 (what the service was configured with, and the update check's result), the speed
+fact ansible_local.ds4_perf (the activation's measurements) and, after an upgrade, what the upgrade did to
+it. module_utils/ds4_fleet_table.py writes the records as a table for the terminal.
 
 Where the configuration and the running engine disagree, the record says so in `notes`: the table is
 only worth reading if it tells the truth.
@@ -16,173 +11,18 @@ only worth reading if it tells the truth.
 
 from __future__ import annotations
 
-import json
 import os
-import time
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_drain import (
-    EngineUnreachable,
-    ProbeError,
-    read_stats,
-)
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_perf import (
     KEPT_SLOWER,
     ROLLED_BACK,
     same_release,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_version import is_newer, parse_release
-
-SYSTEMD_PROPERTIES = (
-    "LoadState",
-    "ActiveState",
-    "SubState",
-    "UnitFileState",
-    "MainPID",
-    "ExecMainStartTimestampMonotonic",
-    "NRestarts",
-)
-
-COLUMNS = (
-    ("HOST", "host"),
-    ("SERVICE", "service"),
-    ("RELEASE", "release"),
-    ("GEN", "generation"),
-    ("SPEC", "speculation"),
-    ("CONTEXT", "context"),
-    ("UPDATE", "update"),
-    ("UPTIME", "uptime"),
-    ("IN FLIGHT", "inflight"),
-    ("FREE DISK", "free_disk"),
-)
-# Shown when any Spark has speed figures (the local fact ansible_local.ds4_perf).
-PERF_COLUMNS = (("PREFILL TOK/S", "prefill"), ("DECODE TOK/S", "decode"))
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_version import is_newer
 
 
 class StatusError(ValueError):
     """Input a record cannot be made from."""
-
-
-# --- on the Spark ---
-
-
-def _link(path: str) -> dict:
-    """What a release link points at: {path, target, release (the directory's name), stamp fields}."""
-    info = {"link": path, "target": None, "release": None, "commit": None, "stamp_error": None}
-    try:
-        target = os.readlink(path)
-    except OSError:
-        return info
-    resolved = os.path.normpath(os.path.join(os.path.dirname(path), target))
-    info["target"] = resolved
-    info["release"] = os.path.basename(resolved)
-    try:
-        with open(os.path.join(resolved, ".ds4-build.json"), encoding="utf-8") as handle:
-            stamp = json.load(handle)
-        info["release"] = stamp.get("release") or info["release"]
-        info["commit"] = stamp.get("commit")
-    except (OSError, ValueError, AttributeError) as exc:
-        info["stamp_error"] = f"no readable build stamp in {resolved}: {exc}"
-    return info
-
-
-def _systemd(run, service: str) -> dict:
-    """The unit's state from `systemctl show`; `run(argv)` returns (rc, stdout, stderr)."""
-    argv = ["systemctl", "show", service, "--property=" + ",".join(SYSTEMD_PROPERTIES)]
-    rc, out, err = run(argv)
-    if rc != 0:
-        return {"error": f"systemctl show {service} exited {rc}: {err.strip()}"}
-    props = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
-    started = None
-    mono = props.get("ExecMainStartTimestampMonotonic", "0")
-    mono = int(mono) if mono.isdigit() and int(mono) > 0 else None
-    if mono:
-        # The monotonic clock has no gaps for a changed wall clock; the wall time is derived once, here.
-        started = round(time.time() - (time.monotonic() - mono / 1e6), 3)
-    main_pid = props.get("MainPID", "0")
-    restarts = props.get("NRestarts", "")
-    return {
-        "load_state": props.get("LoadState"),
-        "active_state": props.get("ActiveState"),
-        "sub_state": props.get("SubState"),
-        "unit_file_state": props.get("UnitFileState") or None,
-        "main_pid": int(main_pid) if main_pid.isdigit() else 0,
-        "started_at": started,
-        # Exact, unlike the derived wall time: two readings of one engine's start compare equal.
-        "started_monotonic_us": mono,
-        "restarts": int(restarts) if restarts.isdigit() else None,
-    }
-
-
-def _disk(path: str) -> dict:
-    """Free and total bytes of the filesystem of `path`, read at its nearest existing folder."""
-    checked = path
-    while checked and not os.path.exists(checked):
-        parent = os.path.dirname(checked)
-        if parent == checked:
-            break
-        checked = parent
-    try:
-        st = os.statvfs(checked)
-    except OSError as exc:
-        return {
-            "path": path,
-            "checked_at": checked,
-            "free_bytes": None,
-            "total_bytes": None,
-            "error": str(exc),
-        }
-    return {
-        "path": path,
-        "checked_at": checked,
-        "free_bytes": st.f_bavail * st.f_frsize,
-        "total_bytes": st.f_blocks * st.f_frsize,
-    }
-
-
-def _engine(base_url: str, timeout: float) -> dict:
-    try:
-        stats = read_stats(base_url, timeout)
-    except EngineUnreachable as exc:
-        return {"url": base_url, "answering": False, "error": str(exc)}
-    except ProbeError as exc:
-        return {"url": base_url, "answering": True, "error": str(exc)}
-    server = stats.get("server") if isinstance(stats.get("server"), dict) else {}
-    return {
-        "url": base_url,
-        "answering": True,
-        "requests_inflight": server.get("requests_inflight"),
-        "uptime_seconds": server.get("uptime_seconds"),
-        "context": server.get("context"),
-        "model": server.get("model"),
-        "error": None,
-    }
-
-
-def read_host(
-    root: str, gguf_dir: str, base_url: str, run, service: str = "ds4.service", timeout: float = 5.0
-):
-    """Everything the fleet report needs from one Spark, read from the things themselves."""
-    current = _link(os.path.join(root, "current"))
-    systemd = _systemd(run, service)
-    # A link newer than the engine's start: current was switched, and the engine has not restarted onto it.
-    current_newer = False
-    try:
-        link_mtime = os.lstat(current["link"]).st_mtime
-        current_newer = bool(systemd.get("started_at")) and link_mtime > systemd["started_at"] + 1
-    except OSError:
-        pass
-    return {
-        "current": current,
-        "previous": _link(os.path.join(root, "previous")),
-        "current_changed_since_start": current_newer,
-        "service": dict(systemd, name=service),
-        "engine": _engine(base_url, timeout),
-        "disk": _disk(gguf_dir),
-        "read_at": round(time.time(), 3),
-    }
-
-
-# --- on the controller ---
 
 
 def _service_word(reading: dict) -> str:
@@ -391,125 +231,3 @@ def fleet_records(entries, hosts=None) -> list:
             )
         )
     return records
-
-
-# --- rendering ---
-
-
-def human_bytes(value) -> str:
-    if value is None:
-        return "-"
-    size = float(value)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    raise AssertionError("unreachable")
-
-
-def human_duration(seconds) -> str:
-    if seconds is None:
-        return "-"
-    total = int(seconds)
-    days, rest = divmod(total, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days}d{hours:02d}h"
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    if minutes:
-        return f"{minutes}m{secs:02d}s"
-    return f"{secs}s"
-
-
-def human_context(tokens) -> str:
-    if tokens is None:
-        return "-"
-    return f"{tokens // 1024}K" if tokens >= 1024 and tokens % 1024 == 0 else str(tokens)
-
-
-def _update_cell(update: dict) -> str:
-    if update.get("available"):
-        return update["latest"]
-    if update.get("available") is False:
-        return "no"
-    return "?"
-
-
-def _speed_cell(perf, metric: str) -> str:
-    """`812 (-2.1%)`: tokens per second, and the change against the release replaced when compared."""
-    value = (perf or {}).get(f"{metric}_tps")
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        return "-"
-    change = perf.get(f"{metric}_change_pct")
-    return f"{value:.0f}" + (f" ({change:+.1f}%)" if isinstance(change, (int, float)) else "")
-
-
-def _cells(record: dict) -> dict:
-    cells = {
-        "host": record["host"],
-        "service": record["service"],
-        "release": record.get("release") or "-",
-        "generation": record.get("generation") or "-",
-        "speculation": record.get("speculation") or "-",
-        "context": human_context(record.get("context")),
-        "update": _update_cell(record.get("update") or {}),
-        "uptime": human_duration(record.get("uptime_s")),
-        "inflight": "-" if record.get("requests_inflight") is None else str(record["requests_inflight"]),
-        "free_disk": human_bytes(record.get("free_disk_bytes")),
-        "prefill": _speed_cell(record.get("perf"), "prefill"),
-        "decode": _speed_cell(record.get("perf"), "decode"),
-    }
-    if "upgrade" in record:
-        cells["upgrade"] = record["upgrade"].get("outcome") or "-"
-    return cells
-
-
-def render_table(records, title: str | None = None) -> str:
-    """The records as a plain-text table, one Spark a line, then one line per note and a tally of releases."""
-    if isinstance(records, (str, bytes, dict)) or not hasattr(records, "__iter__"):
-        raise StatusError(f"fleet_status_table needs a list of records: {records!r}")
-    records = list(records)
-    columns = list(COLUMNS)
-    if any(r.get("perf") for r in records):
-        columns.extend(PERF_COLUMNS)
-    if any("upgrade" in r for r in records):
-        columns.append(("UPGRADE", "upgrade"))
-    rows = [_cells(r) for r in records]
-    widths = {key: max([len(head)] + [len(row[key]) for row in rows]) for head, key in columns}
-    lines = [title] if title else []
-    lines.append("  ".join(head.ljust(widths[key]) for head, key in columns).rstrip())
-    for row in rows:
-        lines.append("  ".join(row[key].ljust(widths[key]) for _, key in columns).rstrip())
-    for record in records:
-        upgrade = record.get("upgrade") or {}
-        if upgrade.get("detail"):
-            lines.append(f"{record['host']}: {upgrade['detail']}")
-        lines.extend(f"{record['host']}: {note}" for note in record["notes"])
-    lines.append(tally(records))
-    return "\n".join(lines)
-
-
-def tally(records) -> str:
-    """One sentence: how many Sparks serve which release, and how many do not serve."""
-    serving, other = {}, 0
-    for record in records:
-        if record.get("answering") and record.get("release"):
-            serving[record["release"]] = serving.get(record["release"], 0) + 1
-        else:
-            other += 1
-
-    def order(tag):
-        try:
-            return (0, parse_release(tag))
-        except ValueError:
-            return (1, ())
-
-    parts = [
-        f"{n} serving {tag}" for tag, n in sorted(serving.items(), key=lambda kv: order(kv[0]), reverse=True)
-    ]
-    if other:
-        parts.append(f"{other} not serving")
-    count = len(records)
-    return f"{count} Spark{'' if count == 1 else 's'}: " + (", ".join(parts) if parts else "none")

@@ -15,12 +15,13 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_fleet_status import 
     StatusError,
     fleet_record,
     fleet_records,
-    human_bytes,
+)
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_fleet_table import (
     human_context,
     human_duration,
-    read_host,
     render_table,
 )
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_host_status import read_host
 from ansible_collections.ds4.fleet.plugins.modules import ds4_host_status
 
 BASE = "DeepSeek-V4-Flash-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8-chat-v2-imatrix-0731.gguf"
@@ -323,10 +324,6 @@ def test_bad_input_is_refused_naming_it():
 @pytest.mark.parametrize(
     ("function", "value", "text"),
     [
-        (human_bytes, None, "-"),
-        (human_bytes, 512, "512 B"),
-        (human_bytes, 77 * GIB + GIB // 2, "77.5 GiB"),
-        (human_bytes, 3 * 1024**4, "3.0 TiB"),
         (human_duration, None, "-"),
         (human_duration, 42.9, "42s"),
         (human_duration, 3725.4, "1h02m"),

@@ -1,0 +1,131 @@
+"""The fleet's records as a plain-text table (filter ds4.fleet.fleet_status_table): one Spark a line, then
+the notes and a tally of releases."""
+
+from __future__ import annotations
+
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_bytes import human_bytes
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_fleet_status import StatusError
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_version import parse_release
+
+COLUMNS = (
+    ("HOST", "host"),
+    ("SERVICE", "service"),
+    ("RELEASE", "release"),
+    ("GEN", "generation"),
+    ("SPEC", "speculation"),
+    ("CONTEXT", "context"),
+    ("UPDATE", "update"),
+    ("UPTIME", "uptime"),
+    ("IN FLIGHT", "inflight"),
+    ("FREE DISK", "free_disk"),
+)
+# Shown when any Spark has speed figures (the local fact ansible_local.ds4_perf).
+PERF_COLUMNS = (("PREFILL TOK/S", "prefill"), ("DECODE TOK/S", "decode"))
+
+
+def human_duration(seconds) -> str:
+    if seconds is None:
+        return "-"
+    total = int(seconds)
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours:02d}h"
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"
+
+
+def human_context(tokens) -> str:
+    if tokens is None:
+        return "-"
+    return f"{tokens // 1024}K" if tokens >= 1024 and tokens % 1024 == 0 else str(tokens)
+
+
+def _update_cell(update: dict) -> str:
+    if update.get("available"):
+        return update["latest"]
+    if update.get("available") is False:
+        return "no"
+    return "?"
+
+
+def _speed_cell(perf, metric: str) -> str:
+    """`812 (-2.1%)`: tokens per second, and the change against the release replaced when compared."""
+    value = (perf or {}).get(f"{metric}_tps")
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return "-"
+    change = perf.get(f"{metric}_change_pct")
+    return f"{value:.0f}" + (f" ({change:+.1f}%)" if isinstance(change, (int, float)) else "")
+
+
+def _cells(record: dict) -> dict:
+    cells = {
+        "host": record["host"],
+        "service": record["service"],
+        "release": record.get("release") or "-",
+        "generation": record.get("generation") or "-",
+        "speculation": record.get("speculation") or "-",
+        "context": human_context(record.get("context")),
+        "update": _update_cell(record.get("update") or {}),
+        "uptime": human_duration(record.get("uptime_s")),
+        "inflight": "-" if record.get("requests_inflight") is None else str(record["requests_inflight"]),
+        "free_disk": "-" if record.get("free_disk_bytes") is None else human_bytes(record["free_disk_bytes"]),
+        "prefill": _speed_cell(record.get("perf"), "prefill"),
+        "decode": _speed_cell(record.get("perf"), "decode"),
+    }
+    if "upgrade" in record:
+        cells["upgrade"] = record["upgrade"].get("outcome") or "-"
+    return cells
+
+
+def render_table(records, title: str | None = None) -> str:
+    """The records as a plain-text table, one Spark a line, then one line per note and a tally of releases."""
+    if isinstance(records, (str, bytes, dict)) or not hasattr(records, "__iter__"):
+        raise StatusError(f"fleet_status_table needs a list of records: {records!r}")
+    records = list(records)
+    columns = list(COLUMNS)
+    if any(r.get("perf") for r in records):
+        columns.extend(PERF_COLUMNS)
+    if any("upgrade" in r for r in records):
+        columns.append(("UPGRADE", "upgrade"))
+    rows = [_cells(r) for r in records]
+    widths = {key: max([len(head)] + [len(row[key]) for row in rows]) for head, key in columns}
+    lines = [title] if title else []
+    lines.append("  ".join(head.ljust(widths[key]) for head, key in columns).rstrip())
+    for row in rows:
+        lines.append("  ".join(row[key].ljust(widths[key]) for _, key in columns).rstrip())
+    for record in records:
+        upgrade = record.get("upgrade") or {}
+        if upgrade.get("detail"):
+            lines.append(f"{record['host']}: {upgrade['detail']}")
+        lines.extend(f"{record['host']}: {note}" for note in record["notes"])
+    lines.append(tally(records))
+    return "\n".join(lines)
+
+
+def tally(records) -> str:
+    """One sentence: how many Sparks serve which release, and how many do not serve."""
+    serving, other = {}, 0
+    for record in records:
+        if record.get("answering") and record.get("release"):
+            serving[record["release"]] = serving.get(record["release"], 0) + 1
+        else:
+            other += 1
+
+    def order(tag):
+        try:
+            return (0, parse_release(tag))
+        except ValueError:
+            return (1, ())
+
+    parts = [
+        f"{n} serving {tag}" for tag, n in sorted(serving.items(), key=lambda kv: order(kv[0]), reverse=True)
+    ]
+    if other:
+        parts.append(f"{other} not serving")
+    count = len(records)
+    return f"{count} Spark{'' if count == 1 else 's'}: " + (", ".join(parts) if parts else "none")
