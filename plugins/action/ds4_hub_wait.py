@@ -22,22 +22,12 @@ import time
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_bytes import human_bytes
 
 display = Display()
 
 # Status checks start quick (a verified file is done in a second) and back off to this many seconds.
 MAX_POLL = 5.0
-
-
-def human_bytes(n):
-    if n < 1024:
-        return f"{n} bytes"
-    value, unit = n / 1024, "KiB"
-    for bigger in ("MiB", "GiB"):
-        if value < 1024:
-            break
-        value, unit = value / 1024, bigger
-    return f"{value:.1f} {unit}"
 
 
 def human_seconds(s):

@@ -6,6 +6,9 @@ model_generation(filename, catalog=None)
 model_files(catalog, generation, speculation)
     The catalog entries (plus role and generation) that ds4_speculation needs on ds4_model_generation,
     base first; fails for impossible pairs such as mtp on 0731.
+weight_file_path(name, directory, kind="file")
+    The path of a weight file, or of a file beside it on its account (part, ranges, record, progress):
+    the names are module_utils/ds4_weight_files.py's.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_catalog import (
     generation_of,
     model_files,
 )
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_weight_files import weight_file_path
 
 # The catalog lives once, as role data; the filter reads the same file when no catalog is passed.
 _DEFAULTS = Path(__file__).resolve().parents[2] / "roles" / "ds4_common" / "defaults" / "main.yml"
@@ -49,6 +53,17 @@ def model_files_filter(catalog, generation, speculation):
         raise AnsibleFilterError(f"model_files: {e}") from e
 
 
+def weight_file_path_filter(name, directory, kind="file"):
+    try:
+        return weight_file_path(name, directory, kind)
+    except ValueError as e:
+        raise AnsibleFilterError(f"weight_file_path: {e}") from e
+
+
 class FilterModule:
     def filters(self):
-        return {"model_generation": model_generation, "model_files": model_files_filter}
+        return {
+            "model_generation": model_generation,
+            "model_files": model_files_filter,
+            "weight_file_path": weight_file_path_filter,
+        }

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import posixpath
 
-GIB = 1 << 30
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_bytes import GIB, describe_bytes, gib
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_weight_files import companion_names, part_name
+
+# ds4_old_weights and its choices: the roles' argument specs list them too (ansible reads choices from
+# YAML); a unit test holds those lists to this one.
 POLICY_VAR = "ds4_old_weights"
 POLICIES = ("keep", "remove", "auto")
 
@@ -25,30 +29,45 @@ class DiskPlanError(Exception):
         self.plan = plan
 
 
-def gib(n):
-    return f"{n / GIB:.1f} GiB"
+def check_policy(policy):
+    """ValueError unless `policy` is one of the ds4_old_weights choices."""
+    if policy not in POLICIES:
+        raise ValueError(f"{POLICY_VAR}={policy!r} is not one of: {', '.join(POLICIES)}")
 
 
-def describe_bytes(n):
-    return f"{n:,} bytes ({gib(n)})"
+def placement(size, have=None, part=0, found=None, same_fs=True):
+    """How a wanted file of `size` bytes gets into the weights' directory: (how, resume_from).
+
+    have     size of the complete file there, None when absent
+    part     size of its `<name>.part` there
+    found    size of a copy in a shell installer's ~/gguf (adoptable only while `have` is None)
+    same_fs  whether that copy's filesystem is the directory's (a partial copy is moved only then)
+    how is "present" (nothing to do), "adopt" (a finished copy), "adopt_partial" (a shorter copy that
+    curl -C - left under the final name, moved in as the part) or "fetch"; a fetch writes
+    size - resume_from bytes.
+    """
+    if have == size:
+        return "present", size
+    # A part longer than the file is not a prefix of it: the fetch discards it.
+    resume_from = part if part <= size else 0
+    if found is not None and have is None:
+        if found == size:
+            return "adopt", size
+        if resume_from < found < size and same_fs:
+            return "adopt_partial", found
+    return "fetch", resume_from
 
 
-# What lies beside a weight file in its directory; removal takes these with the file.
-def part_name(name):
-    return f"{name}.part"
+def other_on_disk(other, present, partial, elsewhere=()):
+    """{name: bytes} of the other generation's files in the directory (complete or partial).
 
-
-def ranges_name(name):
-    """The list of the byte ranges of `<name>.part` that are on disk (ds4_hub_records.PartState)."""
-    return f".{name}.part.json"
-
-
-def sidecar_name(name):
-    return f".{name}.verified.json"
-
-
-def progress_name(name):
-    return f".{name}.progress.json"
+    A file whose bytes another filesystem holds (`elsewhere`: a link, a mount) frees nothing here.
+    """
+    return {
+        name: (0 if name in elsewhere else present.get(name, 0)) + partial.get(name, 0)
+        for name in other
+        if name in present or name in partial
+    }
 
 
 def plan(
@@ -77,14 +96,10 @@ def plan(
     elsewhere  names present in gguf_dir whose bytes another filesystem holds (a link, a mount):
                removing them frees nothing here
     """
-    if policy not in POLICIES:
-        raise ValueError(f"{POLICY_VAR}={policy!r} is not one of: {', '.join(POLICIES)}")
+    check_policy(policy)
     present = present or {}
     partial = partial or {}
-    in_use = set(in_use)
     directory = posixpath.normpath(gguf_dir)
-    adopt_from = {a["name"]: a for a in adoptable}
-
     result = {
         "gguf_dir": directory,
         "policy": policy,
@@ -96,7 +111,24 @@ def plan(
         "keep": [],
         "free_bytes": free_bytes,
     }
-    need = 0
+    copies = _place_wanted(result, wanted, present, partial, {a["name"]: a for a in adoptable})
+    need = sum(f["bytes"] for f in result["fetch"])
+    others = _others(directory, other_on_disk(other, present, partial, elsewhere))
+    removable_bytes, freed = _apply_policy(result, others, set(in_use), need)
+    need += _place_copies(result, copies, free_bytes + freed - need)
+    result.update(
+        need_bytes=need,
+        removable_bytes=removable_bytes,
+        free_after_bytes=free_bytes + freed - need,
+        fits=True,
+    )
+    result["message"] = _summary(result)
+    return result
+
+
+def _place_wanted(result, wanted, present, partial, adopt_from):
+    """Sort each wanted file into keep, adopt or fetch; return the copies across filesystems, for later."""
+    directory = result["gguf_dir"]
     copies = []
     for want in wanted:
         name, size = want["name"], want["size"]
@@ -105,28 +137,29 @@ def plan(
         dest = posixpath.join(directory, name)
         entry = dict(want, dir=directory, path=dest)
         result["files"].append(entry)
-        have = present.get(name)
-        if have == size:
+        have, source = present.get(name), adopt_from.get(name)
+        how, resume_from = placement(
+            size,
+            have,
+            partial.get(name, 0),
+            source["size"] if source else None,
+            bool(source and source["same_fs"]),
+        )
+        if how == "present":
             result["keep"].append(
                 {"name": name, "path": dest, "bytes": size, "reason": "wanted, already present"}
             )
             continue
-        # A part longer than the file is not a prefix of it: the fetch discards it.
-        resume_from = partial.get(name, 0) if partial.get(name, 0) <= size else 0
-        source = adopt_from.get(name)
-        if source is not None and have is None:
-            if source["size"] == size:
-                if source["same_fs"]:
-                    result["adopt"].append(_adopt(source, dest, "move", 0, False))
-                else:
-                    copies.append((source, entry))
-                continue
-            # curl -C - leaves an interrupted download under the final name: resume it rather than start over.
-            if resume_from < source["size"] < size and source["same_fs"]:
-                result["adopt"].append(
-                    _adopt(source, posixpath.join(directory, part_name(name)), "move", 0, True)
-                )
-                resume_from = source["size"]
+        if how == "adopt":
+            if source["same_fs"]:
+                result["adopt"].append(_adopt(source, dest, "move", 0, False))
+            else:
+                copies.append((source, entry))
+            continue
+        if how == "adopt_partial":
+            result["adopt"].append(
+                _adopt(source, posixpath.join(directory, part_name(name)), "move", 0, True)
+            )
         result["fetch"].append(
             {
                 "name": name,
@@ -136,70 +169,70 @@ def plan(
                 "replaces": have is not None,
             }
         )
-        need += size - resume_from
+    return copies
 
-    others = []
-    for name in other:
-        on_disk = (0 if name in elsewhere else present.get(name, 0)) + partial.get(name, 0)
-        if name in present or name in partial:
-            paths = [name, part_name(name), ranges_name(name), sidecar_name(name), progress_name(name)]
-            others.append(
-                {
-                    "name": name,
-                    "path": posixpath.join(directory, name),
-                    "bytes": on_disk,
-                    "paths": [posixpath.join(directory, p) for p in paths],
-                }
-            )
+
+def _others(directory, on_disk):
+    """The other generation's files as removal candidates, each with every companion file's path."""
+    return [
+        {
+            "name": name,
+            "path": posixpath.join(directory, name),
+            "bytes": size,
+            "paths": [posixpath.join(directory, p) for p in companion_names(name)],
+        }
+        for name, size in on_disk.items()
+    ]
+
+
+def _apply_policy(result, others, in_use, need):
+    """Decide by ds4_old_weights what happens to the other generation; refuse when nothing makes room.
+
+    Returns (bytes removable, bytes freed before the fetch)."""
     busy = [o for o in others if in_use.intersection(o["paths"])]
     removable = [o for o in others if o not in busy]
     removable_bytes = sum(o["bytes"] for o in removable)
     for o in busy:
         result["keep"].append(dict(o, reason="in use by the running service"))
-
-    short = need - free_bytes
-    freed = 0
+    short = need - result["free_bytes"]
+    policy = result["policy"]
     if policy == "keep":
         for o in removable:
             result["keep"].append(dict(o, reason=f"{POLICY_VAR}=keep"))
         if short > 0:
             tail = f"; {POLICY_VAR}=keep forbids removing the other generation ({gib(removable_bytes)})"
             _refuse(result, need, short, tail if removable else "")
-    elif short > 0:
+        return removable_bytes, 0
+    if short > 0:
         if short > removable_bytes:
             tail = f" even after removing the other generation ({gib(removable_bytes)})" if removable else ""
             if busy:
                 tail += f"; {gib(sum(o['bytes'] for o in busy))} more are in use by the running service"
             _refuse(result, need, short - removable_bytes, tail)
         result["remove_before"] = removable
-        freed = removable_bytes
-    elif policy == "remove":
+        return removable_bytes, removable_bytes
+    if policy == "remove":
         result["remove_after_smoke"] = removable
     else:
         for o in removable:
             reason = f"fits beside the new files; {POLICY_VAR}=remove reclaims it after the smoke test"
             result["keep"].append(dict(o, reason=reason))
+    return removable_bytes, 0
 
-    # Copying across filesystems is a convenience, never a reason to remove anything: copy what fits
-    # after the fetches, use the rest in place.
-    room = free_bytes + freed - need
+
+def _place_copies(result, copies, room):
+    """Copy what fits after the fetches, use the rest in place; return the bytes the copies take.
+
+    Copying across filesystems is a convenience, never a reason to remove anything."""
+    taken = 0
     for source, entry in copies:
-        if source["size"] <= room:
+        if source["size"] <= room - taken:
             result["adopt"].append(_adopt(source, entry["path"], "copy", source["size"], False))
-            room -= source["size"]
-            need += source["size"]
+            taken += source["size"]
         else:
             result["adopt"].append(_adopt(source, source["path"], "in_place", 0, False))
             entry["dir"], entry["path"] = posixpath.dirname(source["path"]), source["path"]
-
-    result.update(
-        need_bytes=need,
-        removable_bytes=removable_bytes,
-        free_after_bytes=free_bytes + freed - need,
-        fits=True,
-    )
-    result["message"] = _summary(result)
-    return result
+    return taken
 
 
 def _adopt(source, dest, action, nbytes, is_partial):

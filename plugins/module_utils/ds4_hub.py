@@ -15,11 +15,7 @@ import os
 import time
 from urllib.parse import quote
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_disk_plan import (
-    describe_bytes,
-    part_name,
-    sidecar_name,
-)
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_bytes import describe_bytes
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_progress import Progress
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import (
     CATALOG_VAR,
@@ -48,6 +44,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_transfer import 
     RangesIgnored,
     Transfer,
 )
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_weight_files import part_name, sidecar_name
 
 # Large reads keep the per-chunk Python work small next to the bytes, when a file in place is hashed.
 CHUNK = 8 << 20

@@ -14,7 +14,7 @@ import json
 import os
 import time
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_disk_plan import part_name, ranges_name
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_weight_files import part_name, ranges_name
 
 
 def stat_or_none(path):

@@ -20,7 +20,7 @@ import threading
 import time
 from collections import deque
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_disk_plan import describe_bytes
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_bytes import describe_bytes
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import (
     TRANSIENT_EXC,
     HubChangedError,

@@ -20,8 +20,8 @@ import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_disk_plan import sidecar_name
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_records import read_record
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_weight_files import sidecar_name
 
 CHUNK = 1 << 20
 

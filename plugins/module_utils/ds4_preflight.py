@@ -4,9 +4,9 @@ Pure functions over the ds4_host_facts fact (module_utils/ds4_host_facts.py) and
 
 - weights_need() estimates the bytes the weights still need on ds4_gguf_dir's filesystem from the
   catalog's expected sizes. The weights role makes the exact plan later (module_utils/ds4_disk_plan.py);
-  this estimate follows the same accounting but never refuses a host that plan could serve: it counts
-  files already in place, partial downloads, a shell installer's finished download it can adopt, and the
-  other generation's files that ds4_old_weights allows removing.
+  this estimate takes that plan's accounting (placement, other_on_disk) and never refuses a host the plan
+  could serve: it counts files already in place, partial downloads, a shell installer's download it can
+  adopt, and the other generation's files that ds4_old_weights allows removing.
 - judge() returns the refusals, the warnings and the engine build for the GPU.
 
 Every message names the fact, the value seen, the value wanted and the variable that changes it.
@@ -18,22 +18,22 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_bytes import describe_bytes
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_cuda_arch import cuda_build_target
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_disk_plan import (
+    check_policy,
+    other_on_disk,
+    placement,
+)
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_weight_files import part_name
 
-GIB = 1 << 30
 FORCE_VAR = "ds4_force"
 FORCED = f"going on because {FORCE_VAR} is true"
 NOT_FORCEABLE = f"({FORCE_VAR} does not skip this check)"
 # The installer's own budgets for a missing base and drafter (engine-contract.md); the legacy MTP head is
 # about 3.6 GiB.
 UNKNOWN_SIZE_BYTES = {"base": 94489280512, "dspark": 8589934592, "mtp": 4294967296}
-OLD_WEIGHTS_POLICIES = ("keep", "remove", "auto")
 _CAP = re.compile(r"\d{1,2}\.\d")
-
-
-def describe_bytes(count):
-    """67108864 -> '67,108,864 bytes (0.06 GiB)'."""
-    return f"{count:,} bytes ({count / GIB:.2f} GiB)"
 
 
 def weights_need(
@@ -58,60 +58,55 @@ def weights_need(
     Returns {"bytes", "reclaimable_bytes", "files": [{"name", "role", "expected", "expected_from",
     "have", "need"}], "label"}.
     """
-    if old_weights not in OLD_WEIGHTS_POLICIES:
-        raise ValueError(
-            f"ds4_old_weights is {old_weights!r}; wanted one of {', '.join(OLD_WEIGHTS_POLICIES)} "
-            "(ds4_old_weights)"
-        )
+    check_policy(old_weights)
     budget = dict(UNKNOWN_SIZE_BYTES, **(unknown_size_bytes or {}))
     on_disk = {f["name"]: f["size"] for f in gguf_files}
     found = {f["name"]: f["size"] for f in adoptable}
-    files = []
-    guessed = 0
-    for entry in wanted:
-        name, role, size = entry["name"], entry["role"], entry.get("size")
-        if size is None:
-            if role not in budget:
-                raise ValueError(
-                    f"ds4_model_catalog has no size for {name} and ds4_weights_unknown_size_bytes has no "
-                    f"{role!r} entry; wanted a byte count for it (ds4_weights_unknown_size_bytes.{role})"
-                )
-            expected, expected_from = budget[role], f"ds4_weights_unknown_size_bytes.{role}"
-            guessed += 1
-        else:
-            expected, expected_from = size, "ds4_model_catalog"
-        if name in on_disk and (size is None or on_disk[name] == size):
-            # In place; an unknown size is the hub's to judge, later, by the weights role.
-            have = expected
-        elif name in found and (size is None or found[name] == size):
-            have = expected
-        else:
-            part = on_disk.get(f"{name}.part", 0)
-            # A part longer than the file is no prefix of it: the fetch starts over.
-            have = part if part <= expected else 0
-        files.append(
-            {
-                "name": name,
-                "role": role,
-                "expected": expected,
-                "expected_from": expected_from,
-                "have": have,
-                "need": expected - have,
-            }
-        )
+    files = [_file_need(entry, budget, on_disk, found) for entry in wanted]
     reclaimable = 0
     if old_weights != "keep":
-        reclaimable = sum(on_disk.get(n, 0) + on_disk.get(f"{n}.part", 0) for n in other)
+        complete = {n: on_disk[n] for n in other if n in on_disk}
+        partial = {n: on_disk[part_name(n)] for n in other if part_name(n) in on_disk}
+        reclaimable = sum(other_on_disk(other, complete, partial).values())
     generations = sorted({str(entry["generation"]) for entry in wanted})
     roles = " + ".join(entry["role"] for entry in wanted)
     label = f"the {'/'.join(generations)} {roles} files of ds4_model_catalog not yet in place"
-    if guessed:
+    if any(f["expected_from"] != "ds4_model_catalog" for f in files):
         label += ", unknown sizes from ds4_weights_unknown_size_bytes"
     return {
         "bytes": sum(f["need"] for f in files),
         "reclaimable_bytes": reclaimable,
         "files": files,
         "label": label,
+    }
+
+
+def _file_need(entry, budget, on_disk, found):
+    """One wanted file's expected size, where that came from, and the bytes it still needs."""
+    name, role, size = entry["name"], entry["role"], entry.get("size")
+    if size is None:
+        if role not in budget:
+            raise ValueError(
+                f"ds4_model_catalog has no size for {name} and ds4_weights_unknown_size_bytes has no "
+                f"{role!r} entry; wanted a byte count for it (ds4_weights_unknown_size_bytes.{role})"
+            )
+        expected, expected_from = budget[role], f"ds4_weights_unknown_size_bytes.{role}"
+    else:
+        expected, expected_from = size, "ds4_model_catalog"
+    if size is None and (name in on_disk or name in found):
+        # In place, or adoptable; an unknown size is the hub's to judge, later, by the weights role.
+        have = expected
+    else:
+        # The shell installer's copy may lie on another filesystem or this one: count it as the plan
+        # would at best, so that the estimate never refuses a host the plan could serve.
+        _, have = placement(expected, on_disk.get(name), on_disk.get(part_name(name), 0), found.get(name))
+    return {
+        "name": name,
+        "role": role,
+        "expected": expected,
+        "expected_from": expected_from,
+        "have": have,
+        "need": expected - have,
     }
 
 

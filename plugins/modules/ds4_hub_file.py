@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_disk_plan import progress_name
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import HubFile
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import (
     REQUESTS_IMPORT_ERROR,
@@ -15,6 +14,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import 
     NoSpaceError,
 )
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_transfer import CONNECTIONS
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_weight_files import progress_name
 
 DOCUMENTATION = r"""
 module: ds4_hub_file

@@ -66,8 +66,7 @@ EXAMPLES = r"""
   ds4.fleet.ds4_hub_wait:
     jobs: "{{ __ds4_weights_jobs.results }}"
     progress_files: >-
-      {{ files | map(attribute='name')
-      | map('regex_replace', '^(.*)$', '/var/lib/ds4/gguf/.\\1.progress.json') }}
+      {{ files | map(attribute='name') | map('ds4.fleet.weight_file_path', '/var/lib/ds4/gguf', 'progress') }}
     interval: 20
 """
 

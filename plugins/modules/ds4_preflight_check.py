@@ -135,6 +135,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_catalog import (  # 
     model_files,
     other_generation_files,
 )
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_disk_plan import POLICIES  # noqa: E402
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_preflight import (  # noqa: E402
     judge,
     weights_need,
@@ -174,7 +175,7 @@ def main():
             "catalog": {"type": "dict"},
             "generation": {"type": "str", "default": "0731"},
             "speculation": {"type": "str", "default": "dspark"},
-            "old_weights": {"type": "str", "choices": ["keep", "remove", "auto"], "default": "auto"},
+            "old_weights": {"type": "str", "choices": list(POLICIES), "default": "auto"},
             "unknown_size_bytes": {"type": "dict", "default": {}},
             "weights_space_bytes": {"type": "int"},
             "build_space_bytes": {"type": "int", "default": 2147483648},

@@ -1,7 +1,19 @@
 """The disk plan: what to fetch, adopt, keep and remove, and the refusal with its shortfall."""
 
+import ast
+from pathlib import Path
+
 import pytest
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_disk_plan import GIB, DiskPlanError, plan
+import yaml
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_disk_plan import (
+    GIB,
+    POLICIES,
+    DiskPlanError,
+    placement,
+    plan,
+)
+
+REPO = Path(__file__).resolve().parents[2]
 
 DIR = "/var/lib/ds4/gguf"
 HOME = "/home/op/gguf"
@@ -151,8 +163,8 @@ def test_refusals_carry_the_shortfall(free, policy, present, in_use, short_gib, 
     assert err.directory == DIR
     assert err.plan["fits"] is False and err.plan["shortfall_bytes"] == short_gib * GIB
     text = str(err)
-    assert f"short by {short_gib * GIB:,} bytes ({short_gib:.1f} GiB)" in text
-    assert text.startswith(f"not enough space in {DIR}: the weights need {NEW_BYTES:,} bytes (87.0 GiB), ")
+    assert f"short by {short_gib * GIB:,} bytes ({short_gib:.2f} GiB)" in text
+    assert text.startswith(f"not enough space in {DIR}: the weights need {NEW_BYTES:,} bytes (87.00 GiB), ")
     for word in words:
         assert word in text
 
@@ -161,8 +173,8 @@ def test_the_shortfall_message_in_full():
     with pytest.raises(DiskPlanError) as e:
         plan(DIR, [{"name": BASE, "size": 3 * GIB + 512}], GIB, "keep", present={OLD_BASE: GIB}, other=OLD)
     assert str(e.value) == (
-        f"not enough space in {DIR}: the weights need 3,221,225,984 bytes (3.0 GiB), 1,073,741,824 bytes "
-        "(1.0 GiB) are free, short by 2,147,484,160 bytes (2.0 GiB); ds4_old_weights=keep forbids removing "
+        f"not enough space in {DIR}: the weights need 3,221,225,984 bytes (3.00 GiB), 1,073,741,824 bytes "
+        "(1.00 GiB) are free, short by 2,147,484,160 bytes (2.00 GiB); ds4_old_weights=keep forbids removing "
         "the other generation (1.0 GiB)"
     )
 
@@ -264,3 +276,45 @@ def test_bad_policy_and_unknown_size_are_refused():
         run(100, "sometimes")
     with pytest.raises(ValueError, match=r"'x.gguf' has no known size"):
         plan(DIR, [{"name": "x.gguf", "size": None}], GIB)
+
+
+def _module_options(name):
+    tree = ast.parse((REPO / "plugins" / "modules" / f"{name}.py").read_text())
+    text = next(
+        n.value.value for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "DOCUMENTATION"
+    )
+    return yaml.safe_load(text)["options"]
+
+
+def test_every_list_of_old_weights_choices_is_the_constant():
+    # Ansible reads choices from YAML, so they are written there too; this holds them to POLICIES.
+    specs = yaml.safe_load((REPO / "roles" / "ds4_common" / "meta" / "argument_specs.yml").read_text())
+    lists = {
+        "roles/ds4_common": specs["argument_specs"]["main"]["options"]["ds4_old_weights"]["choices"],
+        "ds4_weights_plan": _module_options("ds4_weights_plan")["policy"]["choices"],
+        "ds4_preflight_check": _module_options("ds4_preflight_check")["old_weights"]["choices"],
+    }
+    assert lists == dict.fromkeys(lists, list(POLICIES))
+
+
+# (case, size, complete file, part, copy in ~/gguf, same filesystem, how, resume from)
+PLACEMENTS = [
+    ("in place", 10, 10, 0, None, True, "present", 10),
+    ("absent", 10, None, 0, None, True, "fetch", 0),
+    ("a part resumes", 10, None, 4, None, True, "fetch", 4),
+    ("a part longer than the file starts over", 10, None, 11, None, True, "fetch", 0),
+    ("a finished copy is adopted", 10, None, 0, 10, False, "adopt", 10),
+    ("a shorter copy becomes the part", 10, None, 4, 6, True, "adopt_partial", 6),
+    ("a shorter copy on another filesystem is not moved", 10, None, 4, 6, False, "fetch", 4),
+    ("a copy shorter than the part is left", 10, None, 7, 6, True, "fetch", 7),
+    ("a wrong-size file is replaced, not adopted over", 10, 3, 0, 10, True, "fetch", 0),
+]
+
+
+@pytest.mark.parametrize(
+    "size, have, part, found, same_fs, how, resume_from",
+    [c[1:] for c in PLACEMENTS],
+    ids=[c[0] for c in PLACEMENTS],
+)
+def test_placement(size, have, part, found, same_fs, how, resume_from):
+    assert placement(size, have, part, found, same_fs) == (how, resume_from)

@@ -7,6 +7,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from ansible_collections.ds4.fleet.plugins.filter.ds4_engine import FilterModule as EngineFilters
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_drain import (
     EngineUnreachable,
     ProbeError,
@@ -146,6 +147,8 @@ def test_prometheus_text_gives_the_gauge_or_none(text, value):
 )
 def test_the_engine_is_reached_where_it_listens_and_a_wildcard_on_loopback(host, url):
     assert engine_url(host, 8000) == url
+    # The roles reach it through the filter, which is this same function.
+    assert EngineFilters().filters()["engine_url"](host, "8000") == url
 
 
 def test_requests_in_flight_are_read_from_metrics_first(engine):

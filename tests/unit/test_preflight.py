@@ -11,7 +11,6 @@ import pytest
 import yaml
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_preflight import (
     UNKNOWN_SIZE_BYTES,
-    describe_bytes,
     judge,
     weights_need,
 )
@@ -362,8 +361,11 @@ WEIGHT_CASES = [
      "auto", SIZE_BASE, 0),
     ("shell installer's finished base is adopted", "0731", "dspark", [], [(BASE_0731, SIZE_BASE)], "auto",
      SIZE_DRAFTER, 0),
-    ("shell installer's half base is fetched", "0731", "dspark", [], [(BASE_0731, 7)], "auto",
-     SIZE_BASE + SIZE_DRAFTER, 0),
+    # The plan moves a shorter copy in as the part when it lies on the same filesystem: counted at best.
+    ("shell installer's half base is resumed", "0731", "dspark", [], [(BASE_0731, 7)], "auto",
+     SIZE_BASE - 7 + SIZE_DRAFTER, 0),
+    ("a present file of the wrong size is fetched though ~/gguf has it", "0731", "plain", [(BASE_0731, 5)],
+     [(BASE_0731, SIZE_BASE)], "auto", SIZE_BASE, 0),
     ("legacy base of unknown size in place", "legacy", "mtp", [(BASE_LEGACY, 86 * GIB)], [], "auto",
      UNKNOWN_SIZE_BYTES["mtp"], 0),
     ("legacy sizes unknown", "legacy", "mtp", [], [], "auto",
@@ -399,12 +401,8 @@ def test_weights_need_labels_and_budgets():
         ("base", UNKNOWN_SIZE_BYTES["base"], "ds4_weights_unknown_size_bytes.base"),
         ("dspark", 5, "ds4_weights_unknown_size_bytes.dspark"),
     ]
-    with pytest.raises(ValueError, match=r"ds4_old_weights is 'never'; wanted one of keep, remove, auto"):
+    with pytest.raises(ValueError, match=r"ds4_old_weights='never' is not one of: keep, remove, auto"):
         weights_need([], old_weights="never")
-
-
-def test_describe_bytes():
-    assert describe_bytes(93691352992) == "93,691,352,992 bytes (87.26 GiB)"
 
 
 def check_module(args):

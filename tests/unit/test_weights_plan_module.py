@@ -119,7 +119,7 @@ def test_not_enough_room_removes_first_or_refuses(plan, hub_files, tmp_path, mon
     rc, out = plan(policy="keep")
     assert rc == 1 and out["shortfall_bytes"] == 1000
     assert out["msg"].startswith(f"not enough space in {tmp_path / 'gguf'}: ")
-    assert "short by 1,000 bytes (0.0 GiB); ds4_old_weights=keep forbids removing" in out["msg"]
+    assert "short by 1,000 bytes (0.00 GiB); ds4_old_weights=keep forbids removing" in out["msg"]
     fake_free(monkeypatch, need - legacy - 1000)
     rc, out = plan(policy="remove")
     assert rc == 1 and out["shortfall_bytes"] == 1000 and "even after removing" in out["msg"]

@@ -1,0 +1,24 @@
+"""Filters over the engine's address.
+
+engine_url(host, port)
+    The base URL that reaches an engine listening on ds4_host:ds4_port from the Spark itself (a wildcard
+    address on loopback, an IPv6 address in brackets): module_utils/ds4_drain.py's engine_url, the one
+    the modules that call the engine use.
+"""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_drain import engine_url
+
+
+def engine_url_filter(host, port):
+    try:
+        return engine_url(host, port)
+    except (TypeError, ValueError) as e:
+        raise AnsibleFilterError(f"engine_url: {e}") from e
+
+
+class FilterModule:
+    def filters(self):
+        return {"engine_url": engine_url_filter}
