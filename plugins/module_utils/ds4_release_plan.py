@@ -20,7 +20,11 @@ import os
 import re
 from urllib.parse import urlsplit, urlunsplit
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_version import releases_to_prune, sort_releases
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_version import (
+    is_release_tag,
+    releases_to_prune,
+    sort_releases,
+)
 
 RELEASES_DIR = "releases"
 STAMP_NAME = ".ds4-build.json"
@@ -33,18 +37,11 @@ PROGRAMS = ("ds4", "ds4-server", "ds4-bench")
 STAMP_IDENTITY = ("release", "commit", "build_target", "cuda_version")
 BUILD_TARGET_KEYS = ("arch", "make_target", "make_args")
 
-# The engine's tags: v and three or more numbers (v0.6.5, v0.6.5.1). The `v` is required here, unlike in
-# the ordering, because the tag is also a directory name and one release must have one directory.
-_TAG = re.compile(r"v(?:0|[1-9][0-9]*)(?:\.(?:0|[1-9][0-9]*)){2,}")
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
 class ReleaseError(ValueError):
     """A release that cannot or must not be built; the message names the variable and the values."""
-
-
-def is_release_tag(name):
-    return isinstance(name, str) and _TAG.fullmatch(name) is not None
 
 
 def check_release_tag(tag):

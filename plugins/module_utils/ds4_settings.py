@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.ds4.fleet.plugins.module_utils import ds4_catalog, ds4_launch
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_version import RELEASE_TAG_RE
 
 MASK = "********"
 # The argument spec keys Ansible's validator knows; the rest (description, default) is documentation.
@@ -51,7 +52,6 @@ MANAGED_DIRS = ("ds4_root", "ds4_gguf_dir", "ds4_kv_disk_dir", "ds4_engine_build
 
 _PATH_CHARS = re.compile(r"/[A-Za-z0-9._+@/-]*")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_RELEASE = re.compile(r"v(0|[1-9][0-9]*)(\.(0|[1-9][0-9]*)){2,}")
 _COMMIT = re.compile(r"([0-9a-fA-F]{40})?")
 _CUDA_ARCH = re.compile(r"(sm_[0-9]{2,3}[af]?)?")
 _COMPUTE_CAP = re.compile(r"[0-9]+\.[0-9]+")
@@ -346,7 +346,9 @@ def _task_file(value):
 RULES = {
     # ds4_common
     "ds4_root": _managed_dir,
-    "ds4_release": _matching(_RELEASE, "an engine release tag: v and three or more numbers, like v0.6.5"),
+    "ds4_release": _matching(
+        RELEASE_TAG_RE, "an engine release tag: v and three or more numbers, like v0.6.5"
+    ),
     "ds4_release_commit": _matching(_COMMIT, "empty or a full commit id, 40 hex digits"),
     "ds4_cuda_arch": _matching(_CUDA_ARCH, "empty or a CUDA arch like sm_121 or sm_90a"),
     "ds4_gguf_dir": _managed_dir,

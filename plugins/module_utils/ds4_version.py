@@ -18,8 +18,18 @@ from __future__ import annotations
 
 import re
 
-# ASCII digits only: `\d` would also accept other scripts' digits, which int() then quietly converts.
-_RELEASE_RE = re.compile(r"v?((?:0|[1-9][0-9]*)(?:\.(?:0|[1-9][0-9]*)){2,})")
+# The one tag grammar of the collection. ASCII digits only: `\d` would also accept other scripts' digits,
+# which int() then quietly converts.
+_NUMBERS = r"(?:0|[1-9][0-9]*)(?:\.(?:0|[1-9][0-9]*)){2,}"
+_RELEASE_RE = re.compile(rf"v?({_NUMBERS})")
+# A release as the collection names it (ds4_release, a release directory): the `v` is required, because
+# the tag is also a directory name and one release must have one directory.
+RELEASE_TAG_RE = re.compile(rf"v{_NUMBERS}")
+
+
+def is_release_tag(name):
+    """True for a release tag with its `v` (v0.6.5, v0.6.5.1), as ds4_release and release directories are."""
+    return isinstance(name, str) and RELEASE_TAG_RE.fullmatch(name) is not None
 
 
 def parse_release(tag):

@@ -6,6 +6,7 @@ from ansible_collections.ds4.fleet.plugins.filter.ds4_versions import FilterModu
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_version import (
     compare_releases,
     is_newer,
+    is_release_tag,
     parse_release,
     releases_to_prune,
     sort_releases,
@@ -54,6 +55,14 @@ def test_parse_release_refuses(tag):
     with pytest.raises(ValueError, match="not a release tag") as info:
         parse_release(tag)
     assert repr(tag) in str(info.value)
+    # What the ordering refuses is no release name either: one grammar for both.
+    assert not is_release_tag(tag)
+
+
+def test_a_release_name_needs_its_v_where_the_ordering_does_not():
+    # ds4_release and the release directories: one release, one spelling, one directory.
+    assert [is_release_tag(t) for t in ("v0.6.5", "v0.5.6.1", "0.6.5")] == [True, True, False]
+    assert parse_release("0.6.5") == parse_release("v0.6.5")
 
 
 @pytest.mark.parametrize(
