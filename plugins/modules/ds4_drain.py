@@ -16,22 +16,10 @@ description:
   - Changes nothing. In check mode it reads once and does not wait.
   - Run it with the Spark already out of the load balancer, or new requests keep arriving.
 version_added: 0.1.0
-author: ds4-fleet developers
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
+extends_documentation_fragment:
+  - ds4.fleet.module
+  - ds4.fleet.engine
 options:
-  host:
-    description:
-      - The engine's listen address (C(ds4_host)); a wildcard address is asked on loopback.
-    type: str
-    default: 127.0.0.1
-  port:
-    description: The engine's port (C(ds4_port)).
-    type: int
-    default: 8000
   timeout:
     description: Seconds to wait at most for the requests in flight to finish.
     type: float

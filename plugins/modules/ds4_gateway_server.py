@@ -19,10 +19,9 @@ description:
     checks decide again.
   - In check mode it reads the server and reports the change it would make, without waiting.
 version_added: 0.1.0
-author: ds4-fleet developers
+extends_documentation_fragment:
+  - ds4.fleet.module
 attributes:
-  check_mode:
-    support: full
   diff_mode:
     support: full
 options:

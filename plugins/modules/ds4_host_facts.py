@@ -22,12 +22,9 @@ description:
     memory, flagged C(memory_unified=true).
   - Changes nothing. Commands run in the C locale.
 version_added: 0.1.0
-author: ds4-fleet developers
+extends_documentation_fragment:
+  - ds4.fleet.module
 attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
   facts:
     support: full
 options:

@@ -15,12 +15,9 @@ description:
     (playbooks/upgrade.yml). Each value comes from the thing itself, not from what a role configured.
   - Changes nothing; runs in check mode too.
 version_added: 0.1.0
-author: ds4-fleet developers
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
+extends_documentation_fragment:
+  - ds4.fleet.module
+  - ds4.fleet.engine
 options:
   root:
     description: The engine layout's root (C(ds4_root)).
@@ -30,14 +27,6 @@ options:
     description: The weights' directory (C(ds4_gguf_dir)); its filesystem's free space is reported.
     type: path
     default: /var/lib/ds4/gguf
-  host:
-    description: The engine's listen address; a wildcard address is asked on loopback.
-    type: str
-    default: 127.0.0.1
-  port:
-    description: The engine's port.
-    type: int
-    default: 8000
   service:
     description: The engine's systemd unit.
     type: str

@@ -41,9 +41,6 @@ description:
   - Refuses before the first byte when the free space of O(dest) is short of the bytes to fetch.
   - Writes its progress to O(progress_file) for a poller; see docs/weights.md for the format.
 version_added: 0.1.0
-author: ds4-fleet developers
-requirements:
-  - requests (C(python3-requests) on Ubuntu), on the target host
 attributes:
   check_mode:
     support: full
@@ -51,10 +48,6 @@ attributes:
   diff_mode:
     support: full
 options:
-  endpoint:
-    description: The hub, or a mirror serving the same C(resolve) URLs (C(ds4_hf_endpoint)).
-    type: str
-    default: https://huggingface.co
   repo:
     description: Hub repository, C(owner/name).
     type: str
@@ -71,10 +64,6 @@ options:
     description: Existing directory the file goes in.
     type: path
     required: true
-  token:
-    description: Hub token (C(ds4_hf_token)), sent as a bearer token to the hub only; never logged.
-    type: str
-    default: ""
   size:
     description: Expected size in bytes (the catalog's); the hub's must match.
     type: int
@@ -116,6 +105,8 @@ options:
     type: int
     default: 16
 extends_documentation_fragment:
+  - ds4.fleet.module
+  - ds4.fleet.hub
   - ansible.builtin.files
 """
 

@@ -17,13 +17,12 @@ description:
   - Fails when any job failed, with each failed file's message; the other jobs are still waited for.
   - Runs on the controller as an action; this file only documents it.
 version_added: 0.1.0
-author: ds4-fleet developers
+extends_documentation_fragment:
+  - ds4.fleet.module
 attributes:
   check_mode:
     support: none
     details: There is nothing to wait for in check mode, where the fetch does not start.
-  diff_mode:
-    support: none
 options:
   jobs:
     description: >-

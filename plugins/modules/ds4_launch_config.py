@@ -23,12 +23,8 @@ description:
   - C(DS4_NO_UPDATE_CHECK=1) is always set, because the ds4-update-check timer replaces the engine's
     own check.
 version_added: 0.1.0
-author: ds4-fleet developers
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
+extends_documentation_fragment:
+  - ds4.fleet.module
 options:
   release_dir:
     description: Directory holding the C(ds4-server) binary (absolute).

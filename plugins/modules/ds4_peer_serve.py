@@ -22,13 +22,12 @@ description:
     connection. Start it with C(async) and C(poll) 0; the role creates the stop file when the run ends,
     failed or not, and O(lifetime) ends it if the run is cut off.
 version_added: 0.1.0
-author: ds4-fleet developers
+extends_documentation_fragment:
+  - ds4.fleet.module
 attributes:
   check_mode:
     support: none
     details: Serves nothing in check mode.
-  diff_mode:
-    support: none
 options:
   gguf_dir:
     description: The weights directory.

@@ -19,11 +19,10 @@ description:
   - Measures nothing and changes nothing when the release, model set and settings that run have figures on
     record and no switch happened.
 version_added: 0.1.0
-author: ds4-fleet developers
+extends_documentation_fragment:
+  - ds4.fleet.module
 attributes:
   check_mode:
-    support: none
-  diff_mode:
     support: none
 options:
   url:

@@ -20,12 +20,9 @@ description:
   - On success sets the fact C(ds4_build_target), the engine build for the GPU (or for O(cuda_arch)).
   - Reads nothing on the host and changes nothing.
 version_added: 0.1.0
-author: ds4-fleet developers
+extends_documentation_fragment:
+  - ds4.fleet.module
 attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
   facts:
     support: full
 options:

@@ -20,7 +20,9 @@ description:
   - A failed build leaves every release as it was and fails with a message that holds the last lines of
     the build log and its path (C(LOG_DIR/build-RELEASE.log)).
 version_added: 0.1.0
-author: ds4-fleet developers
+extends_documentation_fragment:
+  - ds4.fleet.module
+  - ds4.fleet.build
 attributes:
   check_mode:
     support: full
@@ -43,14 +45,6 @@ options:
     required: true
   repo:
     description: The engine's git repository.
-    type: str
-    required: true
-  build_target:
-    description: The build, as the filter C(ds4.fleet.cuda_build_target) returns it.
-    type: dict
-    required: true
-  cuda_version:
-    description: The CUDA toolkit release of O(nvcc) (C(13.0)).
     type: str
     required: true
   nvcc:

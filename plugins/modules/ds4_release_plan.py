@@ -17,12 +17,9 @@ description:
     wanted release.
   - Changes nothing.
 version_added: 0.1.0
-author: ds4-fleet developers
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
+extends_documentation_fragment:
+  - ds4.fleet.module
+  - ds4.fleet.build
 options:
   root:
     description: Root of the release layout (C(ds4_root)).
@@ -38,14 +35,6 @@ options:
     default: ""
   repo:
     description: The engine's git repository (its URL or a mirror's).
-    type: str
-    required: true
-  build_target:
-    description: The build, as the filter C(ds4.fleet.cuda_build_target) returns it.
-    type: dict
-    required: true
-  cuda_version:
-    description: The CUDA toolkit release that will compile (C(13.0)).
     type: str
     required: true
   keep:

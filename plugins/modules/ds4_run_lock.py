@@ -15,12 +15,8 @@ description:
     without releasing it, and otherwise refuses, naming the holder.
   - In check mode nothing is written; a lock held by another run is reported all the same.
 version_added: 0.2.0
-author: ds4-fleet developers
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
+extends_documentation_fragment:
+  - ds4.fleet.module
 options:
   state:
     description: C(held) to take the lock, C(released) to give it back.

@@ -16,13 +16,12 @@ description:
     (options with C(no_log), the values of C(ds4_extra_env)) are shown as C(********).
   - Runs on the controller as an action and needs no connection; this file only documents it.
 version_added: 0.2.0
-author: ds4-fleet developers
+extends_documentation_fragment:
+  - ds4.fleet.module
 attributes:
   check_mode:
     support: full
     details: It only reads variables.
-  diff_mode:
-    support: none
 options:
   roles:
     description: The ds4 roles whose variables to check, by name (their C(main) entry point).

@@ -13,12 +13,8 @@ description:
   - Returns the answer and the latency; fails with the answer when it does not match.
   - Changes nothing.
 version_added: 0.1.0
-author: ds4-fleet developers
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
+extends_documentation_fragment:
+  - ds4.fleet.module
 options:
   url:
     description: Base URL of the engine, for example C(http://127.0.0.1:8000).

@@ -31,14 +31,9 @@ description:
     shortfall in bytes and GiB.
   - Removal is only ever proposed for files of the other generation in O(gguf_dir) that no process uses.
 version_added: 0.1.0
-author: ds4-fleet developers
-requirements:
-  - requests (C(python3-requests) on Ubuntu), on the target host
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
+extends_documentation_fragment:
+  - ds4.fleet.module
+  - ds4.fleet.hub
 options:
   catalog:
     description: The model catalog (C(ds4_model_catalog)).
@@ -76,14 +71,6 @@ options:
     type: list
     elements: path
     default: []
-  endpoint:
-    description: The hub, asked only for sizes the catalog and the verification records lack.
-    type: str
-    default: https://huggingface.co
-  token:
-    description: Hub token (C(ds4_hf_token)); never logged.
-    type: str
-    default: ""
   timeout:
     description: Seconds to wait for the hub.
     type: float
