@@ -10,7 +10,12 @@ The engine reports requests in flight in two places: `/metrics` (Prometheus text
 `/metrics` is read first; `/v1/stats` when it is missing or lacks the gauge. An engine that does not
 answer at all holds no request to wait for.
 
-Standard library only: the module runs on the Spark.
+This file is also how the collection reaches the engine at all: engine_url() (from ds4_host and
+ds4_port; the filter ds4.fleet.engine_url gives the roles the same), request_failure() and json_post()
+serve every module that calls it (ds4_smoke, ds4_perf, ds4_host_status).
+
+Standard library only and self-contained: the module runs on the Spark, and the watchdog imports this
+file there with nothing else of the collection present.
 """
 
 from __future__ import annotations
@@ -84,6 +89,24 @@ def parse_prometheus(text: str, name: str = METRIC) -> float | None:
     return total if seen else None
 
 
+def request_failure(url: str, exc: OSError, timeout: float, finish: str = "answer") -> str:
+    """A request to the engine that went wrong, in words: an HTTP error with the start of its body, a
+    timeout (`did not <finish> within`), or no connection at all. For every caller of the engine."""
+    if isinstance(exc, urllib.error.HTTPError):
+        detail = exc.read(500).decode("utf-8", "replace").strip()
+        return f"{url} answered HTTP {exc.code}: {detail}"
+    if isinstance(exc, TimeoutError):
+        return f"{url} did not {finish} within {timeout:g} s"
+    return f"{url} could not be reached: {getattr(exc, 'reason', exc)}"
+
+
+def json_post(url: str, body: dict) -> urllib.request.Request:
+    """A POST of `body` as JSON, as the engine's OpenAI-style endpoints take it."""
+    return urllib.request.Request(
+        url, data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"}
+    )
+
+
 def _get(url: str, timeout: float, accept: str | None = None) -> tuple[int, bytes]:
     """GET `url`: (status, body); an HTTP error is returned, no answer at all raises EngineUnreachable."""
     headers = {"Accept": accept} if accept else {}
@@ -93,11 +116,8 @@ def _get(url: str, timeout: float, accept: str | None = None) -> tuple[int, byte
             return response.status, response.read(1 << 20)
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read(1 << 16)
-    except TimeoutError as exc:
-        raise EngineUnreachable(f"{url} did not answer within {timeout:g} s") from exc
     except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise EngineUnreachable(f"{url} could not be reached: {reason}") from exc
+        raise EngineUnreachable(request_failure(url, exc, timeout)) from exc
 
 
 def read_stats(base_url: str, timeout: float = 5.0) -> dict:

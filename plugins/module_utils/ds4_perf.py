@@ -30,6 +30,7 @@ import urllib.request
 import uuid
 
 # The engine's model id and chat endpoint have one owner: the smoke test asks the same engine the same way.
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_drain import json_post, request_failure
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_smoke import DEFAULT_MODEL, chat_url
 
 FORMAT = 1
@@ -87,14 +88,11 @@ def stream_once(base_url: str, prompt: str, max_tokens: int, timeout: float, mod
         "stream_options": {"include_usage": True},
         "messages": [{"role": "user", "content": prompt}],
     }
-    request = urllib.request.Request(
-        url, data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"}
-    )
     sent = time.monotonic()
     first = last = None
     usage = None
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        with urllib.request.urlopen(json_post(url, body), timeout=timeout) as response:
             for raw in response:
                 line = raw.decode("utf-8", "replace").strip()
                 # Comments (": prefill" keep-alives during a long prefill) and blank lines carry no event.
@@ -115,13 +113,8 @@ def stream_once(base_url: str, prompt: str, max_tokens: int, timeout: float, mod
                     last = now
                 if isinstance(event.get("usage"), dict):
                     usage = event["usage"]
-    except urllib.error.HTTPError as exc:
-        detail = exc.read(500).decode("utf-8", "replace").strip()
-        raise PerfError(f"{url} answered HTTP {exc.code}: {detail}") from exc
-    except TimeoutError as exc:
-        raise PerfError(f"{url} did not finish the measurement within {timeout:g} s") from exc
     except (urllib.error.URLError, OSError) as exc:
-        raise PerfError(f"{url} could not be reached: {getattr(exc, 'reason', exc)}") from exc
+        raise PerfError(request_failure(url, exc, timeout, "finish the measurement")) from exc
     if first is None:
         raise PerfError(f"{url} streamed no completion events")
     return {"prefill_s": first - sent, "decode_s": last - first, "usage": usage}

@@ -1,8 +1,9 @@
 """The smoke test: one question to the running engine over HTTP, its answer matched against a pattern.
 
 Over HTTP, against the service, because a second engine (the installer's CLI smoke test) can share
-neither the Spark's memory with the running one nor the engine's lock. Standard library only, so that
-the module needs nothing installed on the host.
+neither the Spark's memory with the running one nor the engine's lock. Standard library only (and
+module_utils/ds4_drain.py, how the collection talks to the engine), so that the module needs nothing
+installed on the host.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import re
 import time
 import urllib.error
 import urllib.request
+
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_drain import json_post, request_failure
 
 # The shell installer's question and expectation (engine contract, "Smoke").
 DEFAULT_PROMPT = "What is the capital of France? Answer in one sentence."
@@ -36,24 +39,13 @@ def chat_url(base_url: str) -> str:
 
 def ask(base_url: str, prompt: str, model: str, max_tokens: int, timeout: float) -> tuple[str, float]:
     """POST one chat completion; return the answer's text and the seconds it took."""
-    body = json.dumps(
-        {"model": model, "max_tokens": max_tokens, "messages": [{"role": "user", "content": prompt}]}
-    ).encode()
-    request = urllib.request.Request(
-        chat_url(base_url), data=body, method="POST", headers={"Content-Type": "application/json"}
-    )
+    body = {"model": model, "max_tokens": max_tokens, "messages": [{"role": "user", "content": prompt}]}
     started = time.monotonic()
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        with urllib.request.urlopen(json_post(chat_url(base_url), body), timeout=timeout) as response:
             raw = response.read()
-    except urllib.error.HTTPError as exc:
-        detail = exc.read(500).decode("utf-8", "replace").strip()
-        raise SmokeError(f"{chat_url(base_url)} answered HTTP {exc.code}: {detail}") from exc
-    except TimeoutError as exc:
-        raise SmokeError(f"{chat_url(base_url)} did not answer within {timeout:g} s") from exc
     except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise SmokeError(f"{chat_url(base_url)} could not be reached: {reason}") from exc
+        raise SmokeError(request_failure(chat_url(base_url), exc, timeout)) from exc
     latency = time.monotonic() - started
     try:
         answer = json.loads(raw)["choices"][0]["message"]["content"]
