@@ -16,9 +16,6 @@ description:
   - Changes nothing. In check mode it reads once and does not wait.
   - Run it with the Spark already out of the load balancer, or new requests keep arriving.
 version_added: 0.1.0
-extends_documentation_fragment:
-  - ds4.fleet.module
-  - ds4.fleet.engine
 options:
   timeout:
     description: Seconds to wait at most for the requests in flight to finish.
@@ -32,6 +29,9 @@ options:
     description: Seconds one look may take before the engine counts as not answering.
     type: float
     default: 5
+extends_documentation_fragment:
+  - ds4.fleet.module
+  - ds4.fleet.engine
 """
 
 EXAMPLES = r"""

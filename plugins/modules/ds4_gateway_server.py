@@ -19,8 +19,6 @@ description:
     checks decide again.
   - In check mode it reads the server and reports the change it would make, without waiting.
 version_added: 0.1.0
-extends_documentation_fragment:
-  - ds4.fleet.module
 attributes:
   diff_mode:
     support: full
@@ -48,6 +46,8 @@ options:
     description: Seconds between two looks.
     type: float
     default: 0.5
+extends_documentation_fragment:
+  - ds4.fleet.module
 """
 
 EXAMPLES = r"""

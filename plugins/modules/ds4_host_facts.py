@@ -22,11 +22,6 @@ description:
     memory, flagged C(memory_unified=true).
   - Changes nothing. Commands run in the C locale.
 version_added: 0.1.0
-extends_documentation_fragment:
-  - ds4.fleet.module
-attributes:
-  facts:
-    support: full
 options:
   gguf_dir:
     description:
@@ -51,6 +46,9 @@ options:
     description: The CUDA toolkit's folder; its C(bin/nvcc) is preferred to one on C(PATH).
     type: path
     default: /usr/local/cuda
+extends_documentation_fragment:
+  - ds4.fleet.module
+  - ds4.fleet.module.facts
 """
 
 EXAMPLES = r"""

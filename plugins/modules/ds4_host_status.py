@@ -15,9 +15,6 @@ description:
     (playbooks/upgrade.yml). Each value comes from the thing itself, not from what a role configured.
   - Changes nothing; runs in check mode too.
 version_added: 0.1.0
-extends_documentation_fragment:
-  - ds4.fleet.module
-  - ds4.fleet.engine
 options:
   root:
     description: The engine layout's root (C(ds4_root)).
@@ -35,6 +32,9 @@ options:
     description: Seconds the engine may take to answer C(/v1/stats) before it counts as not answering.
     type: float
     default: 5
+extends_documentation_fragment:
+  - ds4.fleet.module
+  - ds4.fleet.engine
 """
 
 EXAMPLES = r"""

@@ -17,8 +17,6 @@ description:
   - Fails when any job failed, with each failed file's message; the other jobs are still waited for.
   - Runs on the controller as an action; this file only documents it.
 version_added: 0.1.0
-extends_documentation_fragment:
-  - ds4.fleet.module
 attributes:
   check_mode:
     support: none
@@ -47,6 +45,8 @@ options:
       C(name), else the progress file.
     type: list
     elements: str
+extends_documentation_fragment:
+  - ds4.fleet.module
 """
 
 EXAMPLES = r"""

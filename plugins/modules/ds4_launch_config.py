@@ -23,8 +23,6 @@ description:
   - C(DS4_NO_UPDATE_CHECK=1) is always set, because the ds4-update-check timer replaces the engine's
     own check.
 version_added: 0.1.0
-extends_documentation_fragment:
-  - ds4.fleet.module
 options:
   release_dir:
     description: Directory holding the C(ds4-server) binary (absolute).
@@ -88,6 +86,8 @@ options:
     description: C(DS4_LOCK_FILE), outside the unit's private /tmp so a second engine sees it.
     type: raw
     default: /run/ds4/ds4.lock
+extends_documentation_fragment:
+  - ds4.fleet.module
 """
 
 EXAMPLES = r"""

@@ -22,8 +22,6 @@ description:
     connection. Start it with C(async) and C(poll) 0; the role creates the stop file when the run ends,
     failed or not, and O(lifetime) ends it if the run is cut off.
 version_added: 0.1.0
-extends_documentation_fragment:
-  - ds4.fleet.module
 attributes:
   check_mode:
     support: none
@@ -58,6 +56,8 @@ options:
     description: The server stops once this file exists (removed at start).
     type: path
     required: true
+extends_documentation_fragment:
+  - ds4.fleet.module
 """
 
 EXAMPLES = r"""

@@ -19,8 +19,6 @@ description:
   - Measures nothing and changes nothing when the release, model set and settings that run have figures on
     record and no switch happened.
 version_added: 0.1.0
-extends_documentation_fragment:
-  - ds4.fleet.module
 attributes:
   check_mode:
     support: none
@@ -81,6 +79,8 @@ options:
     description: Model id sent in the requests.
     type: str
     default: deepseek-v4-flash
+extends_documentation_fragment:
+  - ds4.fleet.module
 """
 
 EXAMPLES = r"""

@@ -20,11 +20,6 @@ description:
   - On success sets the fact C(ds4_build_target), the engine build for the GPU (or for O(cuda_arch)).
   - Reads nothing on the host and changes nothing.
 version_added: 0.1.0
-extends_documentation_fragment:
-  - ds4.fleet.module
-attributes:
-  facts:
-    support: full
 options:
   host:
     description: The C(ds4_host_facts) fact of M(ds4.fleet.ds4_host_facts).
@@ -83,6 +78,9 @@ options:
     description: Bytes the engine build needs on the install root's filesystem (C(ds4_build_space_bytes)).
     type: int
     default: 2147483648
+extends_documentation_fragment:
+  - ds4.fleet.module
+  - ds4.fleet.module.facts
 """
 
 EXAMPLES = r"""

@@ -20,9 +20,6 @@ description:
   - A failed build leaves every release as it was and fails with a message that holds the last lines of
     the build log and its path (C(LOG_DIR/build-RELEASE.log)).
 version_added: 0.1.0
-extends_documentation_fragment:
-  - ds4.fleet.module
-  - ds4.fleet.build
 attributes:
   check_mode:
     support: full
@@ -64,6 +61,9 @@ options:
       A file rewritten every few seconds while the build runs, with the step and the build log's last
       line, for M(ds4.fleet.ds4_hub_wait) to print when the build runs with C(async).
     type: path
+extends_documentation_fragment:
+  - ds4.fleet.module
+  - ds4.fleet.build
 """
 
 EXAMPLES = r"""

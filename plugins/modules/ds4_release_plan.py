@@ -17,9 +17,6 @@ description:
     wanted release.
   - Changes nothing.
 version_added: 0.1.0
-extends_documentation_fragment:
-  - ds4.fleet.module
-  - ds4.fleet.build
 options:
   root:
     description: Root of the release layout (C(ds4_root)).
@@ -45,6 +42,9 @@ options:
     description: Where the build logs are (C(build-<tag>.log)); a removed release's log goes with it.
     type: path
     default: /var/log/ds4
+extends_documentation_fragment:
+  - ds4.fleet.module
+  - ds4.fleet.build
 """
 
 EXAMPLES = r"""

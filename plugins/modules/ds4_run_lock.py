@@ -15,8 +15,6 @@ description:
     without releasing it, and otherwise refuses, naming the holder.
   - In check mode nothing is written; a lock held by another run is reported all the same.
 version_added: 0.2.0
-extends_documentation_fragment:
-  - ds4.fleet.module
 options:
   state:
     description: C(held) to take the lock, C(released) to give it back.
@@ -37,6 +35,8 @@ options:
   stale:
     description: A holder record the controller found ended; its lock is taken over if still recorded.
     type: dict
+extends_documentation_fragment:
+  - ds4.fleet.module
 """
 
 EXAMPLES = r"""

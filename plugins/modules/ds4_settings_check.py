@@ -16,8 +16,6 @@ description:
     (options with C(no_log), the values of C(ds4_extra_env)) are shown as C(********).
   - Runs on the controller as an action and needs no connection; this file only documents it.
 version_added: 0.2.0
-extends_documentation_fragment:
-  - ds4.fleet.module
 attributes:
   check_mode:
     support: full
@@ -28,6 +26,8 @@ options:
     type: list
     elements: str
     required: true
+extends_documentation_fragment:
+  - ds4.fleet.module
 """
 
 EXAMPLES = r"""

@@ -13,8 +13,6 @@ description:
   - Returns the answer and the latency; fails with the answer when it does not match.
   - Changes nothing.
 version_added: 0.1.0
-extends_documentation_fragment:
-  - ds4.fleet.module
 options:
   url:
     description: Base URL of the engine, for example C(http://127.0.0.1:8000).
@@ -40,6 +38,8 @@ options:
     description: Seconds to wait for the answer.
     type: float
     default: 300
+extends_documentation_fragment:
+  - ds4.fleet.module
 """
 
 EXAMPLES = r"""

@@ -31,9 +31,6 @@ description:
     shortfall in bytes and GiB.
   - Removal is only ever proposed for files of the other generation in O(gguf_dir) that no process uses.
 version_added: 0.1.0
-extends_documentation_fragment:
-  - ds4.fleet.module
-  - ds4.fleet.hub
 options:
   catalog:
     description: The model catalog (C(ds4_model_catalog)).
@@ -75,6 +72,9 @@ options:
     description: Seconds to wait for the hub.
     type: float
     default: 30.0
+extends_documentation_fragment:
+  - ds4.fleet.module
+  - ds4.fleet.hub
 """
 
 EXAMPLES = r"""
