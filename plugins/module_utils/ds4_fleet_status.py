@@ -126,50 +126,70 @@ def fleet_record(
     if upgrade is not None:
         record["upgrade"] = upgrade
     if reading is None:
-        record.update(
-            service="unreachable",
-            release=None,
-            commit=None,
-            previous=None,
-            generation=fact.get("generation"),
-            speculation=fact.get("speculation"),
-            context=fact.get("context"),
-            update={"available": None, "latest": None, "checked_at": None, "error": None},
-            answering=False,
-            uptime_s=None,
-            requests_inflight=None,
-            free_disk_bytes=None,
-            disk_path=None,
-            service_since=None,
-            perf=None,
-        )
+        record.update(_unread(fact))
         record["notes"].append(f"could not be read: {error or 'no reading'}")
         return record
     for key in ("current", "previous", "service", "engine", "disk"):
         if not isinstance(reading.get(key), dict):
             raise StatusError(f"the reading of {host} lacks {key!r}: {reading!r}")
+    record.update(_read(reading, fact))
+    record["perf"], perf_notes = perf_summary(perf, record["release"], record["commit"])
+    record["notes"].extend(_disagreements(record, reading, fact))
+    if upgrade and upgrade.get("cleanup_error"):
+        record["notes"].append(f"the cleanup after the switch failed: {upgrade['cleanup_error']}")
+    record["notes"].extend(perf_notes)
+    return record
+
+
+def _unread(fact: dict) -> dict:
+    """The fields of a Spark that could not be read: only what its configuration says."""
+    return {
+        "service": "unreachable",
+        "release": None,
+        "commit": None,
+        "previous": None,
+        "generation": fact.get("generation"),
+        "speculation": fact.get("speculation"),
+        "context": fact.get("context"),
+        "update": {"available": None, "latest": None, "checked_at": None, "error": None},
+        "answering": False,
+        "uptime_s": None,
+        "requests_inflight": None,
+        "free_disk_bytes": None,
+        "disk_path": None,
+        "service_since": None,
+        "perf": None,
+    }
+
+
+def _read(reading: dict, fact: dict) -> dict:
+    """The fields of a Spark that was read: what runs from the reading, what was configured from the fact."""
     current, engine, disk = reading["current"], reading["engine"], reading["disk"]
-    notes = record["notes"]
-    release = current.get("release")
-    context = _as_int(engine.get("context")) if engine.get("answering") else None
-    configured_context = _as_int(fact.get("context"))
-    record.update(
-        service=_service_word(reading),
-        release=release,
-        commit=current.get("commit"),
-        previous=reading["previous"].get("release"),
-        generation=fact.get("generation"),
-        speculation=fact.get("speculation"),
-        context=context if context is not None else configured_context,
-        update=_update(fact, release),
-        answering=bool(engine.get("answering")),
-        uptime_s=engine.get("uptime_seconds") if engine.get("answering") else None,
-        requests_inflight=engine.get("requests_inflight") if engine.get("answering") else None,
-        free_disk_bytes=disk.get("free_bytes"),
-        disk_path=disk.get("path"),
-        service_since=reading["service"].get("started_at"),
-    )
-    record["perf"], perf_notes = perf_summary(perf, release, current.get("commit"))
+    answering = bool(engine.get("answering"))
+    context = _as_int(engine.get("context")) if answering else None
+    return {
+        "service": _service_word(reading),
+        "release": current.get("release"),
+        "commit": current.get("commit"),
+        "previous": reading["previous"].get("release"),
+        "generation": fact.get("generation"),
+        "speculation": fact.get("speculation"),
+        "context": context if context is not None else _as_int(fact.get("context")),
+        "update": _update(fact, current.get("release")),
+        "answering": answering,
+        "uptime_s": engine.get("uptime_seconds") if answering else None,
+        "requests_inflight": engine.get("requests_inflight") if answering else None,
+        "free_disk_bytes": disk.get("free_bytes"),
+        "disk_path": disk.get("path"),
+        "service_since": reading["service"].get("started_at"),
+    }
+
+
+def _disagreements(record: dict, reading: dict, fact: dict) -> list:
+    """Notes where the release links, the unit, the engine and the configuration do not tell one story."""
+    current, engine = reading["current"], reading["engine"]
+    release, answering = record["release"], record["answering"]
+    notes = []
     if release is None:
         notes.append(f"{current.get('link')} points at no release: nothing is installed to run")
     if current.get("stamp_error"):
@@ -178,9 +198,11 @@ def fleet_record(
         notes.append("current was switched after the engine started: it still runs the release before")
     if fact and fact.get("release") and release and fact["release"] != release:
         notes.append(f"the local fact says {fact['release']}, but current points at {release}")
+    context = _as_int(engine.get("context")) if answering else None
+    configured_context = _as_int(fact.get("context"))
     if context is not None and configured_context is not None and context != configured_context:
         notes.append(f"the engine runs context {context}, the service is configured for {configured_context}")
-    model = engine.get("model") if engine.get("answering") else None
+    model = engine.get("model") if answering else None
     base = (fact.get("models") or {}).get("base") if isinstance(fact.get("models"), dict) else None
     if model and base and os.path.basename(str(model)) != base:
         notes.append(
@@ -188,18 +210,13 @@ def fleet_record(
         )
     if record["service"] == "active, not answering":
         notes.append(f"ds4.service is active but {engine.get('url')} does not answer: {engine.get('error')}")
-    elif engine.get("answering") and engine.get("error"):
+    elif answering and engine.get("error"):
         notes.append(engine["error"])
-    if record["service"] not in ("active", "active, not answering", "unreachable") and engine.get(
-        "answering"
-    ):
+    if record["service"] not in ("active", "active, not answering", "unreachable") and answering:
         notes.append(f"ds4.service is {record['service']}, yet an engine answers at {engine.get('url')}")
     if reading["service"].get("error"):
         notes.append(reading["service"]["error"])
-    if upgrade and upgrade.get("cleanup_error"):
-        notes.append(f"the cleanup after the switch failed: {upgrade['cleanup_error']}")
-    notes.extend(perf_notes)
-    return record
+    return notes
 
 
 def fleet_records(entries, hosts=None) -> list:
