@@ -211,49 +211,62 @@ def drain(
         try:
             inflight, source = read(base_url, request_timeout)
         except EngineUnreachable as exc:
-            report["answering"] = False
-            report["drained"] = True
             report["waited_s"] = round(clock() - started, 3)
-            if report["polls"] == 0:
-                report["message"] = (
-                    f"the engine is not answering, so no request is in flight to wait for ({exc})"
-                )
-            else:
-                report["message"] = (
-                    f"the engine stopped answering after {report['waited_s']:g} s with "
-                    f"{_plural(report['inflight_at_end'])} in flight at the last look ({exc})"
-                )
-            return report
+            return _not_answering(report, exc)
         except ProbeError as exc:
             report["waited_s"] = round(clock() - started, 3)
             report["message"] = f"cannot tell how many requests are in flight, so not waiting: {exc}"
             return report
-        report["polls"] += 1
-        report["source"] = source
-        if report["inflight_at_start"] is None:
-            report["inflight_at_start"] = inflight
-        report["inflight_at_end"] = inflight
-        report["inflight_max"] = max(inflight, report["inflight_max"] or 0)
         elapsed = clock() - started
-        report["waited_s"] = round(elapsed, 3)
-        if inflight == 0:
-            report["drained"] = True
-            if report["inflight_at_start"] == 0:
-                report["message"] = f"no request in flight ({source})"
-            else:
-                report["message"] = (
-                    f"drained: {_plural(report['inflight_at_start'])} in flight at the start, none after "
-                    f"{elapsed:.1f} s ({source})"
-                )
-            return report
-        if not wait:
-            report["message"] = f"{_plural(inflight)} in flight ({source}); check mode does not wait for them"
-            return report
-        if elapsed >= timeout:
-            report["timed_out"] = True
-            report["message"] = (
-                f"drain timeout: {_plural(inflight)} still in flight after {elapsed:.1f} s (limit "
-                f"{timeout:g} s, {source}); going on, and the engine finishes them on its SIGTERM"
-            )
+        _record_look(report, inflight, source, elapsed)
+        message = _verdict(report, inflight, elapsed, wait, timeout)
+        if message:
+            report["message"] = message
             return report
         sleep(max(0.0, min(interval, timeout - elapsed)))
+
+
+def _not_answering(report: dict, exc: EngineUnreachable) -> dict:
+    """An engine that does not answer holds nothing to wait for, whether it never did or stopped."""
+    report["answering"] = False
+    report["drained"] = True
+    if report["polls"] == 0:
+        report["message"] = f"the engine is not answering, so no request is in flight to wait for ({exc})"
+    else:
+        report["message"] = (
+            f"the engine stopped answering after {report['waited_s']:g} s with "
+            f"{_plural(report['inflight_at_end'])} in flight at the last look ({exc})"
+        )
+    return report
+
+
+def _record_look(report: dict, inflight: int, source: str, elapsed: float) -> None:
+    report["polls"] += 1
+    report["source"] = source
+    if report["inflight_at_start"] is None:
+        report["inflight_at_start"] = inflight
+    report["inflight_at_end"] = inflight
+    report["inflight_max"] = max(inflight, report["inflight_max"] or 0)
+    report["waited_s"] = round(elapsed, 3)
+
+
+def _verdict(report: dict, inflight: int, elapsed: float, wait: bool, timeout: float) -> str | None:
+    """The message that ends the drain after this look (drained, check mode, time out), or None to go on."""
+    source = report["source"]
+    if inflight == 0:
+        report["drained"] = True
+        if report["inflight_at_start"] == 0:
+            return f"no request in flight ({source})"
+        return (
+            f"drained: {_plural(report['inflight_at_start'])} in flight at the start, none after "
+            f"{elapsed:.1f} s ({source})"
+        )
+    if not wait:
+        return f"{_plural(inflight)} in flight ({source}); check mode does not wait for them"
+    if elapsed >= timeout:
+        report["timed_out"] = True
+        return (
+            f"drain timeout: {_plural(inflight)} still in flight after {elapsed:.1f} s (limit "
+            f"{timeout:g} s, {source}); going on, and the engine finishes them on its SIGTERM"
+        )
+    return None
