@@ -157,6 +157,19 @@ def render(
     """The textfile: our `ds4_spark_*` series, then the engine's own when it answered."""
     out = Writer()
     fact = fact if isinstance(fact, dict) else {}
+    _configured(out, fact)
+    _update_check(out, fact.get("update") if isinstance(fact.get("update"), dict) else None)
+    _unit(out, unit, verdict)
+    _watchdog(out, watchdog, watchdog_enabled)
+    _weights(out, weights, free_bytes, next_bytes)
+    out.add("metrics_timestamp_seconds", "gauge", "When these series were written.", now)
+    text = out.text()
+    if engine_text:
+        text += engine_series(engine_text)
+    return text
+
+
+def _configured(out: Writer, fact: dict) -> None:
     models = fact.get("models") if isinstance(fact.get("models"), dict) else {}
     if fact.get("release"):
         out.add(
@@ -173,7 +186,9 @@ def render(
                 "models": ",".join(f"{role}={name}" for role, name in sorted(models.items())),
             },
         )
-    update = fact.get("update") if isinstance(fact.get("update"), dict) else None
+
+
+def _update_check(out: Writer, update: dict | None) -> None:
     out.add(
         "update_check_known", "gauge", "1 once the update check has run on this Spark.", update is not None
     )
@@ -207,6 +222,8 @@ def render(
                 {"latest": update.get("latest") or "", "running": update.get("running") or ""},
             )
 
+
+def _unit(out: Writer, unit: dict, verdict: str) -> None:
     active = unit.get("ActiveState", "")
     out.add(
         "unit_active",
@@ -236,7 +253,10 @@ def render(
         "1 when ds4.service is active and the engine answered the watchdog's last probe.",
         verdict in ("ok", "busy"),
     )
-    out.add("watchdog_enabled", "gauge", "1 when the watchdog restarts a hung engine.", watchdog_enabled)
+
+
+def _watchdog(out: Writer, watchdog: dict, enabled: bool) -> None:
+    out.add("watchdog_enabled", "gauge", "1 when the watchdog restarts a hung engine.", enabled)
     out.add(
         "watchdog_restarts_total",
         "counter",
@@ -255,6 +275,9 @@ def render(
         "Probes in a row the engine did not answer.",
         int(watchdog.get("failures") or 0),
     )
+
+
+def _weights(out: Writer, weights: list[dict], free_bytes: int | None, next_bytes: int | None) -> None:
     for entry in weights:
         labels = {"role": entry["role"], "file": entry["name"]}
         out.add(
@@ -272,8 +295,3 @@ def render(
         "Space a next model generation needs beside the current one.",
         next_bytes,
     )
-    out.add("metrics_timestamp_seconds", "gauge", "When these series were written.", now)
-    text = out.text()
-    if engine_text:
-        text += engine_series(engine_text)
-    return text
