@@ -120,81 +120,97 @@ def decide(
     """
     state = dict(state)
     state["runs"] = state.get("runs", 0) + 1
-    previous = state.get("verdict")
-    active, sub = unit.get("ActiveState", ""), unit.get("SubState", "")
-    pid = _pid(unit)
+    run = _Run(state, _pid(unit))
+    active = unit.get("ActiveState", "")
+    if active != "active":
+        run.reset()
+        return _not_active(run, active, unit, start_limit_hit)
+    if probe is None:
+        raise ValueError("an active unit must be probed")
+    if state.get("main_pid") != run.pid:
+        # Another engine process than the one that failed before: its failures start from zero.
+        run.reset()
+    if probe.get("answered"):
+        run.reset()
+        return _answered(run, probe.get("inflight"))
+    return _failed(run, probe.get("error") or "no answer", failures, now, restart)
 
-    def result(verdict, message, action="none", log=None, warning=False):
-        state["verdict"] = verdict
+
+class _Run:
+    """One run's view: the state it updates for the next run, and how it words a result."""
+
+    def __init__(self, state: dict, pid: int):
+        self.state = state
+        self.pid = pid
+        self.previous = state.get("verdict")
+
+    def result(self, verdict, message, action="none", log=None, warning=False):
+        self.state["verdict"] = verdict
         return {
             "verdict": verdict,
             "action": action,
             "message": message,
             # Steady states are said once, when they begin; failures and kills every time.
-            "log": (verdict != previous) if log is None else log,
+            "log": (verdict != self.previous) if log is None else log,
             "warning": warning,
-            "state": state,
+            "state": self.state,
         }
 
-    def reset():
-        state["failures"] = 0
-        state["first_failure_at"] = None
-        state["main_pid"] = pid or None
+    def reset(self):
+        self.state["failures"] = 0
+        self.state["first_failure_at"] = None
+        self.state["main_pid"] = self.pid or None
 
-    if active != "active":
-        reset()
-        if active == "failed" and (unit.get("Result") == "start-limit-hit" or start_limit_hit):
-            return result(
-                "start-limit-hit",
-                "ds4.service hit its start limit and systemd stopped restarting it; the watchdog leaves it "
-                "alone too. Fix the cause, then: systemctl reset-failed ds4 && systemctl start ds4",
-                warning=True,
-            )
-        if active in ("activating", "deactivating", "reloading"):
-            return result(
-                "starting",
-                f"ds4.service is {active} ({sub}): loading or restarting, not probed until it is active",
-            )
-        return result("not-running", f"ds4.service is {active or 'unknown'} ({sub}); nothing to watch")
 
-    if probe is None:
-        raise ValueError("an active unit must be probed")
-    if state.get("main_pid") != pid:
-        # Another engine process than the one that failed before: its failures start from zero.
-        reset()
+def _not_active(run: _Run, active: str, unit: dict, start_limit_hit: bool) -> dict:
+    sub = unit.get("SubState", "")
+    if active == "failed" and (unit.get("Result") == "start-limit-hit" or start_limit_hit):
+        return run.result(
+            "start-limit-hit",
+            "ds4.service hit its start limit and systemd stopped restarting it; the watchdog leaves it "
+            "alone too. Fix the cause, then: systemctl reset-failed ds4 && systemctl start ds4",
+            warning=True,
+        )
+    if active in ("activating", "deactivating", "reloading"):
+        return run.result(
+            "starting",
+            f"ds4.service is {active} ({sub}): loading or restarting, not probed until it is active",
+        )
+    return run.result("not-running", f"ds4.service is {active or 'unknown'} ({sub}); nothing to watch")
 
-    if probe.get("answered"):
-        reset()
-        inflight = probe.get("inflight")
-        if inflight:
-            return result(
-                "busy",
-                f"ds4.service (pid {pid}) answers with {inflight} request{'' if inflight == 1 else 's'} in "
-                "flight: busy, not hung",
-            )
-        return result("ok", f"ds4.service (pid {pid}) answers")
 
+def _answered(run: _Run, inflight) -> dict:
+    if inflight:
+        return run.result(
+            "busy",
+            f"ds4.service (pid {run.pid}) answers with {inflight} request{'' if inflight == 1 else 's'} in "
+            "flight: busy, not hung",
+        )
+    return run.result("ok", f"ds4.service (pid {run.pid}) answers")
+
+
+def _failed(run: _Run, error: str, failures: int, now: float, restart: bool) -> dict:
+    """A probe the engine did not answer: counted, and after `failures` in a row the engine is hung."""
+    state, pid = run.state, run.pid
     count = state.get("failures", 0) + 1
     state["failures"] = count
     state["main_pid"] = pid
     if state.get("first_failure_at") is None:
         state["first_failure_at"] = now
-    error = probe.get("error") or "no answer"
     if count < failures:
-        return result(
+        return run.result(
             "failing",
             f"ds4.service (pid {pid}) did not answer ({count} of {failures} before a restart): {error}",
             log=True,
             warning=True,
         )
-
     span = now - state["first_failure_at"]
     why = (
         f"ds4.service (pid {pid}) is hung: it did not answer {count} probes in a row over {span:.0f} s "
         f"(last: {error})"
     )
     if not restart:
-        return result(
+        return run.result(
             "hung", f"{why}; the watchdog is turned off, so it is not restarted", log=True, warning=True
         )
     state["restarts"] = state.get("restarts", 0) + 1
@@ -202,7 +218,7 @@ def decide(
     state["last_restart_reason"] = why
     state["failures"] = 0
     state["first_failure_at"] = None
-    return result(
+    return run.result(
         "hung",
         f"{why}; killing it (SIGKILL) so that systemd restarts it (Restart=on-failure, within its start "
         f"limit); watchdog restart {state['restarts']}",
