@@ -77,34 +77,8 @@ def survey(gguf_dir, wanted, other, size_of, adopt_dirs=(), in_use=(), proc="/pr
     fs = os.statvfs(anchor)
     dev = os.stat(anchor).st_dev
     names = [w["name"] for w in wanted] + list(other)
-
-    present, partial, elsewhere = {}, {}, []
-    for name in names:
-        path = os.path.join(gguf_dir, name)
-        st = _regular(path)
-        if st:
-            present[name] = st.st_size
-            if _link(path) is not None or st.st_dev != dev:
-                elsewhere.append(name)
-        if _regular(os.path.join(gguf_dir, part_name(name))):
-            # A part fetched by ranges has holes: only the ranges on disk count.
-            partial[name] = part_bytes_done(gguf_dir, name)
-
-    sized = []
-    for entry in wanted:
-        entry = dict(entry)
-        if entry.get("size") is not None:
-            entry["size_source"] = "catalog"
-        else:
-            path = os.path.join(gguf_dir, entry["name"])
-            st = _regular(path)
-            record = read_record(os.path.join(gguf_dir, sidecar_name(entry["name"])), st) if st else None
-            if record:
-                entry.update(size=record["size"], size_source="verification record")
-            else:
-                entry.update(size=size_of(entry), size_source="hub")
-        sized.append(entry)
-
+    present, partial, elsewhere = _on_disk(gguf_dir, names, dev)
+    sized = [_sized(gguf_dir, entry, size_of) for entry in wanted]
     busy = {os.path.realpath(p) for p in in_use} | open_paths(proc)
     real_dir = os.path.realpath(gguf_dir)
     in_use_here = [
@@ -113,7 +87,6 @@ def survey(gguf_dir, wanted, other, size_of, adopt_dirs=(), in_use=(), proc="/pr
         for n in (name, part_name(name))
         if os.path.realpath(os.path.join(real_dir, n)) in busy
     ]
-
     adoptable, skipped = [], []
     for entry in sized:
         if entry["name"] in present:
@@ -121,29 +94,10 @@ def survey(gguf_dir, wanted, other, size_of, adopt_dirs=(), in_use=(), proc="/pr
         for directory in adopt_dirs:
             if os.path.realpath(directory) == real_dir:
                 continue
-            found = None
-            for candidate in (entry["name"], part_name(entry["name"])):
-                path = os.path.join(directory, candidate)
-                target = _link(path)
-                if target is not None:
-                    skipped.append(
-                        f"{path} is a symbolic link (to {target}), not adopted: only a regular file is "
-                        "moved or copied into place; put the file itself there to adopt it"
-                    )
-                    continue
-                st = _regular(path)
-                if st:
-                    found = {
-                        "name": entry["name"],
-                        "path": path,
-                        "size": st.st_size,
-                        "same_fs": st.st_dev == dev,
-                    }
-                    break
+            found = _adoptable(directory, entry["name"], dev, skipped)
             if found:
                 adoptable.append(found)
                 break
-
     return {
         "gguf_dir": gguf_dir,
         "wanted": sized,
@@ -156,3 +110,51 @@ def survey(gguf_dir, wanted, other, size_of, adopt_dirs=(), in_use=(), proc="/pr
         "elsewhere": elsewhere,
         "skipped": skipped,
     }
+
+
+def _on_disk(gguf_dir, names, dev):
+    """({name: size} complete, {name: bytes on disk} of parts, [names another filesystem holds])."""
+    present, partial, elsewhere = {}, {}, []
+    for name in names:
+        path = os.path.join(gguf_dir, name)
+        st = _regular(path)
+        if st:
+            present[name] = st.st_size
+            if _link(path) is not None or st.st_dev != dev:
+                elsewhere.append(name)
+        if _regular(os.path.join(gguf_dir, part_name(name))):
+            # A part fetched by ranges has holes: only the ranges on disk count.
+            partial[name] = part_bytes_done(gguf_dir, name)
+    return present, partial, elsewhere
+
+
+def _sized(gguf_dir, entry, size_of):
+    """The wanted entry with its size and where that came from: the catalog, the record, or the hub."""
+    entry = dict(entry)
+    if entry.get("size") is not None:
+        entry["size_source"] = "catalog"
+        return entry
+    st = _regular(os.path.join(gguf_dir, entry["name"]))
+    record = read_record(os.path.join(gguf_dir, sidecar_name(entry["name"])), st) if st else None
+    if record:
+        entry.update(size=record["size"], size_source="verification record")
+    else:
+        entry.update(size=size_of(entry), size_source="hub")
+    return entry
+
+
+def _adoptable(directory, name, dev, skipped):
+    """The copy of `name` (or of its part) in `directory` to adopt, or None; a link is skipped, saying why."""
+    for candidate in (name, part_name(name)):
+        path = os.path.join(directory, candidate)
+        target = _link(path)
+        if target is not None:
+            skipped.append(
+                f"{path} is a symbolic link (to {target}), not adopted: only a regular file is "
+                "moved or copied into place; put the file itself there to adopt it"
+            )
+            continue
+        st = _regular(path)
+        if st:
+            return {"name": name, "path": path, "size": st.st_size, "same_fs": st.st_dev == dev}
+    return None
