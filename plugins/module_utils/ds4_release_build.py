@@ -284,6 +284,35 @@ def _swap_in(staging, target, release):
         os.rename(staging, target)
 
 
+def _build_and_stamp(staging, log, wanted, now, **build):
+    """Build into `staging` and write its stamp there: the wanted build, and what the build made."""
+    make_command, version_output, sass = _build_in(staging, log, **build)
+    stamp = dict(
+        wanted,
+        built_at=(now or datetime.datetime.now(_UTC)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        version_output=version_output,
+        engine_repo=public_url(build["repo"]),
+        make_command=" ".join(make_command),
+        # What cuobjdump found: the native GPU code each program carries.
+        sass_archs=sass,
+    )
+    with open(os.path.join(staging, STAMP_NAME), "w", encoding="utf-8") as stamp_file:
+        json.dump(stamp, stamp_file, indent=2, sort_keys=True)
+        stamp_file.write("\n")
+    os.chmod(staging, 0o755)
+    return stamp
+
+
+def _build_failed(release, exc, log_path):
+    tail = log_tail(log_path)
+    return BuildError(
+        f"building release {release} failed: {exc}. The running release and every other release "
+        f"are untouched. Last {len(tail)} lines of the build log {log_path}:\n" + "\n".join(tail),
+        log_path,
+        tail,
+    )
+
+
 def build_release(
     *,
     root,
@@ -324,9 +353,11 @@ def build_release(
             with _open_log(log_path) as handle:
                 log = _Log(handle, build_env(nvcc, env), _Progress(progress_file, release, log_path), repo)
                 log.note(f"ds4 engine release {release} (commit {commit}) from {repo}, {state['reason']}")
-                make_command, version_output, sass = _build_in(
+                stamp = _build_and_stamp(
                     staging,
                     log,
+                    state["wanted"],
+                    now,
                     release=release,
                     commit=commit,
                     repo=repo,
@@ -336,19 +367,6 @@ def build_release(
                     git=git,
                     make=make,
                 )
-                stamp = dict(
-                    state["wanted"],
-                    built_at=(now or datetime.datetime.now(_UTC)).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                    version_output=version_output,
-                    engine_repo=public_url(repo),
-                    make_command=" ".join(make_command),
-                    # What cuobjdump found: the native GPU code each program carries.
-                    sass_archs=sass,
-                )
-                with open(os.path.join(staging, STAMP_NAME), "w", encoding="utf-8") as stamp_file:
-                    json.dump(stamp, stamp_file, indent=2, sort_keys=True)
-                    stamp_file.write("\n")
-                os.chmod(staging, 0o755)
                 try:
                     # The last look before the swap: an activation may have made it current meanwhile.
                     release_state(root, release, commit, build_target, cuda_version)
@@ -357,13 +375,7 @@ def build_release(
                 log.note(f"checks passed; moving {staging} to {state['path']}")
         except _StepFailed as exc:
             shutil.rmtree(staging, ignore_errors=True)
-            tail = log_tail(log_path)
-            raise BuildError(
-                f"building release {release} failed: {exc}. The running release and every other release "
-                f"are untouched. Last {len(tail)} lines of the build log {log_path}:\n" + "\n".join(tail),
-                log_path,
-                tail,
-            ) from None
+            raise _build_failed(release, exc, log_path) from None
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
