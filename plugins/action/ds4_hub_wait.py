@@ -75,39 +75,19 @@ class ActionModule(ActionBase):
                 "labels": {"type": "list", "elements": "str"},
             }
         )
-        if len(args["jobs"]) != len(args["progress_files"]):
-            raise AnsibleActionFail(
-                f"jobs ({len(args['jobs'])}) and progress_files ({len(args['progress_files'])}) must pair up"
-            )
-        if args["labels"] is not None and len(args["labels"]) != len(args["jobs"]):
-            raise AnsibleActionFail(
-                f"jobs ({len(args['jobs'])}) and labels ({len(args['labels'])}) must pair up"
-            )
-        if args["interval"] <= 0:
-            raise AnsibleActionFail(f"interval must be a positive number of seconds, got {args['interval']}")
+        _check(args)
         self._task_vars = task_vars
         self._host = (task_vars or {}).get("inventory_hostname", "")
         self._async_dir = self.get_shell_option("async_dir", default="~/.ansible_async")
+        finished = self._wait(_pending(args), args["interval"])
+        result.update(_outcome(finished))
+        return result
 
-        pending = []
-        labels = args["labels"] or [None] * len(args["jobs"])
-        for job, progress_file, given in zip(args["jobs"], args["progress_files"], labels, strict=True):
-            if job.get("skipped"):
-                continue
-            if "ansible_job_id" not in job:
-                raise AnsibleActionFail(f"not an async job started with poll 0: {sorted(job)}")
-            item = job.get("item")
-            label = given or (
-                item.get("name") if isinstance(item, dict) and item.get("name") else progress_file
-            )
-            pending.append(
-                {"jid": job["ansible_job_id"], "label": label, "item": item, "progress_file": progress_file,
-                 "results_file": job.get("results_file"), "started_at": None}
-            )  # fmt: skip
-
+    def _wait(self, pending, interval):
+        """Poll the jobs until all finished, printing each running one's progress every `interval` s."""
         finished = []
         poll = 0.5
-        next_print = time.monotonic() + args["interval"]
+        next_print = time.monotonic() + interval
         while pending:
             for job in list(pending):
                 status = self._job(job["jid"], "status")
@@ -121,26 +101,10 @@ class ActionModule(ActionBase):
             if now >= next_print:
                 for job in pending:
                     display.display(f"{self._host}: {job['label']}: {self._progress_line(job)}")
-                next_print = now + args["interval"]
+                next_print = now + interval
             time.sleep(min(poll, max(0.1, next_print - time.monotonic())))
             poll = min(MAX_POLL, poll * 2)
-
-        results, failures, warnings = [], [], []
-        for job, status in finished:
-            outcome = {k: v for k, v in status.items() if not k.startswith("_ansible") and k != "invocation"}
-            outcome["item"] = job["item"]
-            results.append(outcome)
-            warnings.extend(status.get("warnings") or [])
-            if status.get("failed"):
-                failures.append(f"{job['label']}: {status.get('msg', 'failed')}")
-        result.update(changed=any(r.get("changed") for r in results), results=results)
-        if warnings:
-            result["warnings"] = warnings
-        if failures:
-            result.update(failed=True, msg="; ".join(failures))
-        else:
-            result["msg"] = f"{len(results)} file(s) verified"
-        return result
+        return finished
 
     def _module(self, name, **module_args):
         return self._execute_module(
@@ -163,3 +127,52 @@ class ActionModule(ActionBase):
         if job["started_at"] and (progress.get("updated") or 0) < job["started_at"] - 1:
             return "asking the hub"
         return describe(progress)
+
+
+def _check(args):
+    if len(args["jobs"]) != len(args["progress_files"]):
+        raise AnsibleActionFail(
+            f"jobs ({len(args['jobs'])}) and progress_files ({len(args['progress_files'])}) must pair up"
+        )
+    if args["labels"] is not None and len(args["labels"]) != len(args["jobs"]):
+        raise AnsibleActionFail(f"jobs ({len(args['jobs'])}) and labels ({len(args['labels'])}) must pair up")
+    if args["interval"] <= 0:
+        raise AnsibleActionFail(f"interval must be a positive number of seconds, got {args['interval']}")
+
+
+def _pending(args):
+    """The jobs to wait for, each with its label and files; skipped ones are left out."""
+    pending = []
+    labels = args["labels"] or [None] * len(args["jobs"])
+    for job, progress_file, given in zip(args["jobs"], args["progress_files"], labels, strict=True):
+        if job.get("skipped"):
+            continue
+        if "ansible_job_id" not in job:
+            raise AnsibleActionFail(f"not an async job started with poll 0: {sorted(job)}")
+        item = job.get("item")
+        label = given or (item.get("name") if isinstance(item, dict) and item.get("name") else progress_file)
+        pending.append(
+            {"jid": job["ansible_job_id"], "label": label, "item": item, "progress_file": progress_file,
+             "results_file": job.get("results_file"), "started_at": None}
+        )  # fmt: skip
+    return pending
+
+
+def _outcome(finished):
+    """The action's result from the finished jobs: their results, warnings and failures."""
+    results, failures, warnings = [], [], []
+    for job, status in finished:
+        outcome = {k: v for k, v in status.items() if not k.startswith("_ansible") and k != "invocation"}
+        outcome["item"] = job["item"]
+        results.append(outcome)
+        warnings.extend(status.get("warnings") or [])
+        if status.get("failed"):
+            failures.append(f"{job['label']}: {status.get('msg', 'failed')}")
+    result = {"changed": any(r.get("changed") for r in results), "results": results}
+    if warnings:
+        result["warnings"] = warnings
+    if failures:
+        result.update(failed=True, msg="; ".join(failures))
+    else:
+        result["msg"] = f"{len(results)} file(s) verified"
+    return result

@@ -124,36 +124,11 @@ def main():
     p = module.params
     if p["timeout"] < 0 or p["interval"] <= 0:
         module.fail_json(msg=f"timeout must be 0 or more, interval positive: {p['timeout']}, {p['interval']}")
-    sock, backend, name, state = p["socket"], p["backend"], p["server"], p["state"]
+    sock, backend, state = p["socket"], p["backend"], p["state"]
     try:
         if state is None or module.check_mode:
-            result = {"changed": False}
-            if name:
-                result["server"] = server(sock, backend, name)
-                wanted = {"maint": "maint", "ready": "ready"}.get(state)
-                result["changed"] = wanted is not None and result["server"]["admin"] != wanted
-            result["servers"] = servers(sock, backend)
-            result["message"] = _summary(result["servers"])
-            if state and module._diff:
-                result["diff"] = {"before": {"admin": result["server"]["admin"]}, "after": {"admin": state}}
-            module.exit_json(**result)
-        if state == "maint":
-            report = take_out(sock, backend, name, p["timeout"], p["interval"])
-            message = f"{name} is out of {backend}: " + (
-                f"{report['sessions_at_start']} session(s) ended within {report['waited_s']:g} s"
-                if report["sessions_ended"]
-                else f"{report['after']['sessions']} session(s) still open after "
-                f"{report['waited_s']:g} s, left to end on the Spark"
-            )
-        else:
-            report = put_back(sock, backend, name, p["timeout"], p["interval"])
-            if not report["up"]:
-                module.fail_json(
-                    msg=f"{name} was put back into {backend} but its health check did not say it is up "
-                    f"within {p['timeout']:g} s: {report['after']['status']} ({report['after']['check']})",
-                    server=report["after"],
-                )
-            message = f"{name} is back in {backend} and up after {report['waited_s']:g} s"
+            module.exit_json(**_look(module))
+        report, message = (_take_out if state == "maint" else _put_back)(module)
     except RuntimeApiError as exc:
         module.fail_json(msg=str(exc))
     result = {
@@ -173,6 +148,48 @@ def main():
             "after": {"admin": report["after"]["admin"]},
         }
     module.exit_json(**result)
+
+
+def _look(module) -> dict:
+    """Read the backend, and the server with what its wanted state would change (check mode)."""
+    p = module.params
+    sock, backend, name, state = p["socket"], p["backend"], p["server"], p["state"]
+    result = {"changed": False}
+    if name:
+        result["server"] = server(sock, backend, name)
+        wanted = {"maint": "maint", "ready": "ready"}.get(state)
+        result["changed"] = wanted is not None and result["server"]["admin"] != wanted
+    result["servers"] = servers(sock, backend)
+    result["message"] = _summary(result["servers"])
+    if state and module._diff:
+        result["diff"] = {"before": {"admin": result["server"]["admin"]}, "after": {"admin": state}}
+    return result
+
+
+def _take_out(module) -> tuple[dict, str]:
+    p = module.params
+    name, backend = p["server"], p["backend"]
+    report = take_out(p["socket"], backend, name, p["timeout"], p["interval"])
+    message = f"{name} is out of {backend}: " + (
+        f"{report['sessions_at_start']} session(s) ended within {report['waited_s']:g} s"
+        if report["sessions_ended"]
+        else f"{report['after']['sessions']} session(s) still open after "
+        f"{report['waited_s']:g} s, left to end on the Spark"
+    )
+    return report, message
+
+
+def _put_back(module) -> tuple[dict, str]:
+    p = module.params
+    name, backend = p["server"], p["backend"]
+    report = put_back(p["socket"], backend, name, p["timeout"], p["interval"])
+    if not report["up"]:
+        module.fail_json(
+            msg=f"{name} was put back into {backend} but its health check did not say it is up "
+            f"within {p['timeout']:g} s: {report['after']['status']} ({report['after']['check']})",
+            server=report["after"],
+        )
+    return report, f"{name} is back in {backend} and up after {report['waited_s']:g} s"
 
 
 def _summary(entries: list[dict]) -> str:

@@ -207,6 +207,38 @@ shortfall_bytes:
 """
 
 
+def _ensure(module, progress_file):
+    """Bring the file to a verified state; a failure fails the module, warnings and all."""
+    p = module.params
+    hub_file = None
+    try:
+        hub_file = HubFile(
+            FileRef(p["endpoint"], p["repo"], p["revision"], p["file"]),
+            p["dest"],
+            token=p["token"],
+            expected_size=p["size"],
+            expected_sha256=p["sha256"],
+            progress_path=progress_file,
+            progress_interval=p["progress_interval"],
+            retries=p["retries"],
+            retry_delay=p["retry_delay"],
+            timeout=p["timeout"],
+            connections=p["connections"],
+            peers=p["peers"],
+        )
+        result = hub_file.ensure(check_mode=module.check_mode)
+    except (HubError, OSError) as e:
+        # What went wrong before the failure (a peer's bad copy, a retry) is part of the story.
+        for warning in hub_file.warnings if hub_file else []:
+            module.warn(warning)
+        if isinstance(e, NoSpaceError):
+            module.fail_json(msg=str(e), shortfall_bytes=e.shortfall_bytes, progress_file=progress_file)
+        if isinstance(e, HubError):
+            module.fail_json(msg=str(e), error=type(e).__name__, progress_file=progress_file)
+        module.fail_json(msg=f"{p['dest']}/{p['file']}: {e}", progress_file=progress_file)
+    return result
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -239,33 +271,7 @@ def main():
     if not os.path.isdir(p["dest"]):
         module.fail_json(msg=f"dest {p['dest']} is not a directory: create it (with its owner) first")
     progress_file = p["progress_file"] or os.path.join(p["dest"], progress_name(p["file"]))
-    hub_file = None
-    try:
-        hub_file = HubFile(
-            FileRef(p["endpoint"], p["repo"], p["revision"], p["file"]),
-            p["dest"],
-            token=p["token"],
-            expected_size=p["size"],
-            expected_sha256=p["sha256"],
-            progress_path=progress_file,
-            progress_interval=p["progress_interval"],
-            retries=p["retries"],
-            retry_delay=p["retry_delay"],
-            timeout=p["timeout"],
-            connections=p["connections"],
-            peers=p["peers"],
-        )
-        result = hub_file.ensure(check_mode=module.check_mode)
-    except (HubError, OSError) as e:
-        # What went wrong before the failure (a peer's bad copy, a retry) is part of the story.
-        for warning in hub_file.warnings if hub_file else []:
-            module.warn(warning)
-        if isinstance(e, NoSpaceError):
-            module.fail_json(msg=str(e), shortfall_bytes=e.shortfall_bytes, progress_file=progress_file)
-        if isinstance(e, HubError):
-            module.fail_json(msg=str(e), error=type(e).__name__, progress_file=progress_file)
-        module.fail_json(msg=f"{p['dest']}/{p['file']}: {e}", progress_file=progress_file)
-
+    result = _ensure(module, progress_file)
     for warning in result.pop("warnings"):
         module.warn(warning)
     before = result.pop("before")

@@ -131,25 +131,8 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_perf import (
 )
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec={
-            "url": {"type": "str", "required": True},
-            "fact": {"type": "path", "required": True},
-            "release_dir": {"type": "path", "required": True},
-            "replaced_dir": {"type": "str", "default": ""},
-            "launch": {"type": "dict", "required": True},
-            "gate": {"type": "str", "choices": ["enforce", "warn"], "default": "enforce"},
-            "max_regression": {"type": "float", "default": 10},
-            "prompt_tokens": {"type": "int", "default": 2048},
-            "decode_tokens": {"type": "int", "default": 256},
-            "runs": {"type": "int", "default": 3},
-            "timeout": {"type": "float", "default": 120},
-            "keep": {"type": "int", "default": 20},
-            "model": {"type": "str", "default": DEFAULT_MODEL},
-        },
-        supports_check_mode=False,
-    )
+def _checked(module):
+    """The checked settings: (speed history, models, settings to compare figures by)."""
     p = module.params
     for name in ("prompt_tokens", "decode_tokens", "runs", "keep"):
         if p[name] < 1:
@@ -164,17 +147,12 @@ def main():
         settings["measurement"] = {"prompt_tokens": p["prompt_tokens"], "decode_tokens": p["decode_tokens"]}
     except PerfSettingError as exc:
         module.fail_json(msg=str(exc))
-    release = read_stamp(p["release_dir"])
-    replaced = read_stamp(p["replaced_dir"]) if p["replaced_dir"] else None
-    decision = plan(history, release, replaced, models, settings)
-    if not decision["measure"]:
-        on_record = decision["on_record"]
-        module.exit_json(
-            changed=False,
-            measured=False,
-            record=on_record,
-            message=f"{release['release']}: figures on record, nothing measured ({on_record.get('message')})",
-        )
+    return history, models, settings
+
+
+def _measure(module, history, release, decision, models, settings):
+    """Measure, judge against the baseline and keep the record; fail as the gate says."""
+    p = module.params
     try:
         measured = measure(
             p["url"], p["prompt_tokens"], p["decode_tokens"], p["runs"], p["timeout"], p["model"]
@@ -201,7 +179,42 @@ def main():
     }
     if outcome["failed"]:
         module.fail_json(msg=outcome["message"], **result)
-    module.exit_json(**result)
+    return result
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "url": {"type": "str", "required": True},
+            "fact": {"type": "path", "required": True},
+            "release_dir": {"type": "path", "required": True},
+            "replaced_dir": {"type": "str", "default": ""},
+            "launch": {"type": "dict", "required": True},
+            "gate": {"type": "str", "choices": ["enforce", "warn"], "default": "enforce"},
+            "max_regression": {"type": "float", "default": 10},
+            "prompt_tokens": {"type": "int", "default": 2048},
+            "decode_tokens": {"type": "int", "default": 256},
+            "runs": {"type": "int", "default": 3},
+            "timeout": {"type": "float", "default": 120},
+            "keep": {"type": "int", "default": 20},
+            "model": {"type": "str", "default": DEFAULT_MODEL},
+        },
+        supports_check_mode=False,
+    )
+    p = module.params
+    history, models, settings = _checked(module)
+    release = read_stamp(p["release_dir"])
+    replaced = read_stamp(p["replaced_dir"]) if p["replaced_dir"] else None
+    decision = plan(history, release, replaced, models, settings)
+    if not decision["measure"]:
+        on_record = decision["on_record"]
+        module.exit_json(
+            changed=False,
+            measured=False,
+            record=on_record,
+            message=f"{release['release']}: figures on record, nothing measured ({on_record.get('message')})",
+        )
+    module.exit_json(**_measure(module, history, release, decision, models, settings))
 
 
 if __name__ == "__main__":

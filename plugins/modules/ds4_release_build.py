@@ -133,6 +133,42 @@ def _identity(stamp):
     return json.dumps(stamp, indent=2, sort_keys=True) + "\n" if stamp else ""
 
 
+def _stamp_diff(state):
+    """The build stamp's fields before and after, for diff mode."""
+    before = {key: state["stamp"].get(key) for key in state["wanted"]} if state["stamp"] else None
+    return {
+        "before_header": f"{state['path']} (build stamp)",
+        "after_header": f"{state['path']} (build stamp)",
+        "before": _identity(before),
+        "after": _identity(state["wanted"]),
+    }
+
+
+def _build(module, release, commit, state, path):
+    """Run the build; a failed one fails the module with its log's path."""
+    p = module.params
+    try:
+        return build_release(
+            root=p["root"],
+            release=release,
+            commit=commit,
+            repo=p["repo"],
+            build_target=state["wanted"]["build_target"],
+            cuda_version=p["cuda_version"],
+            nvcc=p["nvcc"],
+            jobs=p["jobs"] or default_jobs(),
+            log_dir=p["log_dir"],
+            git=module.get_bin_path("git", required=True),
+            make=module.get_bin_path("make", required=True),
+            env=os.environ,
+            progress_file=p["progress_file"],
+        )
+    except BuildError as exc:
+        module.fail_json(msg=str(exc), path=path, log_path=exc.log_path)
+    except ReleaseError as exc:
+        module.fail_json(msg=str(exc), path=path)
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -162,13 +198,7 @@ def main():
         state = release_state(p["root"], release, commit, p["build_target"], p["cuda_version"])
     except ReleaseError as exc:
         module.fail_json(msg=str(exc), path=path)
-    before = {key: state["stamp"].get(key) for key in state["wanted"]} if state["stamp"] else None
-    diff = {
-        "before_header": f"{state['path']} (build stamp)",
-        "after_header": f"{state['path']} (build stamp)",
-        "before": _identity(before),
-        "after": _identity(state["wanted"]),
-    }
+    diff = _stamp_diff(state)
     result = {"path": state["path"], "reason": state["reason"], "stamp": state["stamp"]}
     if not state["build"]:
         module.exit_json(changed=False, built=False, msg=f"{release} is up to date", **result)
@@ -178,26 +208,7 @@ def main():
         )
     if not os.access(p["nvcc"], os.X_OK):
         module.fail_json(msg=f"the CUDA compiler {p['nvcc']} is not an executable file", path=path)
-    try:
-        built = build_release(
-            root=p["root"],
-            release=release,
-            commit=commit,
-            repo=p["repo"],
-            build_target=state["wanted"]["build_target"],
-            cuda_version=p["cuda_version"],
-            nvcc=p["nvcc"],
-            jobs=p["jobs"] or default_jobs(),
-            log_dir=p["log_dir"],
-            git=module.get_bin_path("git", required=True),
-            make=module.get_bin_path("make", required=True),
-            env=os.environ,
-            progress_file=p["progress_file"],
-        )
-    except BuildError as exc:
-        module.fail_json(msg=str(exc), path=path, log_path=exc.log_path)
-    except ReleaseError as exc:
-        module.fail_json(msg=str(exc), path=path)
+    built = _build(module, release, commit, state, path)
     if not built["built"]:
         # Another run built it while this one waited for the build lock.
         module.exit_json(changed=False, built=False, msg=f"{release} is up to date", **result)

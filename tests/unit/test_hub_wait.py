@@ -1,6 +1,14 @@
 """The progress lines the ds4_hub_wait action prints while weight files download (plugins/action)."""
 
-from ansible_collections.ds4.fleet.plugins.action.ds4_hub_wait import describe, human_seconds
+import pytest
+from ansible.errors import AnsibleActionFail
+from ansible_collections.ds4.fleet.plugins.action.ds4_hub_wait import (
+    _check,
+    _outcome,
+    _pending,
+    describe,
+    human_seconds,
+)
 
 
 def test_durations_read_as_a_person_would_say_them():
@@ -30,3 +38,50 @@ def test_a_record_with_a_message_is_printed_as_it_stands():
     # The engine build's progress file (module_utils/ds4_release_build.py) carries its own line.
     line = "building v0.6.5, 1 min 05 s in: `make cuda CUDA_ARCH=sm_121 -j20`; last log line: LD ds4"
     assert describe({"state": "building", "updated": 1.0, "message": line}) == line
+
+
+def _args(jobs, progress_files, labels=None, interval=20.0):
+    return {"jobs": jobs, "progress_files": progress_files, "labels": labels, "interval": interval}
+
+
+def test_jobs_and_progress_files_must_pair_up_and_the_interval_be_positive():
+    with pytest.raises(AnsibleActionFail, match=r"jobs \(1\) and progress_files \(2\) must pair up"):
+        _check(_args([{}], ["a", "b"]))
+    with pytest.raises(AnsibleActionFail, match=r"jobs \(1\) and labels \(0\) must pair up"):
+        _check(_args([{}], ["a"], labels=[]))
+    with pytest.raises(AnsibleActionFail, match="interval must be a positive number of seconds, got 0"):
+        _check(_args([{}], ["a"], interval=0))
+
+
+def test_skipped_jobs_are_left_out_and_each_job_is_named_by_its_file():
+    jobs = [
+        {"skipped": True},
+        {"ansible_job_id": "1.1", "item": {"name": "base.gguf"}, "results_file": "/r/1.1"},
+        {"ansible_job_id": "1.2", "item": "not a mapping"},
+    ]
+    pending = _pending(_args(jobs, ["/p/0", "/p/1", "/p/2"]))
+    assert [(j["jid"], j["label"], j["progress_file"], j["results_file"]) for j in pending] == [
+        ("1.1", "base.gguf", "/p/1", "/r/1.1"),
+        ("1.2", "/p/2", "/p/2", None),
+    ]
+    assert _pending(_args(jobs[1:2], ["/p/1"], labels=["the base"]))[0]["label"] == "the base"
+    with pytest.raises(AnsibleActionFail, match="not an async job started with poll 0"):
+        _pending(_args([{"changed": False}], ["/p/0"]))
+
+
+def test_the_outcome_keeps_each_result_with_its_item_and_names_the_failed_files():
+    ok = (
+        {"label": "a", "item": {"name": "a"}},
+        {"finished": 1, "changed": True, "invocation": {}, "sha256": "x"},
+    )
+    bad = (
+        {"label": "b", "item": {"name": "b"}},
+        {"finished": 1, "failed": True, "msg": "HTTP 404", "warnings": ["w"]},
+    )
+    assert _outcome([ok]) == {
+        "changed": True,
+        "results": [{"finished": 1, "changed": True, "sha256": "x", "item": {"name": "a"}}],
+        "msg": "1 file(s) verified",
+    }
+    both = _outcome([ok, bad])
+    assert (both["failed"], both["msg"], both["warnings"]) == (True, "b: HTTP 404", ["w"])
