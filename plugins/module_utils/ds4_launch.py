@@ -231,11 +231,24 @@ def validate(settings):
     if unknown:
         errors.append(f"unknown launch settings: {', '.join(map(repr, unknown))}")
     s = {key: DEFAULTS[key] if settings.get(key) is None else settings[key] for key in DEFAULTS}
-    out = {}
+    out = {
+        "release_dir": _abs_path(s["release_dir"], "release_dir", errors),
+        "base_model": _abs_path(s["base_model"], "base_model", errors, "an absolute path to the base GGUF"),
+    }
+    _models(s, out, errors)
+    _listen(s, out, errors)
+    _memory(s, out, errors)
+    out["lock_file"] = _abs_path(s["lock_file"], "lock_file", errors)
+    out["extra_env"] = _extra_env(s["extra_env"], errors)
+    out["extra_args"] = _extra_args(s["extra_args"], errors)
 
-    out["release_dir"] = _abs_path(s["release_dir"], "release_dir", errors)
-    out["base_model"] = _abs_path(s["base_model"], "base_model", errors, "an absolute path to the base GGUF")
+    if errors:
+        raise LaunchConfigError(errors)
+    return out
 
+
+def _models(s, out, errors):
+    """The generation, the speculation and the model files it needs."""
     # Which generations exist, and which speculation each has files for, is the catalog's to say
     # (ds4_catalog, data in ds4_model_catalog): the launch only needs the files it is given.
     generation = s["model_generation"]
@@ -260,6 +273,9 @@ def validate(settings):
             s["mtp_model"], "mtp_model", errors, "an absolute path to the MTP GGUF for mtp"
         )
 
+
+def _listen(s, out, errors):
+    """The context and where the engine listens."""
     out["ctx"] = _whole(s["ctx"], "ctx", 1, None, "a positive whole number of tokens", errors)
     out["port"] = _whole(s["port"], "port", 1, 65535, "a port number from 1 to 65535", errors)
     host = s["host"]
@@ -267,6 +283,9 @@ def validate(settings):
         errors.append(f"ds4_host must be an IP address or a host name: {host!r}")
     out["host"] = host
 
+
+def _memory(s, out, errors):
+    """Where KV banks may spill to disk, and the memory floor."""
     out["kv_disk_dir"] = None
     out["kv_disk_space_mb"] = _whole(
         s["kv_disk_space_mb"], "kv_disk_space_mb", 1, None, "a positive whole number of MiB", errors
@@ -285,14 +304,6 @@ def validate(settings):
             "a whole number of GiB, or '' to leave the flag out",
             errors,
         )
-
-    out["lock_file"] = _abs_path(s["lock_file"], "lock_file", errors)
-    out["extra_env"] = _extra_env(s["extra_env"], errors)
-    out["extra_args"] = _extra_args(s["extra_args"], errors)
-
-    if errors:
-        raise LaunchConfigError(errors)
-    return out
 
 
 def server_env(cfg):
