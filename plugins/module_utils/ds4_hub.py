@@ -286,25 +286,7 @@ class HubFile:
             )
 
         started = time.monotonic()
-        try:
-            # Never through a link: the bytes would land wherever it points.
-            fd = os.open(self.part, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-        except OSError as e:
-            if e.errno == errno.ELOOP:
-                raise HubError(
-                    f"{self.part} is a symbolic link: refusing to write through it; remove it to fetch "
-                    f"{self.ref.name} afresh"
-                ) from e
-            raise
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError as e:
-                raise HubError(f"another run is already fetching {self.part}") from e
-            outcome = self._fill(fd, meta, state)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        outcome = self._fill_part(meta, state)
         os.replace(self.part, self.path)
         state.remove()
         fsync_dir(self.dest_dir)
@@ -326,6 +308,29 @@ class HubFile:
             f"{rate / 1e6:.0f} MB/s over {outcome['connections']} connection(s)",
             **outcome,
         )
+
+    def _fill_part(self, meta, state):
+        """Fill the part under an exclusive lock, never through a link; the transfer's outcome."""
+        try:
+            # Never through a link: the bytes would land wherever it points.
+            fd = os.open(self.part, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise HubError(
+                    f"{self.part} is a symbolic link: refusing to write through it; remove it to fetch "
+                    f"{self.ref.name} afresh"
+                ) from e
+            raise
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError as e:
+                raise HubError(f"another run is already fetching {self.part}") from e
+            outcome = self._fill(fd, meta, state)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return outcome
 
     def _transfer(self, fd, state, location, **kw):
         kw = {

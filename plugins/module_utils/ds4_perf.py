@@ -398,30 +398,33 @@ def evaluate(
         record["verdict"] = BASELINE
         message = f"{release['release']}: {figures}; recorded as the baseline, nothing compared ({why})"
     else:
-        comparison = compare(record, baseline, max_regression)
-        record["baseline"] = {
-            key: baseline.get(key)
-            for key in ("release", "commit", "measured_at", "prefill_tps", "decode_tps")
-        }
-        record["change_pct"] = {m: comparison["metrics"][m]["change_pct"] for m in METRICS}
-        side_by_side = describe(comparison, release["release"], baseline.get("release"))
-        limit = f"ds4_perf_max_regression ({comparison['max_regression']:g}%)"
-        if comparison["regressed"]:
-            slower = " and ".join(comparison["regressed"])
-            if gate == "enforce":
-                record["verdict"] = ROLLED_BACK
-                message = f"{side_by_side}: {slower} slower than {limit} allows on this Spark"
-            else:
-                record["verdict"] = KEPT_SLOWER
-                message = (
-                    f"{side_by_side}: {slower} slower than {limit} allows; kept, as ds4_perf_gate is warn"
-                )
-        else:
-            record["verdict"] = PASSED
-            message = f"{side_by_side}: within {limit}"
-        if comparison["missing"]:
-            message += f"; not compared, for want of a figure: {', '.join(comparison['missing'])}"
+        message = _judge(record, baseline, max_regression, gate, release["release"])
     if problems:
         message += f" ({'; '.join(problems)})"
     record["message"] = message
     return {"record": record, "failed": record["verdict"] == ROLLED_BACK, "message": message}
+
+
+def _judge(record: dict, baseline: dict, max_regression, gate: str, release: str) -> str:
+    """Compare the record with its baseline and set its verdict; the message that says why."""
+    comparison = compare(record, baseline, max_regression)
+    record["baseline"] = {
+        key: baseline.get(key) for key in ("release", "commit", "measured_at", "prefill_tps", "decode_tps")
+    }
+    record["change_pct"] = {m: comparison["metrics"][m]["change_pct"] for m in METRICS}
+    side_by_side = describe(comparison, release, baseline.get("release"))
+    limit = f"ds4_perf_max_regression ({comparison['max_regression']:g}%)"
+    if comparison["regressed"]:
+        slower = " and ".join(comparison["regressed"])
+        if gate == "enforce":
+            record["verdict"] = ROLLED_BACK
+            message = f"{side_by_side}: {slower} slower than {limit} allows on this Spark"
+        else:
+            record["verdict"] = KEPT_SLOWER
+            message = f"{side_by_side}: {slower} slower than {limit} allows; kept, as ds4_perf_gate is warn"
+    else:
+        record["verdict"] = PASSED
+        message = f"{side_by_side}: within {limit}"
+    if comparison["missing"]:
+        message += f"; not compared, for want of a figure: {', '.join(comparison['missing'])}"
+    return message
