@@ -100,6 +100,17 @@ def request_failure(url: str, exc: OSError, timeout: float, finish: str = "answe
     return f"{url} could not be reached: {getattr(exc, 'reason', exc)}"
 
 
+def json_object(raw) -> dict:
+    """The JSON object the engine sent; ValueError saying what came instead, for the caller's message."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        raise ValueError("something that is not JSON") from None
+    if not isinstance(value, dict):
+        raise ValueError("JSON that is not an object")
+    return value
+
+
 def json_post(url: str, body: dict) -> urllib.request.Request:
     """A POST of `body` as JSON, as the engine's OpenAI-style endpoints take it."""
     return urllib.request.Request(
@@ -127,12 +138,9 @@ def read_stats(base_url: str, timeout: float = 5.0) -> dict:
     if status != 200:
         raise ProbeError(f"{url} answered HTTP {status}")
     try:
-        stats = json.loads(body)
+        return json_object(body)
     except ValueError as exc:
-        raise ProbeError(f"{url} answered something that is not JSON: {body[:120]!r}") from exc
-    if not isinstance(stats, dict):
-        raise ProbeError(f"{url} answered JSON that is not an object: {body[:120]!r}")
-    return stats
+        raise ProbeError(f"{url} answered {exc}: {body[:120]!r}") from None
 
 
 def _inflight_of_stats(stats: dict, url: str) -> int:

@@ -35,24 +35,28 @@ def _not_reported(value):
     return value.strip().lower() in NOT_REPORTED
 
 
-def parse_compute_cap(value):
-    """'12.1' -> (12, 1); None when not reported. Anything else raises HostFactsError."""
+def _reported(value, pattern, problem):
+    """The match of a value nvidia-smi reported; None when it did not; HostFactsError(problem) otherwise."""
     if _not_reported(value):
         return None
-    match = re.fullmatch(r"(\d{1,2})\.(\d)", value.strip())
+    match = re.fullmatch(pattern, value.strip())
     if not match:
-        raise HostFactsError(f"compute capability {value!r} is not of the form MAJOR.MINOR")
-    return int(match.group(1)), int(match.group(2))
+        raise HostFactsError(problem)
+    return match
+
+
+def parse_compute_cap(value):
+    """'12.1' -> (12, 1); None when not reported. Anything else raises HostFactsError."""
+    match = _reported(
+        value, r"(\d{1,2})\.(\d)", f"compute capability {value!r} is not of the form MAJOR.MINOR"
+    )
+    return None if match is None else (int(match.group(1)), int(match.group(2)))
 
 
 def parse_mib(value):
     """nvidia-smi memory, with or without its unit ('143771', '143771 MiB') -> int; None if not reported."""
-    if _not_reported(value):
-        return None
-    match = re.fullmatch(r"(\d+)(?: MiB)?", value.strip())
-    if not match:
-        raise HostFactsError(f"memory value {value!r} is not a number of MiB")
-    return int(match.group(1))
+    match = _reported(value, r"(\d+)(?: MiB)?", f"memory value {value!r} is not a number of MiB")
+    return None if match is None else int(match.group(1))
 
 
 def parse_gpu_query(text):

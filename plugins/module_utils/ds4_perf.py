@@ -30,7 +30,11 @@ import urllib.request
 import uuid
 
 # The engine's model id and chat endpoint have one owner: the smoke test asks the same engine the same way.
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_drain import json_post, request_failure
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_drain import (
+    json_object,
+    json_post,
+    request_failure,
+)
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_smoke import DEFAULT_MODEL, chat_url
 
 FORMAT = 1
@@ -103,11 +107,9 @@ def stream_once(base_url: str, prompt: str, max_tokens: int, timeout: float, mod
                     break
                 now = time.monotonic()
                 try:
-                    event = json.loads(data)
+                    event = json_object(data)
                 except ValueError as exc:
-                    raise PerfError(f"{url} streamed something that is not JSON: {data[:200]!r}") from exc
-                if not isinstance(event, dict):
-                    raise PerfError(f"{url} streamed something that is not an event: {data[:200]!r}")
+                    raise PerfError(f"{url} streamed {exc}: {data[:200]!r}") from None
                 if event.get("choices"):
                     first = now if first is None else first
                     last = now

@@ -184,7 +184,7 @@ def test_a_stream_without_usage_still_times_but_gives_no_figures(engine):
         (503, [(0, b'{"error":{"message":"busy"}}')], r"answered HTTP 503: .*busy"),
         (200, [(0, b"data: [DONE]\n\n")], r"streamed no completion events"),
         (200, [(0, b"data: {not json\n\n")], r"streamed something that is not JSON"),
-        (200, [(0, b"data: [1, 2]\n\n")], r"streamed something that is not an event"),
+        (200, [(0, b"data: [1, 2]\n\n")], r"streamed JSON that is not an object"),
         (200, [(2.0, chunk({"role": "assistant"}))], r"did not finish the measurement within 0.5 s"),
     ],
 )
