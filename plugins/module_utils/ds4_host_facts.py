@@ -12,6 +12,8 @@ import os
 import re
 import zlib
 
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_weight_files import part_name
+
 # The one nvidia-smi query the facts need, in the form that is easiest to parse.
 GPU_QUERY_FIELDS = ("index", "name", "compute_cap", "driver_version", "memory.total")
 GPU_QUERY_ARGS = ("--query-gpu=" + ",".join(GPU_QUERY_FIELDS), "--format=csv,noheader,nounits")
@@ -316,33 +318,29 @@ def read_git_clone(path):
     return facts
 
 
-def find_gguf_files(directory):
-    """`*.gguf` files in DIRECTORY (not below it), by name: [{'name', 'path', 'size'}]."""
+def _files_in(directory, suffixes):
+    """(name, path) of the regular files in DIRECTORY (not below it) whose names end in SUFFIXES, by name."""
     try:
         names = sorted(os.listdir(directory))
     except OSError:
         return []
-    found = []
-    for name in names:
-        path = os.path.join(directory, name)
-        if name.endswith(".gguf") and os.path.isfile(path):
-            found.append({"name": name, "path": path, "size": os.path.getsize(path)})
-    return found
+    paths = ((name, os.path.join(directory, name)) for name in names if name.endswith(suffixes))
+    return [(name, path) for name, path in paths if os.path.isfile(path)]
+
+
+def find_gguf_files(directory):
+    """`*.gguf` files in DIRECTORY (not below it), by name: [{'name', 'path', 'size'}]."""
+    return [
+        {"name": name, "path": path, "size": os.path.getsize(path)}
+        for name, path in _files_in(directory, ".gguf")
+    ]
 
 
 def find_weight_files(directory):
     """Weights in DIRECTORY (not below it): finished `*.gguf` and interrupted `*.gguf.part` downloads,
     by name: [{'name', 'size'}]. What the preflight subtracts from the space the weights need."""
-    try:
-        names = sorted(os.listdir(directory))
-    except OSError:
-        return []
-    found = []
-    for name in names:
-        path = os.path.join(directory, name)
-        if name.endswith((".gguf", ".gguf.part")) and os.path.isfile(path):
-            found.append({"name": name, "size": os.path.getsize(path)})
-    return found
+    suffixes = (".gguf", part_name(".gguf"))
+    return [{"name": name, "size": os.path.getsize(path)} for name, path in _files_in(directory, suffixes)]
 
 
 def _process(proc_root, pid):
