@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 import urllib.error
 import urllib.request
@@ -54,6 +55,27 @@ def engine_url(host: str, port: int) -> str:
     return f"http://{host}:{int(port)}"
 
 
+def split_sample(line: str) -> tuple[str, str, str] | None:
+    """A Prometheus sample line -> (name, the series as written: name and labels, the value's text); None
+    for a line that is no sample (a comment, no value, a value that is no number). A timestamp is dropped.
+    """
+    name = re.split(r"[{\s]", line, maxsplit=1)[0]
+    rest = line[len(name) :]
+    if rest.startswith("{"):
+        close = rest.rfind("}")
+        if close < 0:
+            return None
+        rest = rest[close + 1 :]
+    fields = rest.split()
+    if not name or name.startswith("#") or not fields:
+        return None
+    try:
+        float(fields[0])
+    except ValueError:
+        return None
+    return name, line[: len(line) - len(rest)], fields[0]
+
+
 def parse_prometheus(text: str, name: str = METRIC) -> float | None:
     """The value of the series `name` in Prometheus text, summed over its label sets; None when absent.
 
@@ -61,31 +83,14 @@ def parse_prometheus(text: str, name: str = METRIC) -> float | None:
     """
     total, seen = 0.0, False
     for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
+        sample = split_sample(raw.strip())
+        # Another series whose name starts with this one (ds4_requests_inflight_max) is another name.
+        if sample is None or sample[0] != name:
             continue
-        if not line.startswith(name):
-            continue
-        rest = line[len(name) :]
-        if rest.startswith("{"):
-            close = rest.find("}")
-            if close < 0:
-                continue
-            rest = rest[close + 1 :]
-        elif rest[:1] not in (" ", "\t"):
-            # Another series whose name starts with this one (ds4_requests_inflight_max).
-            continue
-        fields = rest.split()
-        if not fields:
-            continue
-        try:
-            value = float(fields[0])
-        except ValueError:
-            continue
-        if not math.isfinite(value):
-            continue
-        total += value
-        seen = True
+        value = float(sample[2])
+        if math.isfinite(value):
+            total += value
+            seen = True
     return total if seen else None
 
 

@@ -7,7 +7,8 @@ the watchdog's own state. It also copies the engine's own `/metrics` (the series
 has just read to probe the engine: Prometheus reads them through node_exporter, and the engine's port
 stays on loopback.
 
-Our series are named `ds4_spark_*`, so they never collide with the engine's. Standard library only.
+Our series are named `ds4_spark_*`, so they never collide with the engine's. Standard library only, and
+ds4_drain.py (the engine's own series are read as it reads them), which the role installs beside.
 """
 
 from __future__ import annotations
@@ -16,6 +17,11 @@ import calendar
 import os
 import re
 import time
+
+try:
+    from ansible_collections.ds4.fleet.plugins.module_utils.ds4_drain import split_sample
+except ImportError:  # on the Spark, installed beside ds4-watchdog and ds4_drain.py, outside any package
+    from ds4_drain import split_sample
 
 PREFIX = "ds4_spark_"
 _NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
@@ -73,24 +79,11 @@ def engine_series(text: str) -> str:
             if len(parts) >= 3 and parts[1] in ("HELP", "TYPE") and _ours(parts[2]):
                 kept.append(line)
             continue
-        name = re.split(r"[{\s]", line, maxsplit=1)[0]
-        if not _ours(name):
-            continue
-        rest = line[len(name) :]
-        if rest.startswith("{"):
-            close = rest.rfind("}")
-            if close < 0:
-                continue
-            rest = rest[close + 1 :]
-        fields = rest.split()
-        if not fields:
-            continue
-        try:
-            float(fields[0])
-        except ValueError:
+        sample = split_sample(line)
+        if sample is None or not _ours(sample[0]):
             continue
         # node_exporter refuses timestamps in textfiles: the value alone.
-        kept.append(line[: len(line) - len(rest)] + " " + fields[0])
+        kept.append(f"{sample[1]} {sample[2]}")
     return "\n".join(kept) + "\n" if kept else ""
 
 

@@ -15,6 +15,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_drain import (
     engine_url,
     parse_prometheus,
     read_inflight,
+    split_sample,
 )
 from ansible_collections.ds4.fleet.plugins.modules import ds4_drain
 from module_runner import run_module
@@ -290,3 +291,24 @@ def test_the_module_in_check_mode_does_not_wait(engine):
 def test_the_module_refuses_impossible_settings(args, message):
     code, out = drain_module(args)
     assert code == 1 and out["failed"] and out["msg"] == message
+
+
+@pytest.mark.parametrize(
+    ("line", "sample"),
+    [
+        ("ds4_requests_inflight 2", ("ds4_requests_inflight", "ds4_requests_inflight", "2")),
+        (
+            'ds4_tokens_total{kind="out"} 17 1700000000',
+            ("ds4_tokens_total", 'ds4_tokens_total{kind="out"}', "17"),
+        ),
+        ('ds4_x{a="}"} 3', ("ds4_x", 'ds4_x{a="}"}', "3")),
+        ("ds4_x NaN", ("ds4_x", "ds4_x", "NaN")),
+        ("# HELP ds4_x what it is", None),
+        ("ds4_x", None),
+        ("ds4_x{a=1 3", None),
+        ("ds4_x three", None),
+    ],
+)
+def test_a_sample_line_splits_into_name_series_and_value(line, sample):
+    # The one reader of sample lines: parse_prometheus here, ds4_metrics.engine_series on the Spark.
+    assert split_sample(line) == sample
