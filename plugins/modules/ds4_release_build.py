@@ -28,20 +28,8 @@ attributes:
     support: full
     details: The stamp's release, commit, build target and CUDA version, before and after.
 options:
-  root:
-    description: Root of the release layout (C(ds4_root)).
-    type: path
-    required: true
-  release:
-    description: The release tag (C(v0.6.5)).
-    type: str
-    required: true
   commit:
     description: The 40-hex commit the tag resolved to (see M(ds4.fleet.ds4_release_plan)).
-    type: str
-    required: true
-  repo:
-    description: The engine's git repository.
     type: str
     required: true
   nvcc:

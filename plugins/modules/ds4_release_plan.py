@@ -18,22 +18,10 @@ description:
   - Changes nothing.
 version_added: 0.1.0
 options:
-  root:
-    description: Root of the release layout (C(ds4_root)).
-    type: path
-    required: true
-  release:
-    description: The release tag, C(v) and three or more numbers (C(v0.6.5), C(v0.6.5.1)).
-    type: str
-    required: true
   commit:
     description: The 40-hex commit the tag must resolve to; empty for no pin.
     type: str
     default: ""
-  repo:
-    description: The engine's git repository (its URL or a mirror's).
-    type: str
-    required: true
   keep:
     description: How many of the newest releases to keep, 2 or more.
     type: int
