@@ -1,4 +1,8 @@
-"""Shared fixtures of the unit tests: the weight hub stand-in, started once over its generated data."""
+"""Shared fixtures of the unit tests: the weight hub stand-in, started once over its generated data.
+
+The tests mirror the tree they test (tests/unit/plugins/module_utils/test_<name>.py for
+plugins/module_utils/<name>.py, and so on); their shared helpers (module_runner, settings_cases) stay here.
+"""
 
 import importlib.util
 import json
@@ -9,6 +13,7 @@ from pathlib import Path
 import pytest
 
 HUB_STANDIN = Path(__file__).resolve().parents[1] / "standins" / "hub"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,7 @@
 """Values every public variable of the ds4 roles must refuse: an operator's typos and a hostile file's.
 
-Shared by the unit tests (tests/unit/test_settings.py) and the site scenario, which gives them to
-site.yml on a serving sandbox Spark and asserts that nothing on it changed.
+Shared by the unit tests (tests/unit/plugins/module_utils/test_ds4_settings.py) and the site scenario,
+which gives them to site.yml on a serving sandbox Spark and asserts that nothing on it changed.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_plan import 
 from ansible_collections.ds4.fleet.plugins.modules import ds4_release_build
 from module_runner import run_module
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 STANDINS = REPO / "tests" / "standins"
 SPARK = {"arch": "sm_121", "make_target": "cuda", "make_args": ["CUDA_ARCH=sm_121"]}
 H200 = {"arch": "sm_90", "make_target": "cuda", "make_args": ["CUDA_ARCH=sm_90"]}

@@ -14,7 +14,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_cubin import (
 
 # Captured on the H200 by tests/unit/fixtures/h200/engine/run.sh: the programs the engine role built from
 # the real source with `make cuda CUDA_ARCH=sm_90` (sm_90/), and those of its `make cuda-spark` (dropped/).
-H200_CAPTURES = Path(__file__).resolve().parent / "fixtures" / "h200" / "engine"
+H200_CAPTURES = Path(__file__).resolve().parents[2] / "fixtures" / "h200" / "engine"
 
 # The format of the real tool (NVIDIA's CUDA Binary Utilities), one line per embedded cubin.
 ONE_ARCH = "ELF file    1: ds4-server.1.sm_121.cubin\n"

@@ -13,7 +13,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_disk_plan import (
     plan,
 )
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 
 DIR = "/var/lib/ds4/gguf"
 HOME = "/home/op/gguf"

@@ -12,7 +12,7 @@ from ansible.module_utils.testing import patch_module_args
 from ansible_collections.ds4.fleet.plugins.module_utils import ds4_hub
 from ansible_collections.ds4.fleet.plugins.modules import ds4_hub_file
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 BASE = "DeepSeek-V4-Flash-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8-chat-v2-imatrix-0731.gguf"
 DRAFTER = "DSpark-drafter-Q2K-Q8-0731.gguf"
 GATED = "ds4-standin-gated.gguf"

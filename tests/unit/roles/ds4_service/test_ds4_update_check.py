@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 SCRIPT = ROOT / "roles/ds4_service/files/ds4-update-check"
 VERSION_MODULE = ROOT / "plugins/module_utils/ds4_version.py"
 

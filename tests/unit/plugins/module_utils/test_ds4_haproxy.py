@@ -24,7 +24,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_haproxy import (
 from ansible_collections.ds4.fleet.plugins.modules import ds4_gateway_server
 from module_runner import run_module
 
-FIXTURES = Path(__file__).parent / "fixtures" / "haproxy"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "haproxy"
 STAT = (FIXTURES / "show-stat.csv").read_text()
 STATE = (FIXTURES / "show-servers-state.txt").read_text()
 

@@ -23,7 +23,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_watchdog import (
     parse_show,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 SCRIPT = ROOT / "roles/ds4_service/files/ds4-watchdog"
 MODULES = [
     ROOT / "plugins/module_utils" / name for name in ("ds4_watchdog.py", "ds4_metrics.py", "ds4_drain.py")

@@ -15,7 +15,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_catalog import (
     validate_catalog,
 )
 
-DEFAULTS = Path(__file__).resolve().parents[2] / "roles" / "ds4_common" / "defaults" / "main.yml"
+DEFAULTS = Path(__file__).resolve().parents[4] / "roles" / "ds4_common" / "defaults" / "main.yml"
 BASE_0731 = "DeepSeek-V4-Flash-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8-chat-v2-imatrix-0731.gguf"
 DRAFTER_0731 = "DSpark-drafter-Q2K-Q8-0731.gguf"
 BASE_LEGACY = "DeepSeek-V4-Flash-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8-chat-v2-imatrix.gguf"

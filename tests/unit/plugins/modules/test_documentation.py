@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-MODULES = sorted((Path(__file__).resolve().parents[2] / "plugins" / "modules").glob("*.py"))
+MODULES = sorted((Path(__file__).resolve().parents[4] / "plugins" / "modules").glob("*.py"))
 
 
 def doc_strings(path: Path) -> dict:

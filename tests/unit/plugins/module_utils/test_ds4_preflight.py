@@ -17,7 +17,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_preflight import (
 from ansible_collections.ds4.fleet.plugins.modules import ds4_preflight_check
 from module_runner import run_module
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 # What ds4_host_facts returned on the real H200 machine (gguf_dir=/tmp/x).
 H200_FACTS = json.loads((REPO / "tests" / "unit" / "fixtures" / "h200" / "ds4_host_facts.json").read_text())
 CATALOG = yaml.safe_load((REPO / "roles" / "ds4_common" / "defaults" / "main.yml").read_text())

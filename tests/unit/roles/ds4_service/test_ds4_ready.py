@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-PROBE = Path(__file__).resolve().parents[2] / "roles" / "ds4_service" / "files" / "ds4-ready"
+PROBE = Path(__file__).resolve().parents[4] / "roles" / "ds4_service" / "files" / "ds4-ready"
 
 
 @pytest.fixture

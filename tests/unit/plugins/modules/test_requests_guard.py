@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 # sys.modules[name] = None makes `import name` raise ImportError, as on a host without the package.
 PROGRAM = """
 import sys

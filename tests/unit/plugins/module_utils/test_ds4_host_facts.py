@@ -29,8 +29,8 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_host_facts import (
     read_git_clone,
 )
 
-REPO = Path(__file__).resolve().parents[2]
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+REPO = Path(__file__).resolve().parents[4]
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 H200 = FIXTURES / "h200"
 GB10 = FIXTURES / "gb10"
 STANDIN_INSTALL = REPO / "tests" / "standins" / "gpu" / "install.py"
