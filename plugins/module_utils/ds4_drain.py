@@ -30,6 +30,11 @@ import urllib.request
 METRIC = "ds4_requests_inflight"
 METRICS_PATH = "/metrics"
 STATS_PATH = "/v1/stats"
+# Who asks, as the User-Agent: an engine's access log can tell the drain's looks from the watchdog's
+# probes and from status reads (and a test can wait for the drain's own look).
+AGENT_DRAIN = "ds4-fleet-drain"
+AGENT_WATCHDOG = "ds4-fleet-watchdog"
+AGENT_STATUS = "ds4-fleet-status"
 
 
 class EngineUnreachable(Exception):
@@ -123,9 +128,11 @@ def json_post(url: str, body: dict) -> urllib.request.Request:
     )
 
 
-def _get(url: str, timeout: float, accept: str | None = None) -> tuple[int, bytes]:
+def _get(url: str, timeout: float, accept: str | None = None, agent: str = AGENT_DRAIN) -> tuple[int, bytes]:
     """GET `url`: (status, body); an HTTP error is returned, no answer at all raises EngineUnreachable."""
-    headers = {"Accept": accept} if accept else {}
+    headers = {"User-Agent": agent}
+    if accept:
+        headers["Accept"] = accept
     request = urllib.request.Request(url, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
@@ -136,10 +143,10 @@ def _get(url: str, timeout: float, accept: str | None = None) -> tuple[int, byte
         raise EngineUnreachable(request_failure(url, exc, timeout)) from exc
 
 
-def read_stats(base_url: str, timeout: float = 5.0) -> dict:
+def read_stats(base_url: str, timeout: float = 5.0, agent: str = AGENT_DRAIN) -> dict:
     """The engine's /v1/stats as JSON; ProbeError when it answers something else."""
     url = base_url.rstrip("/") + STATS_PATH
-    status, body = _get(url, timeout, accept="application/json")
+    status, body = _get(url, timeout, accept="application/json", agent=agent)
     if status != 200:
         raise ProbeError(f"{url} answered HTTP {status}")
     try:
@@ -156,27 +163,27 @@ def _inflight_of_stats(stats: dict, url: str) -> int:
     return int(value)
 
 
-def read_metrics(base_url: str, timeout: float = 5.0) -> tuple[int, str]:
+def read_metrics(base_url: str, timeout: float = 5.0, agent: str = AGENT_DRAIN) -> tuple[int, str]:
     """The engine's /metrics: (HTTP status, text); EngineUnreachable when it does not answer at all."""
-    status, body = _get(base_url.rstrip("/") + METRICS_PATH, timeout)
+    status, body = _get(base_url.rstrip("/") + METRICS_PATH, timeout, agent=agent)
     return status, body.decode("utf-8", "replace")
 
 
-def read_inflight(base_url: str, timeout: float = 5.0) -> tuple[int, str]:
+def read_inflight(base_url: str, timeout: float = 5.0, agent: str = AGENT_DRAIN) -> tuple[int, str]:
     """(requests in flight, where it was read: "/metrics" or "/v1/stats").
 
     EngineUnreachable when the engine does not answer; ProbeError when it answers but neither place
     says how many requests it holds.
     """
     base = base_url.rstrip("/")
-    status, text = read_metrics(base, timeout)
+    status, text = read_metrics(base, timeout, agent)
     if status == 200:
         value = parse_prometheus(text)
         if value is not None and value >= 0:
             return int(value), METRICS_PATH
     stats_url = base + STATS_PATH
     try:
-        stats = read_stats(base, timeout)
+        stats = read_stats(base, timeout, agent)
     except ProbeError as exc:
         raise ProbeError(
             f"the engine at {base} reports no requests in flight: {base + METRICS_PATH} answered HTTP "

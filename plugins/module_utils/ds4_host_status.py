@@ -15,6 +15,7 @@ import os
 import time
 
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_drain import (
+    AGENT_STATUS,
     EngineUnreachable,
     ProbeError,
     read_stats,
@@ -107,7 +108,7 @@ def _disk(path: str) -> dict:
 
 def _engine(base_url: str, timeout: float) -> dict:
     try:
-        stats = read_stats(base_url, timeout)
+        stats = read_stats(base_url, timeout, AGENT_STATUS)
     except EngineUnreachable as exc:
         return {"url": base_url, "answering": False, "error": str(exc)}
     except ProbeError as exc:

@@ -235,6 +235,7 @@ def test_a_release_failing_its_smoke_test_stops_at_the_canary_which_is_rolled_ba
 
 
 HOLD_DIR = "/run/ds4-standin"  # where the stand-in engine looks for the file that releases a held request
+DRAIN_AGENT = "ds4-fleet-drain"  # the User-Agent of the drain's reads (module_utils/ds4_drain.py)
 
 
 def wait_until(what, check, timeout):
@@ -246,7 +247,8 @@ def wait_until(what, check, timeout):
 
 
 def holds(spark):
-    """The stand-in engine's open holds: {name: {"reads": in-flight reads while held, "requests": n}}."""
+    """The stand-in engine's open holds: {name: {"reads": in-flight reads while held, "readers": the same
+    per User-Agent, "requests": n}}."""
     return json.loads(spark.check_output("curl -fsS http://127.0.0.1:8000/standin/holds"))
 
 
@@ -278,11 +280,13 @@ def held_request_on_canary(spark01, work, result):
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
         wait_until("the canary's engine holds the request in flight", lambda: "canary" in holds(spark01), 60)
-        looked = holds(spark01)["canary"]["reads"]
+        # The drain's own looks: the watchdog reads the same count on its timer, and its probe must not
+        # be taken for the drain's.
+        looked = holds(spark01)["canary"]["readers"].get(DRAIN_AGENT, 0)
         (work / "lb.gate").touch()
         wait_until(
             "the drain has read the canary's requests in flight",
-            lambda: holds(spark01)["canary"]["reads"] > looked,
+            lambda: holds(spark01)["canary"]["readers"].get(DRAIN_AGENT, 0) > looked,
             180,
         )
     except AssertionError as error:

@@ -83,9 +83,11 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def http(method: str, url: str, payload: dict | None = None, accept: str | None = None):
+def http(method: str, url: str, payload: dict | None = None, accept: str | None = None, agent: str = ""):
     """(status, content type, body text) of one request; HTTP errors are answers too."""
     request = urllib.request.Request(url, method=method)
+    if agent:
+        request.add_header("User-Agent", agent)
     data = None
     if payload is not None:
         data = json.dumps(payload).encode()
@@ -560,11 +562,13 @@ def test_a_second_engine_is_refused_by_the_lock(good, models, engine_env, start)
 def test_a_held_request_stays_in_flight_until_released_and_counts_who_looked(good, models, engine_env, start):
     engine, base = serve(start, good, models["base"], engine_env)
     held, outcome = held_request(base, "one")
-    looked = holds(base)["one"]["reads"]  # the in-flight reads so far: held_request's own
+    looked = holds(base)["one"]["reads"]  # the in-flight reads so far: held_request's own, urllib's agent
+    python = f"Python-urllib/{sys.version_info[0]}.{sys.version_info[1]}"
     assert looked >= 1
-    http("GET", f"{base}/metrics")
+    http("GET", f"{base}/metrics", agent="ds4-fleet-drain")
     stats(base)
-    assert holds(base) == {"one": {"reads": looked + 2, "requests": 1}}
+    readers = {python: looked + 1, "ds4-fleet-drain": 1}
+    assert holds(base) == {"one": {"reads": looked + 2, "readers": readers, "requests": 1}}
     assert held.is_alive() and stats(base)["server"]["requests_inflight"] == 1
     release(engine_env, "one")
     held.join(timeout=30)

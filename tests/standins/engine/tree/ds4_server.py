@@ -89,7 +89,8 @@ class State:
         self.requests_total = 0
         self.banks = 0
         self.prompts_seen: set[str] = set()
-        self.holds: dict[str, dict] = {}  # stand-in only: name -> {"reads": int, "requests": int}
+        # stand-in only: name -> {"reads": int, "readers": {User-Agent: int}, "requests": int}
+        self.holds: dict[str, dict] = {}
         self.started = time.monotonic()
 
     # --- KV banks: one per distinct prompt, persisted only with --kv-disk-dir ---
@@ -183,7 +184,7 @@ class State:
         """Wait until a test releases the hold `name` (requests holding the same name share its count)."""
         released = os.path.join(os.environ.get("DS4_STANDIN_HOLD_DIR") or HOLD_DIR, name)
         with self.cond:
-            entry = self.holds.setdefault(name, {"reads": 0, "requests": 0})
+            entry = self.holds.setdefault(name, {"reads": 0, "readers": {}, "requests": 0})
             entry["requests"] += 1
         deadline = time.monotonic() + HOLD_LIMIT_S
         while not os.path.exists(released) and time.monotonic() < deadline:
@@ -195,13 +196,15 @@ class State:
 
     def open_holds(self) -> dict:
         with self.cond:
-            return {name: dict(entry) for name, entry in self.holds.items()}
+            return {name: {**entry, "readers": dict(entry["readers"])} for name, entry in self.holds.items()}
 
-    def inflight_report(self) -> dict:
-        """stats() for /metrics and /v1/stats, counted against every open hold."""
+    def inflight_report(self, agent: str) -> dict:
+        """stats() for /metrics and /v1/stats, counted against every open hold, in all and per User-Agent
+        (a test waits for the drain's own look, which a watchdog's probe must not stand in for)."""
         with self.cond:
             for entry in self.holds.values():
                 entry["reads"] += 1
+                entry["readers"][agent] = entry["readers"].get(agent, 0) + 1
         return self.stats()
 
     # --- reports ---
@@ -333,13 +336,13 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 self.send_error_json(404, f"model '{wanted}' not found")
         elif path == "/v1/stats":
-            stats = self.state.inflight_report()
+            stats = self.state.inflight_report(self.headers.get("User-Agent", ""))
             if "application/json" in self.headers.get("Accept", ""):
                 self.send_json(200, stats)
             else:
                 self.send_body(200, stats_text(stats).encode(), "text/plain; charset=utf-8")
         elif path == "/metrics":
-            body = metrics_text(self.state.inflight_report()).encode()
+            body = metrics_text(self.state.inflight_report(self.headers.get("User-Agent", ""))).encode()
             self.send_body(200, body, "text/plain; version=0.0.4; charset=utf-8")
         elif path == STANDIN_HOLDS:
             self.send_json(200, self.state.open_holds())

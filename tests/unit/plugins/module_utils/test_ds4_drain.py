@@ -9,6 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from ansible_collections.ds4.fleet.plugins.filter.ds4_engine import FilterModule as EngineFilters
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_drain import (
+    AGENT_DRAIN,
+    AGENT_WATCHDOG,
     EngineUnreachable,
     ProbeError,
     drain,
@@ -40,6 +42,7 @@ class Engine(BaseHTTPRequestHandler):
     metrics = "gauge"
     stats = True
     seen = []
+    agents = []
 
     @staticmethod
     def report():
@@ -53,6 +56,7 @@ class Engine(BaseHTTPRequestHandler):
 
     def do_GET(self):
         Engine.seen.append((self.path, self.headers.get("Accept")))
+        Engine.agents.append(self.headers.get("User-Agent"))
         if self.path == "/metrics" and Engine.metrics:
             text = METRICS.format(n=Engine.report()) if Engine.metrics == "gauge" else "other_metric 1\n"
             self.reply(200, text.encode(), "text/plain; version=0.0.4")
@@ -81,7 +85,7 @@ def engine():
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Engine)
     threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     Engine.inflight, Engine.finish_after_reads = 0, None
-    Engine.metrics, Engine.stats, Engine.seen = "gauge", True, []
+    Engine.metrics, Engine.stats, Engine.seen, Engine.agents = "gauge", True, [], []
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
     httpd.shutdown()
     httpd.server_close()
@@ -173,6 +177,13 @@ def test_an_engine_that_says_nothing_of_its_requests_is_a_probe_error(engine):
     Engine.metrics, Engine.stats = None, False
     with pytest.raises(ProbeError, match=r"/metrics answered HTTP 404, and .*/v1/stats answered HTTP 404"):
         read_inflight(engine)
+
+
+def test_each_read_says_who_asks_so_the_drain_is_told_from_the_watchdog(engine):
+    Engine.inflight, Engine.metrics = 1, None
+    read_inflight(engine)
+    read_inflight(engine, agent=AGENT_WATCHDOG)
+    assert Engine.agents == [AGENT_DRAIN, AGENT_DRAIN, AGENT_WATCHDOG, AGENT_WATCHDOG]
 
 
 def test_an_engine_that_is_down_is_unreachable(closed_port):
