@@ -279,7 +279,7 @@ def held_request_on_canary(spark01, work, result):
              'http://127.0.0.1:8000/v1/chat/completions; date +%s.%N', "sh", body],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
-        wait_until("the canary's engine holds the request in flight", lambda: "canary" in holds(spark01), 60)
+        wait_until("the canary's engine holds the request in flight", lambda: "canary" in holds(spark01), 300)
         # The drain's own looks: the watchdog reads the same count on its timer, and its probe must not
         # be taken for the drain's.
         looked = holds(spark01)["canary"]["readers"].get(DRAIN_AGENT, 0)
