@@ -319,7 +319,12 @@ def test_remove_removes_after_the_smoke_test_never_a_file_in_use(legacy, spark01
     hold = f"exec 3<{GGUF}/{OLD_DRAFTER}; exec sleep 600"
     spark01.run_expect([0], f"systemd-run --unit=weights-holder sh -c '{hold}'")
     try:
-        spark01.run_expect([0], "sleep 0.5")
+        # Until the holder has the file open (a bound, not a pace).
+        spark01.run_expect(
+            [0],
+            "timeout 60 sh -c 'until ls -l /proc/$(systemctl show -p MainPID --value weights-holder)/fd "
+            f"2>/dev/null | grep -q {OLD_DRAFTER}; do sleep 0.1; done'",
+        )
         run = cleanup("-e", json.dumps({"ds4_weights_in_use": [f"{GGUF}/{OLD_MTP}"]}))
         assert run.returncode == 0, run.stdout[-3000:]
         assert ggufs(spark01) == NEW | {OLD_DRAFTER, OLD_MTP}

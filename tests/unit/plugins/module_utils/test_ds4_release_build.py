@@ -267,14 +267,24 @@ def test_a_long_step_rewrites_the_progress_file_while_it_runs(tmp_path, monkeypa
     progress = tmp_path / "progress.json"
     log_path = tmp_path / "build.log"
     ticks = []
+    done = tmp_path / "done"
+
+    def write(step=None):
+        ticks.append(step)
+        original(step)
+        if ticks[1:].count(None) >= 3:
+            done.touch()  # the step ends once the file was rewritten three times while it ran
+
+    # A step that runs until the test says so (at most 60 s, then it fails): no pace to guess.
+    step = f"echo compiling; for i in $(seq 1200); do [ -e {done} ] && exit 0; sleep 0.05; done; exit 1"
     with open(log_path, "w") as handle:
         tracker = ds4_release_build_utils._Progress(str(progress), "v0.6.5", str(log_path))
         original = tracker.write
-        tracker.write = lambda step=None: (ticks.append(step), original(step))
+        tracker.write = write
         log = ds4_release_build_utils._Log(handle, dict(os.environ), tracker)
-        assert log.run(["sh", "-c", "echo compiling; sleep 1"], cwd=str(tmp_path)) == 0
+        assert log.run(["sh", "-c", step], cwd=str(tmp_path)) == 0
     # The first write names the step; the others, while it runs, keep it.
-    assert ticks[0] == "`sh -c echo compiling; sleep 1`" and ticks[1:].count(None) >= 3
+    assert ticks[0] == f"`sh -c {step}`" and ticks[1:].count(None) >= 3
     assert json.loads(progress.read_text())["message"].endswith("last log line: compiling")
 
 
