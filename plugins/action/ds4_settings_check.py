@@ -83,17 +83,25 @@ class ActionModule(ActionBase):
         options, defaults = {}, {}
         for role in [COMMON, *roles]:
             for name, spec in role_options(role).items():
-                options.setdefault(name, spec)
+                options.setdefault(name, (role, spec))
             for name, value in role_defaults(role).items():
-                defaults.setdefault(name, value)
+                defaults.setdefault(name, (role, value))
 
-        values = {}
-        for name, spec in options.items():
-            # A role the play includes later (upgrade.yml) has not put its defaults in the play yet.
+        values, templars = {}, {}
+        for name, (role, spec) in options.items():
+            # A role the play includes later (upgrade.yml), or not at all (the firewall play of site.yml),
+            # has not put its defaults in the play: they are templated as the role would, role_path its own.
             if name in task_vars:
                 values[name] = self._templar.template(task_vars[name])
-            else:
-                values[name] = self._templar.template(_trusted(defaults.get(name, spec.get("default"))))
+                continue
+            role, value = defaults.get(name, (role, spec.get("default")))
+            if role not in templars:
+                role_path = os.path.normpath(os.path.join(ROLES_DIR, role))
+                templars[role] = self._templar.copy_with_new_env(
+                    available_variables={**task_vars, "role_path": role_path}
+                )
+            values[name] = templars[role].template(_trusted(value))
+        options = {name: spec for name, (_, spec) in options.items()}
         refused = ds4_settings.check(options, values)
         result.update(changed=False, checked=sorted(options))
         if refused:
