@@ -70,9 +70,13 @@ sanity: setup
 	  cd "$$dir/ansible_collections/ds4/fleet" && \
 	  $(abspath $(BIN))/ansible-test sanity --venv --python $(SANITY_PYTHON) $(SANITY_ARGS)
 
+# CI shows only the last lines of the output: after a failed scenario, its failed tests are printed again.
 molecule: setup host
-	@set -e; for s in $(SCENARIOS); do echo "== molecule test -s $$s"; \
-	  flock /tmp/ds4-mol-$$s.lock $(BIN)/molecule test -s $$s; done
+	@set -e; mkdir -p .sandbox/verify; for s in $(SCENARIOS); do echo "== molecule test -s $$s"; \
+	  rm -f .sandbox/verify/$$s.xml; \
+	  PYTEST_ADDOPTS="--junitxml=$(abspath .sandbox/verify)/$$s.xml" \
+	    flock /tmp/ds4-mol-$$s.lock $(BIN)/molecule test -s $$s \
+	    || { $(PY) tests/sandbox/failures.py .sandbox/verify/$$s.xml; exit 1; }; done
 
 # Everything the sandbox left on this machine: containers, networks, images, state, the virtualenv.
 clean: sandbox-down
