@@ -106,9 +106,15 @@ class Spark:
 def playbook(spark: Spark, path: Path, *args: str) -> tuple[float, str]:
     """Run a playbook; (wall seconds, output)."""
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
-    cmd = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(spark.inventory), str(path)]
+    cmd = [
+        str(Path(sys.executable).parent / "ansible-playbook"),
+        "-i",
+        str(spark.inventory),
+        str(path),
+        *args,
+    ]
     started = time.monotonic()
-    proc = subprocess.run([*cmd, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT)
     return time.monotonic() - started, proc.stdout + proc.stderr
 
 
