@@ -365,6 +365,28 @@ def _pids(proc_root):
         return []
 
 
+# The installer's programs: the server, and ds4-serve, the shell script that starts it; and the
+# interpreters that may run either as a script (`sh ds4-serve`, a Python stand-in's `python3 ds4-server`).
+SERVER_PROGRAMS = (SERVER_NAME, "ds4-serve")
+_INTERPRETER_RE = re.compile(r"^(python3[.0-9]*|sh|bash|dash)$")
+
+
+def runs_server(comm, cmdline):
+    """Whether a process is ds4-server or ds4-serve: by its name, its program, or the script an
+    interpreter runs (the first argument after the interpreter's own options)."""
+    if comm in SERVER_PROGRAMS:
+        return True
+    if not cmdline:
+        return False
+    program = os.path.basename(cmdline[0])
+    if program in SERVER_PROGRAMS:
+        return True
+    if _INTERPRETER_RE.match(program):
+        script = next((arg for arg in cmdline[1:] if not arg.startswith("-")), "")
+        return os.path.basename(script) in SERVER_PROGRAMS
+    return False
+
+
 def find_stray_servers(proc_root="/proc"):
     """ds4-server processes that are not ds4.service's: what `nohup ds4-serve &` of the installer left."""
     stray = []
@@ -372,8 +394,7 @@ def find_stray_servers(proc_root="/proc"):
         process = _process(proc_root, pid)
         if process is None or process["in_service"]:
             continue
-        argv0 = os.path.basename(process["cmdline"][0]) if process["cmdline"] else ""
-        if SERVER_NAME in (process["comm"], argv0):
+        if runs_server(process["comm"], process["cmdline"]):
             stray.append({key: process[key] for key in ("pid", "cmdline", "cgroup")})
     return stray
 

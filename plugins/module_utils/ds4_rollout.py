@@ -142,3 +142,54 @@ def upgrade_outcome(target, before=None, after=None, stage=None, switch=None, st
     if isinstance(drain, dict) and drain.get("message"):
         result["drain"] = drain
     return result
+
+
+def _percent(percentage) -> str:
+    """ds4_upgrade_max_fail_percentage as the operator wrote it (0, 25, 12.5), for the messages."""
+    return f"{percentage:g}" if isinstance(percentage, float) else str(percentage)
+
+
+def switch_plan(play_hosts, all_hosts, staged, serial, percentage) -> dict:
+    """The switch play's plan, once every Spark of the play staged or failed.
+
+    `play_hosts` are the Sparks still in the play, `all_hosts` every Spark the play began with (both in
+    inventory order), `staged` those that staged. Returns `staged` and `not_staged` (in order), `batches`
+    (empty when the rollout stops here), `batch_of` (host -> its batch, 1 for the canary), `stop` (why the
+    rollout stops before any switch, or "") and `message`, the plan in one line."""
+    staged = [host for host in play_hosts if host in set(staged)]
+    not_staged = [host for host in all_hosts if host not in set(staged)]
+    stop, batches = "", []
+    if over_share(len(not_staged), len(all_hosts), percentage):
+        stop = (
+            f"the rollout stopped before any switch: {len(not_staged)} of {len(all_hosts)} Sparks could"
+            f" not be staged ({', '.join(not_staged)}), more than ds4_upgrade_max_fail_percentage"
+            f" ({_percent(percentage)}%) allows"
+        )
+    else:
+        batches = upgrade_batches(staged, serial)
+    message = stop or (
+        f"switching {len(staged)} Spark(s) in {len(batches)} batch(es): "
+        + " then ".join(f"[{', '.join(batch)}]" for batch in batches)
+    )
+    if not_staged:
+        message += f"; not staged, left as they are: {', '.join(not_staged)}"
+    return {
+        "staged": staged,
+        "not_staged": not_staged,
+        "batches": batches,
+        "batch_of": {host: number for number, batch in enumerate(batches, 1) for host in batch},
+        "stop": stop,
+        "message": message,
+    }
+
+
+def batch_stop(batch, hosts, switched, percentage) -> str:
+    """Why the rollout stops after switch batch number `batch` (its `hosts`, of which `switched` succeeded):
+    more of them failed than `percentage` allows. "" when it goes on."""
+    failed = [host for host in hosts if host not in set(switched)]
+    if not over_share(len(failed), len(hosts), percentage):
+        return ""
+    return (
+        f"the rollout stopped after batch {batch} ({', '.join(hosts)}): {len(failed)} of {len(hosts)} failed"
+        f" ({', '.join(failed)}), more than ds4_upgrade_max_fail_percentage ({_percent(percentage)}%) allows"
+    )

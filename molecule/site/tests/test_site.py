@@ -120,6 +120,26 @@ def test_a_second_run_changes_nothing_and_restarts_nothing(host, name):
     assert host.check_output("systemctl show ds4 -p ExecMainPID --value") == pid
 
 
+def test_a_drifted_file_and_a_changed_setting_are_found_and_fixed(host, spark01):
+    """However fast a run with nothing to do, it still looks: a line added to the engine's environment
+    file is taken out again (and the engine restarts on the file as written), a changed setting reaches
+    its file, and the setting put back puts the file back."""
+    dropin = "/etc/systemd/system/ds4.service.d/00-ds4-fleet-supervision.conf"
+    pid = host.check_output("systemctl show ds4 -p ExecMainPID --value")
+    host.check_output("echo DS4_DRIFTED=1 >> /etc/ds4/ds4.env")
+    rc, out = site(spark01, "-e", "ds4_restart_sec=31")
+    assert rc == 0, out
+    assert changed(out, spark01) > 0, out
+    assert "DS4_DRIFTED" not in host.file("/etc/ds4/ds4.env").content_string
+    assert "RestartSec=31" in host.file(dropin).content_string
+    assert host.check_output("systemctl show ds4 -p ExecMainPID --value") != pid
+    assert "Paris" in answer(host)
+    rc, out = site(spark01)
+    assert rc == 0, out
+    assert changed(out, spark01) > 0, out
+    assert "RestartSec=31" not in host.file(dropin).content_string
+
+
 def untouched(host):
     """state() and every managed tree, its owners and modes, and the system directories a bad path names."""
     return state(host) + host.check_output(

@@ -1,0 +1,22 @@
+"""Filter of the engine firewall (role ds4_gateway, tasks/firewall.yml); the rule lives in
+module_utils/ds4_firewall.py.
+
+- `groups['gateways'] | ds4.fleet.firewall_sources(hostvars, ds4_firewall_allow)` -> {v4, v6}
+"""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_firewall import FirewallError, firewall_sources
+
+
+def firewall_sources_filter(gateways, hostvars, allow):
+    try:
+        return firewall_sources({name: hostvars[name].get("ansible_facts") for name in gateways}, allow)
+    except FirewallError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
+
+
+class FilterModule:
+    def filters(self):
+        return {"firewall_sources": firewall_sources_filter}

@@ -1,0 +1,39 @@
+"""module_utils/ds4_packages.py: which packages dpkg-query does not show installed."""
+
+from __future__ import annotations
+
+import pytest
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_packages import (
+    PackagesError,
+    dpkg_query_argv,
+    missing,
+)
+
+
+def test_the_query_asks_for_name_and_status_of_each_package():
+    assert dpkg_query_argv(["git", "logrotate"]) == [
+        "dpkg-query",
+        "--show",
+        "--showformat=${Package} ${db:Status-Status}\n",
+        "git",
+        "logrotate",
+    ]
+
+
+def test_packages_not_installed_or_unknown_to_dpkg_are_missing_in_the_order_asked():
+    # dpkg-query exits 1 when it knows a name not at all; a removed package shows config-files.
+    stdout = "git installed\nlogrotate config-files\n"
+    names = ["logrotate", "git", "nftables"]
+    assert missing(names, 1, stdout, "dpkg-query: no packages found matching nftables") == [
+        "logrotate",
+        "nftables",
+    ]
+
+
+def test_an_architecture_suffix_is_compared_without_it():
+    assert missing(["libc6:arm64", "git"], 0, "libc6 installed\ngit installed\n") == []
+
+
+def test_a_dpkg_failure_is_an_error_not_a_missing_package():
+    with pytest.raises(PackagesError, match="exit 2"):
+        missing(["git"], 2, "", "dpkg-query: error: database locked")
