@@ -12,12 +12,7 @@ description:
     is already there; dpkg-query takes a fraction of one.
   - Changes nothing, in check mode too.
 version_added: 0.1.0
-author: ds4-fleet developers
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
+extends_documentation_fragment: [ds4.fleet.module]
 options:
   names:
     description: The packages, by their Debian names.

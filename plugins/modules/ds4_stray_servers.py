@@ -14,12 +14,7 @@ description:
     is stopped, so it must be stopped and disabled first.
   - Changes nothing, in check mode too.
 version_added: 0.1.0
-author: ds4-fleet developers
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
+extends_documentation_fragment: [ds4.fleet.module]
 options: {}
 """
 
