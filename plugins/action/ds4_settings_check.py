@@ -10,6 +10,9 @@ same argument specs, and the rules of module_utils/ds4_settings.py, for the role
 The values are the play's (inventory, -e, role defaults); a variable the play has not defined yet (a
 role it includes later) takes the role's default. It fails with one line per refused variable, secrets
 masked; it needs no connection, changes nothing, and runs in check mode alike.
+
+On a gateway, `gateway_sparks` (the Sparks behind it) adds what only the controller knows: the keys with
+those of ds4_gateway_api_keys_file, the certificate's files, and that there is a Spark at all.
 """
 
 from __future__ import annotations
@@ -103,9 +106,26 @@ class ActionModule(ActionBase):
             values[name] = templars[role].template(_trusted(value))
         options = {name: spec for name, (_, spec) in options.items()}
         refused = ds4_settings.check(options, values)
+        sparks = self._task.args.get("gateway_sparks")
+        if sparks is not None:
+            refused += self._gateway_problems(values, sparks, task_vars)
         result.update(changed=False, checked=sorted(options))
         if refused:
             result.update(failed=True, refused=refused, msg="; ".join(refused))
         else:
             result["msg"] = f"{len(options)} settings of {', '.join(roles)} accepted"
         return result
+
+    def _gateway_problems(self, values, sparks, task_vars):
+        if not isinstance(sparks, list):
+            raise AnsibleActionFail("gateway_sparks must be a list of the Sparks behind the gateway")
+        keys_file, text, unread = values.get("ds4_gateway_api_keys_file") or "", "", []
+        if keys_file:
+            try:
+                with open(keys_file, encoding="utf-8") as handle:
+                    text = handle.read()
+            except (OSError, UnicodeDecodeError) as exc:
+                unread = [f"ds4_gateway_api_keys_file cannot be read on this controller: {exc}"]
+        target = self._templar.template(task_vars.get("ds4_target_hosts", "sparks"))
+        values = dict(values, ds4_target_hosts=target)
+        return unread + ds4_settings.gateway_problems(values, text, os.path.isfile, sparks)

@@ -1,4 +1,7 @@
-"""Filters of the gateway report in playbooks/status.yml; the logic lives in module_utils/ds4_haproxy.py.
+"""Filters of the gateway; the logic lives in module_utils/ds4_haproxy.py and module_utils/ds4_settings.py.
+
+- `ds4_gateway_api_keys | ds4.fleet.gateway_keys(file_text)` -> the keys of the list, then those of the
+  keys file's text (one a line, "#" starts a comment), each once.
 
 - `gateways | ds4.fleet.gateway_records(hostvars)` -> gateway -> {servers, error}, from each gateway's
   registered `__ds4_fleet_gateway` (ds4_gateway_server's read).
@@ -11,6 +14,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_haproxy import (
     gateway_record,
     render_gateway_table,
 )
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_settings import gateway_keys
 
 
 def gateway_records(gateways, hostvars) -> dict:
@@ -23,4 +27,8 @@ def gateway_table(records) -> str:
 
 class FilterModule:
     def filters(self):
-        return {"gateway_records": gateway_records, "gateway_table": gateway_table}
+        return {
+            "gateway_keys": gateway_keys,
+            "gateway_records": gateway_records,
+            "gateway_table": gateway_table,
+        }

@@ -68,6 +68,8 @@ _TIME_SPAN = re.compile(r"[0-9]+ ?[a-z]*( [0-9]+ ?[a-z]*)*")
 _PERCENT = re.compile(r"([1-9][0-9]?|100)%")
 _TLS_NAME = re.compile(r"[A-Za-z0-9*][A-Za-z0-9.:*-]*")
 _NETWORK = re.compile(r"[0-9A-Fa-f.:]+(/[0-9]{1,3})?")
+# A gateway API key: what may stand in a header unquoted, and long enough not to be guessed.
+_GATEWAY_KEY = re.compile(r"[A-Za-z0-9._~+/=-]{16,}")
 _DURATION = re.compile(r"([0-9]+(ms|s|m|h|d|w|y))+")
 _GROUP = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _HAPROXY_NAME = re.compile(r"[A-Za-z0-9._:-]+")
@@ -318,7 +320,7 @@ def _optional_controller_file(value):
 
 
 def _secret_words(value):
-    # Their form (length, characters) is the gateway preflight's, which names a bad key by its position.
+    # Their form (length, characters) is judged with the keys file's, in gateway_problems.
     if isinstance(value, list) and all(isinstance(item, str) and not _CONTROL.search(item) for item in value):
         return None
     return "a list of keys, each on one line"
@@ -537,6 +539,47 @@ def _catalog(values):
     except ds4_catalog.CatalogError as exc:
         return [str(exc)]
     return []
+
+
+def gateway_keys(listed, file_text=""):
+    """The gateway's keys: those of ds4_gateway_api_keys, then those of its file (one a line, "#" starts a
+    comment), each once, in that order."""
+    from_file = (line.split("#", 1)[0].strip() for line in file_text.splitlines())
+    return list(dict.fromkeys([*(str(key) for key in listed), *(key for key in from_file if key)]))
+
+
+def gateway_problems(values, keys_file_text, is_file, sparks):
+    """What makes the gateway's settings unusable, judged with what only the controller knows: the keys
+    file's text, whether the certificate's files are there (`is_file(path)`), and the Sparks the inventory
+    names. A bad key is named by its position among all of them, never shown."""
+    out = []
+    keys = gateway_keys(values.get("ds4_gateway_api_keys") or [], keys_file_text)
+    if not keys:
+        out.append(
+            "ds4_gateway_api_keys and ds4_gateway_api_keys_file give no key: a gateway without keys would "
+            "serve anyone"
+        )
+    bad = [str(number) for number, key in enumerate(keys, 1) if not _GATEWAY_KEY.fullmatch(key)]
+    if bad:
+        out.append(
+            "ds4_gateway_api_keys (with ds4_gateway_api_keys_file) has keys that are not 16 or more of "
+            f"A-Z a-z 0-9 . _ ~ + / = -: number(s) {', '.join(bad)} of {len(keys)}"
+        )
+    cert, key = values.get("ds4_gateway_tls_cert") or "", values.get("ds4_gateway_tls_key") or ""
+    if bool(cert) != bool(key):
+        out.append(
+            "ds4_gateway_tls_cert and ds4_gateway_tls_key go together: give both (the operator's "
+            "certificate) or neither (a self-signed one)"
+        )
+    for name, path in (("ds4_gateway_tls_cert", cert), ("ds4_gateway_tls_key", key)):
+        if path and not is_file(path):
+            out.append(f"{name} names no file on this controller: {json.dumps(path)}")
+    if not sparks:
+        target = values.get("ds4_target_hosts") or "sparks"
+        out.append(
+            f"ds4_target_hosts ({target}) names no host: the gateway would have no Spark to send requests to"
+        )
+    return out
 
 
 def launch_problems(values):

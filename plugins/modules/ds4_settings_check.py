@@ -26,6 +26,14 @@ options:
     type: list
     elements: str
     required: true
+  gateway_sparks:
+    description:
+      - On a gateway, the Sparks behind it. Given, the keys of C(ds4_gateway_api_keys) and of the file
+        C(ds4_gateway_api_keys_file) are judged together (at least one, each 16 or more of
+        C(A-Z a-z 0-9 . _ ~ + / = -), a bad one named by its position), as are the certificate's files on the
+        controller, and an empty list is refused.
+    type: list
+    elements: str
 extends_documentation_fragment:
   - ds4.fleet.module
 """
@@ -34,6 +42,11 @@ EXAMPLES = r"""
 - name: Refuse bad settings of every role of the play before any change
   ds4.fleet.ds4_settings_check:
     roles: [ds4_preflight, ds4_engine, ds4_weights, ds4_service, ds4_activate]
+
+- name: Refuse gateway settings that cannot be used, before anything on the gateway changes
+  ds4.fleet.ds4_settings_check:
+    roles: [ds4_gateway]
+    gateway_sparks: "{{ query('ansible.builtin.inventory_hostnames', ds4_target_hosts | default('sparks')) }}"
 """
 
 RETURN = r"""

@@ -1,7 +1,8 @@
 """Every public variable of every role, against the values an operator's typo or a hostile file would give.
 
 module_utils/ds4_settings.py (with the roles' argument specs) is what the action ds4_settings_check runs
-before anything on a host changes; test_settings_check_action.py runs the action itself in a playbook.
+before anything on a host changes; tests/unit/plugins/action/test_ds4_settings_check.py runs the action
+itself in a playbook, and the site scenario every role's bad values through site.yml.
 """
 
 from __future__ import annotations
@@ -10,7 +11,12 @@ import copy
 import re
 
 import pytest
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_settings import MASK, check
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_settings import (
+    MASK,
+    check,
+    gateway_keys,
+    gateway_problems,
+)
 from settings_cases import BAD, CATALOG, DEFAULTS, OPTIONS, load
 
 CASES = [
@@ -155,3 +161,51 @@ def test_a_generation_added_to_the_catalog_is_accepted():
     # A 0932 file would be taken for a generation other than 0731 by its name: the catalog decides.
     refused = check(OPTIONS, dict(DEFAULTS, ds4_model_catalog=catalog, ds4_model_generation="0932"))
     assert refused == []
+
+
+def test_the_gateway_keys_are_the_lists_then_the_files_each_once():
+    text = "# the operators' keys\nkey-from-file-0000000001  # alice\n\n  key-from-the-list-000001\n"
+    keys = gateway_keys(["key-from-the-list-000001"], text)
+    assert keys == ["key-from-the-list-000001", "key-from-file-0000000001"]
+    assert gateway_keys([], "") == []
+
+
+GATEWAY = {"ds4_gateway_api_keys": ["k" * 16], "ds4_gateway_tls_cert": "", "ds4_gateway_tls_key": ""}
+
+
+def gateway(changes=None, text="", files=(), sparks=("spark01",)):
+    return gateway_problems(dict(GATEWAY, **(changes or {})), text, lambda path: path in files, list(sparks))
+
+
+def test_usable_gateway_settings_are_accepted():
+    assert gateway() == []
+    assert (
+        gateway(
+            {"ds4_gateway_tls_cert": "/c.pem", "ds4_gateway_tls_key": "/k.pem"}, files=("/c.pem", "/k.pem")
+        )
+        == []
+    )
+
+
+def test_a_bad_gateway_key_is_named_by_its_position_among_all_and_never_shown():
+    secret = "short-secret"
+    refused = gateway(
+        {"ds4_gateway_api_keys": ["k" * 16, "has space in it 0000"]}, text=f"{'f' * 16}\n{secret}\n"
+    )
+    assert refused == [
+        "ds4_gateway_api_keys (with ds4_gateway_api_keys_file) has keys that are not 16 or more of "
+        "A-Z a-z 0-9 . _ ~ + / = -: number(s) 2, 4 of 4"
+    ]
+    assert secret not in refused[0]
+
+
+def test_a_gateway_without_a_key_a_certificate_pair_or_a_spark_is_refused():
+    refused = gateway({"ds4_gateway_api_keys": [], "ds4_gateway_tls_cert": "/gone.pem"}, sparks=())
+    assert refused == [
+        "ds4_gateway_api_keys and ds4_gateway_api_keys_file give no key: a gateway without keys would "
+        "serve anyone",
+        "ds4_gateway_tls_cert and ds4_gateway_tls_key go together: give both (the operator's certificate) "
+        "or neither (a self-signed one)",
+        'ds4_gateway_tls_cert names no file on this controller: "/gone.pem"',
+        "ds4_target_hosts (sparks) names no host: the gateway would have no Spark to send requests to",
+    ]

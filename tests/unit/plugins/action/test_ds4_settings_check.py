@@ -1,0 +1,75 @@
+"""The action ds4_settings_check (plugins/action) in a playbook, as the gateway's preflight calls it: the
+keys file, the certificate's files and the Sparks are what only the controller knows."""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[4]
+SECRET = "a-secret-with-a space"
+PLAYBOOK = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Check the gateway's settings
+      ds4.fleet.ds4_settings_check:
+        roles: [ds4_gateway]
+        gateway_sparks: "{{ sparks }}"
+"""
+
+
+def check(tmp_path, **values):
+    (tmp_path / "play.yml").write_text(PLAYBOOK)
+    (tmp_path / "vars.json").write_text(json.dumps({"sparks": ["spark01"], **values}))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="json")
+    env.pop("ANSIBLE_CALLBACKS_ENABLED", None)
+    command = ["ansible-playbook", "-i", "localhost,", "-c", "local", "-e", "@vars.json", "play.yml"]
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
+    result = json.loads(done.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    return done.returncode, result, done.stdout
+
+
+def test_keys_from_the_file_are_judged_with_the_list_and_named_by_position(tmp_path):
+    keys = tmp_path / "keys.txt"
+    keys.write_text(f"# two keys\n{'f' * 16}\n{SECRET}\n")
+    rc, result, out = check(tmp_path, ds4_gateway_api_keys=["k" * 16], ds4_gateway_api_keys_file=str(keys))
+    assert rc == 2 and result["failed"]
+    assert result["refused"] == [
+        "ds4_gateway_api_keys (with ds4_gateway_api_keys_file) has keys that are not 16 or more of "
+        "A-Z a-z 0-9 . _ ~ + / = -: number(s) 3 of 3"
+    ]
+    assert SECRET not in out
+
+
+def test_an_unreadable_keys_file_and_a_missing_certificate_are_named(tmp_path):
+    rc, result, _ = check(
+        tmp_path,
+        ds4_gateway_api_keys=["k" * 16],
+        ds4_gateway_api_keys_file=str(tmp_path / "gone.txt"),
+        ds4_gateway_tls_cert=str(tmp_path / "gone.pem"),
+        ds4_gateway_tls_key=str(tmp_path / "gone.key"),
+        sparks=[],
+    )
+    assert rc == 2
+    assert result["refused"] == [
+        f"ds4_gateway_api_keys_file cannot be read on this controller: [Errno 2] No such file or directory: "
+        f"'{tmp_path / 'gone.txt'}'",
+        f'ds4_gateway_tls_cert names no file on this controller: "{tmp_path / "gone.pem"}"',
+        f'ds4_gateway_tls_key names no file on this controller: "{tmp_path / "gone.key"}"',
+        "ds4_target_hosts (sparks) names no host: the gateway would have no Spark to send requests to",
+    ]
+
+
+def test_usable_gateway_settings_pass(tmp_path):
+    cert, key = tmp_path / "gw.pem", tmp_path / "gw.key"
+    cert.write_text("cert\n")
+    key.write_text("key\n")
+    rc, result, _ = check(
+        tmp_path,
+        ds4_gateway_api_keys=["k" * 16],
+        ds4_gateway_tls_cert=str(cert),
+        ds4_gateway_tls_key=str(key),
+    )
+    assert rc == 0 and not result.get("failed"), result
+    assert "ds4_gateway_api_keys" in result["checked"]
