@@ -3,8 +3,7 @@ the engine stand-in: only our reading of /metrics and /v1/stats, the waiting and
 
 import json
 import socket
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 from ansible_collections.ds4.fleet.plugins.filter.ds4_engine import FilterModule as EngineFilters
@@ -20,6 +19,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_drain import (
     split_sample,
 )
 from ansible_collections.ds4.fleet.plugins.modules import ds4_drain
+from local_http import local_http
 from module_runner import run_module
 
 METRICS = """# HELP ds4_requests_inflight Generation requests answered or queued.
@@ -82,13 +82,10 @@ class Engine(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def engine():
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Engine)
-    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     Engine.inflight, Engine.finish_after_reads = 0, None
     Engine.metrics, Engine.stats, Engine.seen, Engine.agents = "gauge", True, [], []
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    with local_http(Engine) as url:
+        yield url
 
 
 @pytest.fixture

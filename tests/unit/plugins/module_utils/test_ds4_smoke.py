@@ -3,10 +3,11 @@ here only our handling of answers, errors and time-outs is under test)."""
 
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_smoke import SmokeError, smoke
+from local_http import local_http
 
 
 class Canned(BaseHTTPRequestHandler):
@@ -30,12 +31,9 @@ class Canned(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def server():
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Canned)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
     Canned.seen = []
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    with local_http(Canned) as url:
+        yield url
 
 
 def completion(text):

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import textwrap
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -22,6 +22,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_watchdog import (
     new_state,
     parse_show,
 )
+from local_http import local_http
 
 ROOT = Path(__file__).resolve().parents[4]
 SCRIPT = ROOT / "roles/ds4_service/files/ds4-watchdog"
@@ -242,16 +243,12 @@ class Engine(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def engine():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Engine)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     Engine.hung.clear()
     Engine.release.clear()
     Engine.inflight = 0
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    Engine.release.set()
-    server.shutdown()
-    server.server_close()
+    with local_http(Engine) as url:
+        yield url
+        Engine.release.set()
 
 
 @pytest.fixture
