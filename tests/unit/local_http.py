@@ -2,7 +2,22 @@
 
 import contextlib
 import threading
-from http.server import ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class Handler(BaseHTTPRequestHandler):
+    """A test's stand-in handler: `answer` sends a whole response; nothing is logged to stderr."""
+
+    def answer(self, status, body, content_type=None):
+        self.send_response(status)
+        if content_type:
+            self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
 
 
 @contextlib.contextmanager

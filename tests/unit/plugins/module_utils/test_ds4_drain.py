@@ -3,7 +3,6 @@ the engine stand-in: only our reading of /metrics and /v1/stats, the waiting and
 
 import json
 import socket
-from http.server import BaseHTTPRequestHandler
 
 import pytest
 from ansible_collections.ds4.fleet.plugins.filter.ds4_engine import FilterModule as EngineFilters
@@ -19,7 +18,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_drain import (
     split_sample,
 )
 from ansible_collections.ds4.fleet.plugins.modules import ds4_drain
-from local_http import local_http
+from local_http import Handler, local_http
 from module_runner import run_module
 
 METRICS = """# HELP ds4_requests_inflight Generation requests answered or queued.
@@ -31,7 +30,7 @@ ds4_uptime_seconds 12.5
 """
 
 
-class Engine(BaseHTTPRequestHandler):
+class Engine(Handler):
     """Answers /metrics and /v1/stats from `inflight`, which a test sets, or lets drop to 0 once it has
     been reported `finish_after_reads` more times: requests finishing during a drain, arranged, not timed."""
 
@@ -59,25 +58,15 @@ class Engine(BaseHTTPRequestHandler):
         Engine.agents.append(self.headers.get("User-Agent"))
         if self.path == "/metrics" and Engine.metrics:
             text = METRICS.format(n=Engine.report()) if Engine.metrics == "gauge" else "other_metric 1\n"
-            self.reply(200, text.encode(), "text/plain; version=0.0.4")
+            self.answer(200, text.encode(), "text/plain; version=0.0.4")
         elif self.path == "/v1/stats" and Engine.stats:
             if self.headers.get("Accept") == "application/json":
                 body = {"server": {"requests_inflight": Engine.report(), "uptime_seconds": 12.5}}
-                self.reply(200, json.dumps(body).encode(), "application/json")
+                self.answer(200, json.dumps(body).encode(), "application/json")
             else:
-                self.reply(200, f"server.requests_inflight: {Engine.report()}\n".encode(), "text/plain")
+                self.answer(200, f"server.requests_inflight: {Engine.report()}\n".encode(), "text/plain")
         else:
-            self.reply(404, b'{"error":{"message":"unknown endpoint"}}', "application/json")
-
-    def reply(self, status, body, content_type):
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
+            self.answer(404, b'{"error":{"message":"unknown endpoint"}}', "application/json")
 
 
 @pytest.fixture

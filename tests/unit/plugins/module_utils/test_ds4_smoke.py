@@ -3,14 +3,13 @@ here only our handling of answers, errors and time-outs is under test)."""
 
 import json
 import threading
-from http.server import BaseHTTPRequestHandler
 
 import pytest
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_smoke import SmokeError, smoke
-from local_http import local_http
+from local_http import Handler, local_http
 
 
-class Canned(BaseHTTPRequestHandler):
+class Canned(Handler):
     # (status, body bytes, seconds to wait); set per test
     reply = (200, b"", 0.0)
     seen = []
@@ -20,13 +19,7 @@ class Canned(BaseHTTPRequestHandler):
         Canned.seen.append((self.path, json.loads(self.rfile.read(length))))
         status, body, delay = Canned.reply
         threading.Event().wait(delay)
-        self.send_response(status)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
+        self.answer(status, body)
 
 
 @pytest.fixture

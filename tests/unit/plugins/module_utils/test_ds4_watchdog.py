@@ -11,7 +11,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_watchdog import (
     new_state,
     parse_show,
 )
-from local_http import local_http
+from local_http import Handler, local_http
 
 ROOT = Path(__file__).resolve().parents[4]
 SCRIPT = ROOT / "roles/ds4_service/files/ds4-watchdog"
@@ -222,7 +221,7 @@ METRICS = (
 )
 
 
-class Engine(BaseHTTPRequestHandler):
+class Engine(Handler):
     inflight = 0
     hung = threading.Event()
     release = threading.Event()
@@ -232,13 +231,7 @@ class Engine(BaseHTTPRequestHandler):
             self.release.wait(5)
             return
         body = (METRICS.format(n=self.inflight) + "ds4_uptime_seconds 12.5 1700000000000\n").encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
+        self.answer(200, body)
 
 
 @pytest.fixture
