@@ -25,17 +25,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-SANDBOX = ROOT / "tests" / "sandbox" / "sandbox.py"
+from sandbox_hosts import ROOT, log, playbook_command, podman, sandbox_up, write_inventory
+
 HOSTS = ("spark01", "spark02", "spark03")
+SANDBOX_INVENTORY = ROOT / "inventory" / "sandbox"
 PROBE_LOG = "/run/ds4-bench-probe.log"
 PROBE_PID = "/run/ds4-bench-probe.pid"
 SWITCH_PLAY = "PLAY [Switch the staged Sparks"
@@ -44,43 +43,16 @@ CLEANUP_PLAY = "PLAY [Clean up on the Sparks that switched"
 RUN_TIMEOUT = 1800
 
 
-def log(msg: str) -> None:
-    print(f"bench: {msg}", file=sys.stderr, flush=True)
-
-
-def podman(*args: str, check: bool = True) -> str:
-    proc = subprocess.run(["podman", *args], capture_output=True, text=True, check=False)
-    if check and proc.returncode != 0:
-        raise SystemExit(f"bench: podman {' '.join(args[:3])} failed: {proc.stderr.strip()}")
-    return proc.stdout
-
-
 class Fleet:
     """The sandbox's three Sparks: their containers and an inventory that reaches them."""
 
     def __init__(self, prefix: str, workdir: Path):
         self.prefix = prefix
-        cmd = [sys.executable, str(SANDBOX), *(["--prefix", prefix] if prefix else []), "up", "--json"]
-        cmd += ["--hosts", *HOSTS]
-        instances = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
-        if not prefix:
-            self.inventory = ROOT / "inventory" / "sandbox"
-            return
-        # A separate sandbox: its random ports, with the built-in sandbox's group_vars beside them.
-        self.inventory = workdir / "inventory"
-        self.inventory.mkdir()
-        (self.inventory / "group_vars").symlink_to(ROOT / "inventory" / "sandbox" / "group_vars")
-        hosts = {
-            i["instance"]: {
-                "ansible_host": i["address"],
-                "ansible_port": i["port"],
-                "ansible_user": i["user"],
-                "ansible_ssh_private_key_file": i["identity_file"],
-                "ansible_ssh_common_args": "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null",
-            }
-            for i in instances
-        }
-        (self.inventory / "hosts.yml").write_text(json.dumps({"sparks": {"hosts": hosts}}))
+        hosts = sandbox_up(prefix, HOSTS)
+        # A separate sandbox has random ports: an inventory of its own.
+        self.inventory = (
+            write_inventory(workdir, {"sparks": {"hosts": hosts}}) if prefix else SANDBOX_INVENTORY
+        )
 
     def container(self, host: str) -> str:
         return f"{self.prefix}{host}"
@@ -93,19 +65,11 @@ def playbook(fleet: Fleet, path: str, *args: str) -> tuple[float, dict, str]:
     """Run a playbook; (wall seconds, seconds from the run's start to each play's first header, output).
 
     A play with serial prints its header again for every batch; the first is its start."""
-    env = dict(
-        os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", PYTHONUNBUFFERED="1"
-    )
-    cmd = [
-        str(Path(sys.executable).parent / "ansible-playbook"),
-        "-i",
-        str(fleet.inventory),
-        str(ROOT / path),
-    ]
+    cmd, env = playbook_command(fleet.inventory, path, *args, PYTHONUNBUFFERED="1")
     started = time.monotonic()
     plays, lines = {}, []
     with subprocess.Popen(
-        [*cmd, *args], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     ) as proc:
         for line in proc.stdout:
             lines.append(line)

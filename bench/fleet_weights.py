@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fleet_upgrade import HOSTS, ROOT, SANDBOX, Fleet, playbook  # noqa: E402
+from fleet_upgrade import HOSTS, Fleet, playbook  # noqa: E402
+from sandbox_hosts import ROOT, sandbox_down  # noqa: E402
 
 GGUF = "/var/lib/ds4/gguf"
 HUB = "http://forge:18080"
@@ -104,7 +104,7 @@ def main():
             ]
             print("peer plan of the last run:\n  " + "\n  ".join(seeds))
         finally:
-            subprocess.run([sys.executable, str(SANDBOX), "--prefix", args.prefix, "down"], check=False)
+            sandbox_down(args.prefix)
 
 
 if __name__ == "__main__":

@@ -27,13 +27,12 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-SANDBOX = ROOT / "tests" / "sandbox" / "sandbox.py"
+from sandbox_hosts import ROOT, log, playbook_command, podman, sandbox_up, write_inventory
+
 LOAD = ROOT / "bench" / "gateway_load.py"
 SPARKS = ("spark01", "spark02", "spark03")
 GATEWAY = "gw01"
@@ -43,43 +42,18 @@ KEY = "ds4-bench-key-0123456789abcdef"
 RUN_TIMEOUT = 3600
 
 
-def log(msg: str) -> None:
-    print(f"bench: {msg}", file=sys.stderr, flush=True)
-
-
-def podman(*args: str, check: bool = True) -> str:
-    proc = subprocess.run(["podman", *args], capture_output=True, text=True, check=False)
-    if check and proc.returncode != 0:
-        raise SystemExit(f"bench: podman {' '.join(args[:3])} failed: {proc.stderr.strip()}")
-    return proc.stdout
-
-
 class Sandbox:
     """The gateway and three Sparks, and an inventory that reaches them."""
 
     def __init__(self, prefix: str, workdir: Path):
         self.prefix = prefix
-        cmd = [sys.executable, str(SANDBOX), "--prefix", prefix, "up", "--json", "--hosts", GATEWAY, *SPARKS]
-        cmd += ["--persona", f"{GATEWAY}=none", *[f"--cap-add={s}=NET_ADMIN" for s in SPARKS]]
-        instances = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
-        self.inventory = workdir / "inventory"
-        self.inventory.mkdir()
-        (self.inventory / "group_vars").symlink_to(ROOT / "inventory" / "sandbox" / "group_vars")
-        hosts = {
-            i["instance"]: {
-                "ansible_host": i["address"],
-                "ansible_port": i["port"],
-                "ansible_user": i["user"],
-                "ansible_ssh_private_key_file": i["identity_file"],
-                "ansible_ssh_common_args": "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null",
-            }
-            for i in instances
-        }
+        options = ["--persona", f"{GATEWAY}=none", *[f"--cap-add={s}=NET_ADMIN" for s in SPARKS]]
+        hosts = sandbox_up(prefix, (GATEWAY, *SPARKS), *options)
         inventory = {
             "sparks": {"hosts": {s: hosts[s] for s in SPARKS}},
             "gateways": {"hosts": {GATEWAY: hosts[GATEWAY]}, "vars": {"ds4_gateway_api_keys": [KEY]}},
         }
-        (self.inventory / "hosts.yml").write_text(json.dumps(inventory))
+        self.inventory = write_inventory(workdir, inventory)
         for container in (self.container(GATEWAY), f"{prefix}forge"):
             podman("cp", str(LOAD), f"{container}:/usr/local/bin/gateway_load.py")
 
@@ -90,16 +64,10 @@ class Sandbox:
 def playbook(sandbox: Sandbox, path: str, *args: str, expect: tuple[int, ...] = (0,)) -> tuple[float, str]:
     """Run a playbook: (wall seconds, output). An exit status other than `expect` stops the benchmark with
     the output's end, as its numbers would mean nothing."""
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
-    cmd = [
-        str(Path(sys.executable).parent / "ansible-playbook"),
-        "-i",
-        str(sandbox.inventory),
-        str(ROOT / path),
-    ]
+    cmd, env = playbook_command(sandbox.inventory, path, *args)
     started = time.monotonic()
     done = subprocess.run(
-        [*cmd, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False
+        cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False
     )
     output = done.stdout + done.stderr
     if done.returncode not in expect:

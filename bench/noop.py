@@ -26,18 +26,15 @@ site.yml run's output (with its slowest tasks) is kept in DIR.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import re
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-SANDBOX = ROOT / "tests" / "sandbox" / "sandbox.py"
+from sandbox_hosts import ROOT, log, playbook_command, podman, sandbox_down, sandbox_up, write_inventory
+
 HOST = "spark01"
 COPIES = 25
 ENV_FILE = "/etc/ds4/ds4.env"
@@ -61,39 +58,12 @@ COPY_TASK = """    - name: Keep file {i} in place
 """
 
 
-def log(msg: str) -> None:
-    print(f"bench: {msg}", file=sys.stderr, flush=True)
-
-
-def podman(*args: str, check: bool = True) -> str:
-    proc = subprocess.run(["podman", *args], capture_output=True, text=True, check=False)
-    if check and proc.returncode != 0:
-        raise SystemExit(f"bench: podman {' '.join(args[:3])} failed: {proc.stderr.strip()}")
-    return proc.stdout
-
-
 class Spark:
     """The sandbox's spark01 (and its forge), and an inventory that reaches it."""
 
     def __init__(self, prefix: str, workdir: Path):
         self.prefix = prefix
-        cmd = [sys.executable, str(SANDBOX), "--prefix", prefix, "up", "--json", "--hosts", HOST]
-        instances = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
-        # Its random ports, with the built-in sandbox's group_vars beside them.
-        self.inventory = workdir / "inventory"
-        self.inventory.mkdir()
-        (self.inventory / "group_vars").symlink_to(ROOT / "inventory" / "sandbox" / "group_vars")
-        hosts = {
-            i["instance"]: {
-                "ansible_host": i["address"],
-                "ansible_port": i["port"],
-                "ansible_user": i["user"],
-                "ansible_ssh_private_key_file": i["identity_file"],
-                "ansible_ssh_common_args": "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null",
-            }
-            for i in instances
-        }
-        (self.inventory / "hosts.yml").write_text(json.dumps({"sparks": {"hosts": hosts}}))
+        self.inventory = write_inventory(workdir, {"sparks": {"hosts": sandbox_up(prefix, (HOST,))}})
 
     def sh(self, script: str, check: bool = True) -> str:
         return podman("exec", f"{self.prefix}{HOST}", "sh", "-c", script, check=check)
@@ -102,19 +72,12 @@ class Spark:
         return self.sh("systemctl show -p InvocationID --value ds4.service").strip()
 
     def down(self) -> None:
-        subprocess.run([sys.executable, str(SANDBOX), "--prefix", self.prefix, "down"], check=False)
+        sandbox_down(self.prefix)
 
 
 def playbook(spark: Spark, path: Path, *args: str) -> tuple[float, str]:
     """Run a playbook; (wall seconds, output)."""
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
-    cmd = [
-        str(Path(sys.executable).parent / "ansible-playbook"),
-        "-i",
-        str(spark.inventory),
-        str(path),
-        *args,
-    ]
+    cmd, env = playbook_command(spark.inventory, path, *args)
     started = time.monotonic()
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT)
     return time.monotonic() - started, proc.stdout + proc.stderr
