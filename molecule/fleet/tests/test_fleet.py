@@ -20,11 +20,11 @@ import os
 import re
 import subprocess
 import threading
-import time
 from pathlib import Path
 
 import pytest
 import testinfra
+from waits import wait_for
 
 ROOT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 SCENARIO = Path(os.environ["MOLECULE_SCENARIO_DIRECTORY"])
@@ -238,14 +238,6 @@ HOLD_DIR = "/run/ds4-standin"  # where the stand-in engine looks for the file th
 DRAIN_AGENT = "ds4-fleet-drain"  # the User-Agent of the drain's reads (module_utils/ds4_drain.py)
 
 
-def wait_until(what, check, timeout):
-    """Poll `check` until it is true; fail naming `what` after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"gave up after {timeout} s waiting until {what}"
-        time.sleep(0.2)
-
-
 def holds(spark):
     """The stand-in engine's open holds: {name: {"reads": in-flight reads while held, "readers": the same
     per User-Agent, "requests": n}}."""
@@ -261,7 +253,7 @@ def held_request_on_canary(spark01, work, result):
     log = work / "lb.log"
     client = None
     try:
-        wait_until(
+        wait_for(
             "the canary leaves the load balancer",
             lambda: log.exists() and "spark01 out" in log.read_text(),
             600,
@@ -279,12 +271,12 @@ def held_request_on_canary(spark01, work, result):
              'http://127.0.0.1:8000/v1/chat/completions; date +%s.%N', "sh", body],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
-        wait_until("the canary's engine holds the request in flight", lambda: "canary" in holds(spark01), 300)
+        wait_for("the canary's engine holds the request in flight", lambda: "canary" in holds(spark01), 300)
         # The drain's own looks: the watchdog reads the same count on its timer, and its probe must not
         # be taken for the drain's.
         looked = holds(spark01)["canary"]["readers"].get(DRAIN_AGENT, 0)
         (work / "lb.gate").touch()
-        wait_until(
+        wait_for(
             "the drain has read the canary's requests in flight",
             lambda: holds(spark01)["canary"]["readers"].get(DRAIN_AGENT, 0) > looked,
             180,

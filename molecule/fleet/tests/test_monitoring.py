@@ -11,11 +11,11 @@ for no other.
 import json
 import os
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 import testinfra
+from waits import wait_for
 
 ROOT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 TESTS = Path(__file__).resolve().parent
@@ -36,16 +36,6 @@ def sparks():
 @pytest.fixture(scope="module")
 def work(tmp_path_factory):
     return tmp_path_factory.mktemp("monitoring")
-
-
-def wait_for(what, check, timeout, interval=1.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"gave up waiting {timeout} s for {what}"
-        time.sleep(interval)
 
 
 def generate(work, name, *extra):

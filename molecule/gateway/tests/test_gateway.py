@@ -24,11 +24,11 @@ import os
 import re
 import subprocess
 import threading
-import time
 from pathlib import Path
 
 import pytest
 import testinfra
+from waits import seconds_until, wait_for
 
 ROOT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 INVENTORY = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
@@ -125,15 +125,6 @@ def backend(hosts):
     return {
         r["svname"]: (r["status"], int(r["scur"] or 0)) for r in stat_rows(hosts) if r["svname"] in SPARKS
     }
-
-
-def wait_until(what, condition, timeout, interval=0.2):
-    """Seconds until condition() is true; fails naming `what` after `timeout` seconds."""
-    started = time.monotonic()
-    while not condition():
-        assert time.monotonic() - started < timeout, f"{what}: not within {timeout} s"
-        time.sleep(interval)
-    return time.monotonic() - started
 
 
 def start_load(*args):
@@ -292,18 +283,18 @@ def test_status_shows_each_spark_up_at_the_gateway(tmp_path):
 def test_a_spark_stopped_by_hand_is_taken_out_and_put_back_when_it_serves(hosts):
     client = start_load("--clients", "2", "--pause", "0.05")
     try:
-        wait_until(
+        wait_for(
             "the load reaching both Sparks", lambda: all(backend(hosts)[n][0] == "UP" for n in SPARKS), 30
         )
         hosts["spark01"].check_output("systemctl stop ds4.service")
         # Out after `fall` failed checks, one interval apart, and a check's own time.
-        out_after = wait_until(
+        out_after = seconds_until(
             "the gateway taking the stopped spark01 out",
             lambda: backend(hosts)["spark01"][0].startswith("DOWN"),
             CHECK_FALL * CHECK_INTERVAL + 10,
         )
         hosts["spark01"].check_output("systemctl start ds4.service")
-        back_after = wait_until(
+        back_after = seconds_until(
             "the gateway putting spark01 back",
             lambda: backend(hosts)["spark01"][0] == "UP",
             CHECK_INTERVAL + 30,
@@ -314,7 +305,7 @@ def test_a_spark_stopped_by_hand_is_taken_out_and_put_back_when_it_serves(hosts)
     print(f"spark01 out after {out_after:.1f} s, back {back_after:.1f} s after its start")
     # Back means sent requests again.
     before = requests_total(hosts["spark01"])
-    wait_until(
+    wait_for(
         "a request through the gateway reaching spark01",
         lambda: (
             curl("-H", f"Authorization: Bearer {KEY}")[0] == 200 and requests_total(hosts["spark01"]) > before
@@ -330,11 +321,11 @@ def test_a_gateway_restart_drops_the_fleet_no_longer_than_the_restart(hosts):
     client = start_load("--clients", "2", "--kind", "models", "--pause", "0.02", "--timeout", "10")
     try:
         start = served(hosts)
-        wait_until("the load reaching the Sparks", lambda: served(hosts) >= start + 20, 60)
+        wait_for("the load reaching the Sparks", lambda: served(hosts) >= start + 20, 60)
         restart = "date +%s.%N; systemctl restart haproxy; date +%s.%N"
         began, ended = (float(t) for t in hosts["gw01"].check_output(restart).split())
         # HAProxy counts from 0 again after its restart: requests of the load that went through since.
-        wait_until("the load reaching the Sparks after the restart", lambda: served(hosts) >= 20, 60)
+        wait_for("the load reaching the Sparks after the restart", lambda: served(hosts) >= 20, 60)
     finally:
         result = stop_load(client)
     failed = [r for r in result["requests"] if not r["ok"]]
@@ -411,7 +402,7 @@ def test_an_upgrade_through_the_gateway_drains_each_spark_and_loses_no_request(h
         runner.start()
         # The canary is switched and back in the operator's load balancer; at the gateway it is still in
         # maintenance, so the held request can only go to spark02.
-        wait_until(
+        wait_for(
             "the canary spark01 switched (the hook says it is back in the load balancer)",
             lambda: "spark01 in" in lb_log.read_text() or not runner.is_alive(),
             3600,
@@ -419,11 +410,11 @@ def test_an_upgrade_through_the_gateway_drains_each_spark_and_loses_no_request(h
         assert runner.is_alive(), upgrade["run"].stdout[-4000:]
         assert backend(hosts)["spark01"][0] == "MAINT"
         held = held_request("gateway")
-        wait_until("spark02's engine holding the request", lambda: "gateway" in holds(hosts["spark02"]), 120)
+        wait_for("spark02's engine holding the request", lambda: "gateway" in holds(hosts["spark02"]), 120)
         gate.touch()
 
         # spark02's turn: drained at the gateway, its held request still open.
-        wait_until(
+        wait_for(
             "the gateway draining spark02 with only its held request left",
             lambda: backend(hosts)["spark02"] == ("DRAIN", 1),
             600,
@@ -431,7 +422,7 @@ def test_an_upgrade_through_the_gateway_drains_each_spark_and_loses_no_request(h
         assert held.poll() is None, f"the held request ended before its release: {held.communicate()[0]}"
         count, took = requests_total(hosts["spark02"]), served_by(hosts, "spark01")
         # The load goes on, to spark01 alone: spark02 gets nothing new and stays out of maintenance.
-        wait_until("the load reaching spark01", lambda: served_by(hosts, "spark01") >= took + 5, 120)
+        wait_for("the load reaching spark01", lambda: served_by(hosts, "spark01") >= took + 5, 120)
         assert requests_total(hosts["spark02"]) == count
         assert backend(hosts)["spark02"] == ("DRAIN", 1)
         released = float(hosts["spark02"].check_output(f"date +%s.%N && touch {HOLD_DIR}/gateway"))

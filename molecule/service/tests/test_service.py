@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from waits import wait_for
 
 SCENARIO = Path(__file__).resolve().parents[1]
 RELEASE = "v0.6.5"
@@ -61,16 +62,6 @@ def show(host, unit, *props):
 
 def main_pid(host):
     return int(show(host, "ds4.service", "MainPID")["MainPID"])
-
-
-def wait_for(what, check, timeout=30.0, interval=0.5):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
-        time.sleep(interval)
 
 
 def answers(host):

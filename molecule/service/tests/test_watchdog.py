@@ -11,7 +11,8 @@ import json
 import re
 import time
 
-from test_service import API, DROPINS, answers, journal, main_pid, play, show, wait_for
+from test_service import API, DROPINS, answers, journal, main_pid, play, show
+from waits import wait_for
 
 INTERVAL, FAILURES, TIMEOUT, RESTART_SEC = 5, 3, 4, 1
 # The bound for the role's defaults, which this scenario's settings are well within.
