@@ -356,7 +356,7 @@ def test_a_request_a_spark_drops_unanswered_is_answered_by_another(hosts):
     engine = next(r["addr"] for r in stat_rows(hosts) if r["svname"] == "spark01")
     address = engine.rsplit(":", 1)[0]
     try:
-        wait_until(
+        wait_for(
             "the dropping stand-in listening", lambda: spark01.socket("tcp://0.0.0.0:8001").is_listening, 30
         )
         runtime(hosts, f"set server ds4_sparks/spark01 addr {address} port 8001")
