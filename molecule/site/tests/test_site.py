@@ -141,10 +141,15 @@ def test_a_drifted_file_and_a_changed_setting_are_found_and_fixed(host, spark01)
 
 
 def untouched(host):
-    """state() and every managed tree, its owners and modes, and the system directories a bad path names."""
+    """state(); every managed tree's files with their sizes, times, owners and modes, its directories with
+    their owners and modes; and the system directories a bad path names.
+
+    The watchdog's and the update check's state files are the running service's own, replaced on their
+    timers, not the run's; a directory's time moves whenever a file in it is replaced (theirs in
+    /var/lib/ds4), and the listing shows a file added or removed without it."""
     return state(host) + host.check_output(
-        # The watchdog's state is the running service's own, rewritten on its timer, not the run's.
-        "find /opt/ds4 /var/lib/ds4 /etc/ds4 ! -path /var/lib/ds4/watchdog.json "
+        "find /opt/ds4 /var/lib/ds4 /etc/ds4 -type d -printf '%p %u:%g %m\\n' "
+        "-o ! -path /var/lib/ds4/watchdog.json ! -path /var/lib/ds4/update-check.json "
         "-printf '%p %s %T@ %u:%g %m %l\\n' | sort; "
         "stat -c '%n %U:%G %a' / /tmp /usr /var/lib /etc /opt"
     )
