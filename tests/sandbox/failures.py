@@ -9,8 +9,8 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-# Lines of one failure's text that are printed: its assertion's message and the lines above it.
-TAIL = 6
+# Lines of a failure's message (the assertion's own message first) that are printed, at most.
+MESSAGE_LINES = 12
 
 
 def failures(report: Path) -> list[str]:
@@ -21,9 +21,10 @@ def failures(report: Path) -> list[str]:
                 continue
             word = "FAILED" if outcome.tag == "failure" else "ERROR"
             lines.append(f"{word} {case.get('classname')}::{case.get('name')}")
-            text = (outcome.text or outcome.get("message") or "").splitlines()
-            text = [line for line in text if line.strip()]
-            lines += [f"    {line[:300]}" for line in text[-TAIL:]]
+            message = [line for line in (outcome.get("message") or "").splitlines() if line.strip()]
+            # The text's last line says where: "tests/test_x.py:12: AssertionError".
+            where = [line for line in (outcome.text or "").splitlines() if line.strip()][-1:]
+            lines += [f"    {line[:300]}" for line in message[:MESSAGE_LINES] + where]
     return lines
 
 

@@ -4,6 +4,7 @@ site.yml` is a run whose exit status and message are asserted, so that an expect
 test of v0.6.6) fails the scenario only when the expectation is wrong.
 """
 
+import difflib
 import json
 import os
 import shutil
@@ -155,6 +156,14 @@ def untouched(host):
     )
 
 
+def assert_untouched(host, before):
+    after = untouched(host)
+    # Only the lines that differ: pytest would cut the whole listing short before them.
+    assert after == before, "\n".join(
+        difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
+    )
+
+
 # The variables of the roles site.yml runs, by rounds: round k gives each its k-th bad value at once.
 SITE_ROLES = ["ds4_preflight", "ds4_engine", "ds4_weights", "ds4_service", "ds4_activate"]
 SITE_BAD = {n: BAD[n] for n in options_of(SITE_ROLES)}
@@ -206,7 +215,7 @@ def test_every_bad_setting_is_refused_by_name_before_anything_changes(host, spar
     refused = refusals(out)
     named = {message.split(" ")[0].split("[")[0].split("=")[0] for message in refused}
     assert sorted(set(bad) - named) == [], refused
-    assert untouched(host) == before
+    assert_untouched(host, before)
 
 
 SECRET = "sk-live-Quux0ZPb9"
@@ -228,7 +237,7 @@ def test_a_secret_is_shown_at_no_verbosity_nor_in_a_diff(host, spark01):
     rc, out = site(spark01, "-vvv", "-e", json.dumps({"ds4_extra_env": {"OPENAI_API_KEY": SECRET + "\n"}}))
     assert rc != 0 and "ds4_extra_env value of OPENAI_API_KEY must not contain control characters" in out
     assert SECRET not in out
-    assert untouched(host) == before
+    assert_untouched(host, before)
 
 
 LOCK = "/run/ds4-fleet.lock"
@@ -257,7 +266,7 @@ def test_a_run_on_a_spark_another_run_holds_waits_then_refuses_naming_it(host, s
             f"another ds4-fleet run holds this Spark: carol on {socket.gethostname()} (pid {other.pid}, "
             "Provision the ds4 engine on each Spark, since 2026-12-01 09:00:00 UTC); waited 3 s" in flat
         ), out
-        assert untouched(host) == before
+        assert_untouched(host, before)
     finally:
         other.kill()
         other.wait()
