@@ -152,6 +152,11 @@ def served_by(hosts, name):
     return next(int(r["stot"] or 0) for r in stat_rows(hosts) if r["svname"] == name)
 
 
+def address_of(hosts, name):
+    """A Spark's address and port as the gateway reaches it."""
+    return next(r["addr"] for r in stat_rows(hosts) if r["svname"] == name)
+
+
 def backend(hosts):
     """name -> (status, current sessions), read from the runtime API."""
     return {
@@ -353,7 +358,7 @@ def test_a_request_a_spark_drops_unanswered_is_answered_by_another(hosts):
     points for a while to a stand-in that passes the health check and drops every request."""
     spark01 = hosts["spark01"]
     spark01.check_output("systemd-run --unit ds4-test-dropping python3 -c %s", DROPPING_SPARK)
-    engine = next(r["addr"] for r in stat_rows(hosts) if r["svname"] == "spark01")
+    engine = address_of(hosts, "spark01")
     address = engine.rsplit(":", 1)[0]
     try:
         wait_for(
@@ -365,7 +370,7 @@ def test_a_request_a_spark_drops_unanswered_is_answered_by_another(hosts):
     finally:
         runtime(hosts, f"set server ds4_sparks/spark01 addr {address} port 8000")
         spark01.run("systemctl stop ds4-test-dropping")
-    assert next(r["addr"] for r in stat_rows(hosts) if r["svname"] == "spark01") == engine
+    assert address_of(hosts, "spark01") == engine
     # Some went to the dropping Spark first: without them the test would prove nothing.
     assert dropped >= 1
     for answer in answers:
