@@ -5,9 +5,12 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 export PATH := $(abspath $(BIN)):$(PATH)
 export ANSIBLE_CONFIG := $(abspath ansible.cfg)
-# Molecule scenarios run one after another: container names are global on the machine, so each also
-# takes a lock of its own name, which keeps two checkouts on one machine from running it at once.
-SCENARIOS ?= $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
+# Every Molecule scenario; the longest start first, so that two side by side end near the same time.
+ALL_SCENARIOS := $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
+LONGEST_FIRST := $(filter $(ALL_SCENARIOS),fleet site service weights perf gateway)
+SCENARIOS ?= $(LONGEST_FIRST) $(filter-out $(LONGEST_FIRST),$(ALL_SCENARIOS))
+# Scenarios side by side: each waits mostly on its hosts, so two use a 2-core machine's time well.
+MOLECULE_JOBS ?= 2
 
 .PHONY: setup host demo sandbox-up sandbox-down test lint unit sanity molecule clean
 
@@ -70,18 +73,8 @@ sanity: setup
 	  cd "$$dir/ansible_collections/ds4/fleet" && \
 	  $(abspath $(BIN))/ansible-test sanity --venv --python $(SANITY_PYTHON) $(SANITY_ARGS)
 
-# CI shows only the last lines of the output: after a failed scenario, its failed tests are printed again.
+# Scenarios side by side, each logged to .sandbox/molecule/<scenario>.log (tests/sandbox/scenarios.py):
+# CI shows only the last lines of the output, so after a failure its failed tests are printed last.
 molecule: setup host
-	@set -e; mkdir -p .sandbox/verify; for s in $(SCENARIOS); do echo "== molecule test -s $$s"; \
-	  rm -f .sandbox/verify/$$s.xml; \
-	  PYTEST_ADDOPTS="--junitxml=$(abspath .sandbox/verify)/$$s.xml" \
-	    flock /tmp/ds4-mol-$$s.lock $(BIN)/molecule test -s $$s \
-	    || { $(PY) tests/sandbox/failures.py .sandbox/verify/$$s.xml; exit 1; }; done
-
-# Everything the sandbox left on this machine: containers, networks, images, state, the virtualenv.
-clean: sandbox-down
-	for n in $$(podman network ls --format '{{.Name}}' | grep '^mol-.*-net$$'); do \
-	  $(PY) tests/sandbox/sandbox.py --prefix "$${n%net}" down; done
-	podman images --format '{{.Repository}}:{{.Tag}}' | grep -E '^localhost/ds4-(sandbox-spark|ee-base|fleet-ee):' \
-	  | xargs -r podman rmi
-	rm -rf $(VENV) .sandbox
+	$(PY) tests/sandbox/scenarios.py --jobs $(MOLECULE_JOBS) --logs .sandbox/molecule \
+	  --reports .sandbox/verify $(SCENARIOS)

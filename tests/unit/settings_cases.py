@@ -1,7 +1,9 @@
 """Values every public variable of the ds4 roles must refuse: an operator's typos and a hostile file's.
 
-Shared by the unit tests (tests/unit/plugins/module_utils/test_ds4_settings.py) and the site scenario,
-which gives them to site.yml on a serving sandbox Spark and asserts that nothing on it changed.
+Shared by the unit tests (tests/unit/plugins/module_utils/test_ds4_settings.py, and
+tests/unit/plugins/action/test_ds4_settings_check.py, which gives every round below to the action in a
+playbook) and the site scenario, which gives the first round to site.yml on a serving sandbox Spark and
+asserts that nothing on it changed.
 """
 
 from __future__ import annotations
@@ -253,3 +255,35 @@ BAD = {
     "ds4_upgrade_summary_json": ["summary.json", "/tmp/../s.json", "/tmp/s.json\n"],
     "ds4_status_json": ["status.json", "/tmp/s json", "/tmp/s.json\n"],
 }
+
+
+# The variables of the roles site.yml checks, by rounds: round k gives each its k-th bad value at once.
+SITE_ROLES = ["ds4_preflight", "ds4_engine", "ds4_weights", "ds4_service", "ds4_activate"]
+# Variables judged together (a catalog against its generation; the start limit against the restarts) take
+# their bad values in rounds of their own: one bad value must not hide another's refusal.
+TOGETHER = [
+    ("ds4_model_generation", "ds4_speculation", "ds4_model_catalog"),
+    ("ds4_restart_sec", "ds4_start_limit_burst", "ds4_start_limit_interval"),
+    ("ds4_watchdog_interval", "ds4_watchdog_timeout"),
+]
+
+
+def site_rounds():
+    """[{variable: its bad value}] for each round, every bad value of the site roles' variables in one."""
+    bad = {name: BAD[name] for name in options_of(SITE_ROLES)}
+    first = {}
+    for group in TOGETHER:
+        start = 0
+        for member in group:
+            first[member] = start
+            start += len(bad[member])
+    count = max(first.get(name, 0) + len(values) for name, values in bad.items())
+    rounds = []
+    for round_ in range(count):
+        values = {}
+        for name, candidates in bad.items():
+            index = round_ - first.get(name, 0)
+            if 0 <= index < len(candidates):
+                values[name] = candidates[index]
+        rounds.append(values)
+    return rounds

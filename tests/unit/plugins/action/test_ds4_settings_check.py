@@ -6,6 +6,8 @@ import os
 import subprocess
 from pathlib import Path
 
+from settings_cases import SITE_ROLES, site_rounds
+
 ROOT = Path(__file__).resolve().parents[4]
 SECRET = "a-secret-with-a space"
 PLAYBOOK = """
@@ -73,3 +75,38 @@ def test_usable_gateway_settings_pass(tmp_path):
     )
     assert rc == 0 and not result.get("failed"), result
     assert "ds4_gateway_api_keys" in result["checked"]
+
+
+def test_every_round_of_bad_site_settings_is_refused_by_name(tmp_path):
+    """Each round of tests/unit/settings_cases.py, as the site playbook's first task is given it: a play
+    per round, the values typed as -e would give them (a JSON file), every one named in the refusal."""
+    rounds = site_rounds()
+    plays = []
+    for number, values in enumerate(rounds):
+        (tmp_path / f"round-{number}.json").write_text(json.dumps(values))
+        plays.append(
+            {
+                "name": f"Round {number}",
+                "hosts": "localhost",
+                "gather_facts": False,
+                "vars_files": [f"round-{number}.json"],
+                "tasks": [
+                    {
+                        "name": "Refuse any setting of the site roles that cannot be used",
+                        "ds4.fleet.ds4_settings_check": {"roles": SITE_ROLES},
+                        "ignore_errors": True,
+                    }
+                ],
+            }
+        )
+    (tmp_path / "rounds.yml").write_text(json.dumps(plays))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="json")
+    env.pop("ANSIBLE_CALLBACKS_ENABLED", None)
+    command = ["ansible-playbook", "-i", "localhost,", "-c", "local", "rounds.yml"]
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
+    report = json.loads(done.stdout)["plays"]
+    assert len(rounds) > 10 and len(report) == len(rounds), done.stdout[-3000:]
+    for number, (values, play) in enumerate(zip(rounds, report, strict=True)):
+        result = play["tasks"][0]["hosts"]["localhost"]
+        named = {message.split(" ")[0].split("[")[0].split("=")[0] for message in result.get("refused", [])}
+        assert result.get("failed") and sorted(set(values) - named) == [], (number, result)
