@@ -23,6 +23,7 @@ import yaml
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible_collections.ds4.fleet.plugins.module_utils import ds4_settings
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_applied import fingerprint
 
 try:  # ansible-core 2.19 templates only strings marked as trusted; before it, every string.
     from ansible.template import trust_as_template
@@ -109,7 +110,9 @@ class ActionModule(ActionBase):
         sparks = self._task.args.get("gateway_sparks")
         if sparks is not None:
             refused += self._gateway_problems(values, sparks, task_vars)
-        result.update(changed=False, checked=sorted(options))
+        # The run's inputs in one digest: a Spark recorded with it, and as recorded, has nothing to do.
+        inputs = fingerprint(values, os.path.normpath(os.path.join(ROLES_DIR, os.pardir)))
+        result.update(changed=False, checked=sorted(options), fingerprint=inputs)
         if refused:
             result.update(failed=True, refused=refused, msg="; ".join(refused))
         else:

@@ -193,6 +193,7 @@ BAD = {
     "ds4_update_check_on_calendar": ["", "daily\n", "daily;id", "$daily"],
     "ds4_update_check_randomized_delay": ["", "1h\n", "soon", "-1h"],
     "ds4_take_over_installer": ["maybe", []],
+    "ds4_skip_when_unchanged": ["yes please", [], 2],
     "ds4_service_launch": ["maybe", []],
     "ds4_watchdog": ["maybe", []],
     "ds4_watchdog_interval": [0, *WHOLE],

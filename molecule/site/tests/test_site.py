@@ -113,32 +113,60 @@ def test_a_check_mode_upgrade_changes_nothing(host, name):
     assert state(host) == before
 
 
+NOTHING_TO_CHANGE = "Nothing to change: the Spark is as the last finished run left it"
+
+
 def test_a_second_run_changes_nothing_and_restarts_nothing(host, name):
     pid = host.check_output("systemctl show ds4 -p ExecMainPID --value")
     rc, out = site(name)
     assert rc == 0, out
     assert changed(out, name) == 0, out
+    assert NOTHING_TO_CHANGE in out, "a converged Spark's run ends early"
     assert host.check_output("systemctl show ds4 -p ExecMainPID --value") == pid
 
 
-def test_a_drifted_file_and_a_changed_setting_are_found_and_fixed(host, spark01):
-    """However fast a run with nothing to do, it still looks: a line added to the engine's environment
-    file is taken out again (and the engine restarts on the file as written), a changed setting reaches
-    its file, and the setting put back puts the file back."""
-    dropin = "/etc/systemd/system/ds4.service.d/00-ds4-fleet-supervision.conf"
+def test_a_drifted_file_is_found_and_fixed_with_the_same_settings(host, spark01):
+    """However short a run with nothing to do, it still looks: a line added to the engine's environment
+    file is taken out again, and the engine restarts on the file as written."""
     pid = host.check_output("systemctl show ds4 -p ExecMainPID --value")
     host.check_output("echo DS4_DRIFTED=1 >> /etc/ds4/ds4.env")
-    rc, out = site(spark01, "-e", "ds4_restart_sec=31")
+    rc, out = site(spark01)
     assert rc == 0, out
+    assert "The whole run follows: file /etc/ds4/ds4.env changed since the last finished run" in out, out
     assert changed(out, spark01) > 0, out
     assert "DS4_DRIFTED" not in host.file("/etc/ds4/ds4.env").content_string
-    assert "RestartSec=31" in host.file(dropin).content_string
     assert host.check_output("systemctl show ds4 -p ExecMainPID --value") != pid
     assert "Paris" in answer(host)
+    rc, out = site(spark01)
+    assert rc == 0 and changed(out, spark01) == 0 and NOTHING_TO_CHANGE in out, out
+
+
+def test_a_stopped_engine_is_found_and_started(host, spark01):
+    host.check_output("systemctl stop ds4")
+    rc, out = site(spark01)
+    assert rc == 0, out
+    assert "The whole run follows: unit ds4.service changed since the last finished run" in out, out
+    assert host.service("ds4").is_running and "Paris" in answer(host)
+
+
+def test_a_changed_setting_reaches_its_file_and_back(host, spark01):
+    dropin = "/etc/systemd/system/ds4.service.d/00-ds4-fleet-supervision.conf"
+    rc, out = site(spark01, "-e", "ds4_restart_sec=31")
+    assert rc == 0, out
+    assert "The whole run follows: the settings or the collection differ" in out, out
+    assert changed(out, spark01) > 0, out
+    assert "RestartSec=31" in host.file(dropin).content_string
     rc, out = site(spark01)
     assert rc == 0, out
     assert changed(out, spark01) > 0, out
     assert "RestartSec=31" not in host.file(dropin).content_string
+
+
+def test_with_skipping_turned_off_every_task_runs_and_changes_nothing(host, spark01):
+    rc, out = site(spark01, "-e", "ds4_skip_when_unchanged=false")
+    assert rc == 0, out
+    assert changed(out, spark01) == 0 and NOTHING_TO_CHANGE not in out, out
+    assert "TASK [ds4_preflight : " in out and "TASK [ds4_activate : " in out, out
 
 
 def untouched(host):

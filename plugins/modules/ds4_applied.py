@@ -1,0 +1,157 @@
+#!/usr/bin/python
+"""Compare a Spark with the last finished run's record, or record this run (module_utils/ds4_applied.py)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: ds4_applied
+short_description: Say whether a Spark is still as the last finished ds4-fleet run left it
+description:
+  - With O(state=checked), compares the Spark with the record of the last run that finished, which holds
+    when O(fingerprint) is the same, every path and unit is as it was, so is the service user, and the
+    engine answers.
+    Returns C(converged) and, when not, the first difference in words; a record that no longer holds is
+    removed, so that the whole run that follows writes a new one only if it finishes.
+  - With O(state=recorded), records O(fingerprint) and the state of the paths, units and user now.
+  - Files up to 16 MiB are compared by content, larger ones (weights, the engine) by size, time and inode.
+  - The record lives in a directory of root's alone; it is never read or written through a link.
+  - The record is the run's bookkeeping, not a change of the Spark, and never reports C(changed). In check
+    mode nothing is written or removed.
+version_added: 0.2.0
+options:
+  state:
+    description: C(checked) to compare with the record, C(recorded) to record this run.
+    type: str
+    choices: [checked, recorded]
+    default: checked
+  path:
+    description: The record file.
+    type: path
+    default: /var/lib/ds4-fleet/applied.json
+  fingerprint:
+    description: The run's inputs, as the action ds4_settings_check returns them (C(fingerprint)).
+    type: str
+    required: true
+  paths:
+    description: Files, links and directories (globs allowed) whose state is recorded; a directory's alone.
+    type: list
+    elements: path
+    default: []
+  trees:
+    description: Directories recorded with everything below them.
+    type: list
+    elements: path
+    default: []
+  skip:
+    description: Names left out below O(trees) (files the service itself rewrites).
+    type: list
+    elements: str
+    default: []
+  units:
+    description: Units whose unit-file state and active state are recorded.
+    type: list
+    elements: str
+    default: []
+  user:
+    description: The service user, whose ids, home and shell are recorded.
+    type: str
+    default: ds4
+extends_documentation_fragment:
+  - ds4.fleet.module
+  - ds4.fleet.engine
+"""
+
+EXAMPLES = r"""
+- name: Find out whether this Spark is as the last finished run left it
+  ds4.fleet.ds4_applied:
+    fingerprint: "{{ __ds4_settings.fingerprint }}"
+    paths: [/etc/logrotate.d/ds4]
+    trees: [/etc/ds4]
+    units: [ds4.service]
+  register: __ds4_applied
+"""
+
+RETURN = r"""
+converged:
+  description: Whether the Spark is as the recorded run left it and the engine answers (O(state=checked)).
+  returned: always
+  type: bool
+reason:
+  description: The first difference found, in words; null when converged.
+  returned: always
+  type: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_applied import (  # noqa: E402
+    AppliedError,
+    difference,
+    parse_unit_states,
+    read_record,
+    remove_record,
+    snapshot,
+    user_state,
+    write_record,
+)
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_drain import (  # noqa: E402
+    AGENT_STATUS,
+    EngineUnreachable,
+    ProbeError,
+    engine_url,
+    read_stats,
+)
+
+
+def unit_states(module, units):
+    """{unit: [unit-file state, active state]}, as systemctl shows them, in one call."""
+    if not units:
+        return {}
+    command = ["systemctl", "show", "--property=UnitFileState,ActiveState", "--", *units]
+    rc, out, err = module.run_command(command)
+    if rc != 0:
+        module.fail_json(msg=f"systemctl show failed: {err.strip()}")
+    try:
+        return parse_unit_states(units, out)
+    except AppliedError as exc:
+        module.fail_json(msg=str(exc))
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "state": {"type": "str", "choices": ["checked", "recorded"], "default": "checked"},
+            "path": {"type": "path", "default": "/var/lib/ds4-fleet/applied.json"},
+            "fingerprint": {"type": "str", "required": True},
+            "paths": {"type": "list", "elements": "path", "default": []},
+            "trees": {"type": "list", "elements": "path", "default": []},
+            "skip": {"type": "list", "elements": "str", "default": []},
+            "units": {"type": "list", "elements": "str", "default": []},
+            "user": {"type": "str", "default": "ds4"},
+            "host": {"type": "str", "default": "127.0.0.1"},
+            "port": {"type": "int", "default": 8000},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    now = snapshot(p["paths"], p["trees"], p["skip"], unit_states(module, p["units"]))
+    now["user"] = user_state(p["user"])
+    try:
+        if p["state"] == "recorded":
+            if not module.check_mode:
+                write_record(p["path"], p["fingerprint"], now)
+            module.exit_json(changed=False, converged=True, reason=None)
+        reason = difference(read_record(p["path"]), p["fingerprint"], now)
+        if reason is None:
+            try:
+                read_stats(engine_url(p["host"], p["port"]), agent=AGENT_STATUS)
+            except (EngineUnreachable, ProbeError) as exc:
+                reason = f"the engine does not answer: {exc}"
+        if reason is not None and not module.check_mode:
+            remove_record(p["path"])
+    except AppliedError as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(changed=False, converged=reason is None, reason=reason)
+
+
+if __name__ == "__main__":
+    main()
