@@ -22,6 +22,8 @@ import os
 import pwd
 import stat
 
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import read_text
+
 # Files larger than this are compared by size, time and inode, not read.
 HASH_LIMIT = 16 * 1024 * 1024
 RECORD_VERSION = 1
@@ -156,17 +158,14 @@ def difference(record, fingerprint, now):
 def read_record(path):
     """The record, or None when there is none; never through a link."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
+        text = read_text(path)
     except OSError as exc:
         raise AppliedError(f"cannot read the run record {path}: {exc.strerror}") from exc
-    with os.fdopen(fd, encoding="utf-8") as handle:
-        try:
-            return json.load(handle)
-        except ValueError:
-            # A record cut short is no record: the whole run follows and writes a new one.
-            return None
+    try:
+        return json.loads(text) if text is not None else None
+    except ValueError:
+        # A record cut short is no record: the whole run follows and writes a new one.
+        return None
 
 
 def _private_dir(directory):

@@ -19,6 +19,8 @@ import contextlib
 import json
 import os
 
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import read_text
+
 FIELDS = ("controller", "pid", "user", "playbook", "since")
 
 
@@ -42,13 +44,11 @@ def same(a, b):
 def read(path):
     """The holder recorded at PATH, or None when there is no lock."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
+        text = read_text(path)
     except OSError as exc:
         raise LockError(f"{path} is not a lock file this run can read (a link?): {exc}") from exc
-    with os.fdopen(fd, encoding="utf-8") as handle:
-        text = handle.read()
+    if text is None:
+        return None
     try:
         holder = json.loads(text)
     except ValueError:
