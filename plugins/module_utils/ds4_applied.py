@@ -90,18 +90,18 @@ def _expand(pattern):
     return [pattern]
 
 
-def _walk(root, skip):
-    """Every path below a directory, not following links, leaving out the names in `skip`."""
+def _walk(root):
+    """Every path below a directory, not following links."""
     found = []
     for directory, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in skip)
-        found += [os.path.join(directory, name) for name in sorted(dirs + files) if name not in skip]
+        dirs.sort()
+        found += [os.path.join(directory, name) for name in sorted(dirs + files)]
     return found
 
 
-def snapshot(paths, trees=(), skip=(), units=None):
-    """{path: state} for each of `paths` (globs allowed) and everything below each of `trees` (but the
-    names in `skip`), and {unit: state} from `units` ({unit: (enabled, active)} as systemctl says)."""
+def snapshot(paths, trees=(), units=None):
+    """{path: state} for each of `paths` (globs allowed) and everything below each of `trees`, and
+    {unit: state} from `units` ({unit: (enabled, active)} as systemctl says)."""
     files = {}
     for pattern in [*paths, *trees]:
         for path in _expand(pattern):
@@ -109,7 +109,7 @@ def snapshot(paths, trees=(), skip=(), units=None):
     for root in trees:
         for pattern in _expand(root):
             if files.get(pattern, {}).get("dir"):
-                for path in _walk(pattern, set(skip)):
+                for path in _walk(pattern):
                     files[path] = _entry(path)
     return {"files": files, "units": dict(units or {})}
 

@@ -42,11 +42,6 @@ options:
     type: list
     elements: path
     default: []
-  skip:
-    description: Names left out below O(trees) (files the service itself rewrites).
-    type: list
-    elements: str
-    default: []
   units:
     description: Units whose unit-file state and active state are recorded.
     type: list
@@ -124,7 +119,6 @@ def main():
             "fingerprint": {"type": "str", "required": True},
             "paths": {"type": "list", "elements": "path", "default": []},
             "trees": {"type": "list", "elements": "path", "default": []},
-            "skip": {"type": "list", "elements": "str", "default": []},
             "units": {"type": "list", "elements": "str", "default": []},
             "user": {"type": "str", "default": "ds4"},
             "host": {"type": "str", "default": "127.0.0.1"},
@@ -133,7 +127,7 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    now = snapshot(p["paths"], p["trees"], p["skip"], unit_states(module, p["units"]))
+    now = snapshot(p["paths"], p["trees"], unit_states(module, p["units"]))
     now["user"] = user_state(p["user"])
     try:
         if p["state"] == "recorded":

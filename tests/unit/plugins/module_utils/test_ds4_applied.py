@@ -29,7 +29,6 @@ def tree(tmp_path):
     """A small managed layout: a config tree, a release with a link to it, a weight file."""
     (tmp_path / "etc").mkdir()
     (tmp_path / "etc" / "ds4.env").write_text("DS4_CTX=524288\n")
-    (tmp_path / "etc" / "watchdog.json").write_text("{}")
     (tmp_path / "releases" / "v0.6.5").mkdir(parents=True)
     (tmp_path / "releases" / "v0.6.5" / "ds4-server").write_bytes(b"\x7fELF" * 100)
     os.symlink(tmp_path / "releases" / "v0.6.5", tmp_path / "current")
@@ -42,7 +41,6 @@ def state_of(tree):
     return snapshot(
         [str(tree / "current"), str(tree / "releases" / "*"), str(tree / "gguf" / "*"), str(tree / "gone")],
         trees=[str(tree / "etc")],
-        skip=["watchdog.json"],
         units={"ds4.service": ["enabled", "active"]},
     )
 
@@ -54,7 +52,6 @@ def test_a_snapshot_holds_links_directories_contents_and_what_is_missing(tree):
     env = files[str(tree / "etc" / "ds4.env")]
     assert env["size"] == 15 and len(env["sha256"]) == 64
     assert files[str(tree / "gone")] == {"missing": True}
-    assert str(tree / "etc" / "watchdog.json") not in files, "a file the service rewrites is left out"
 
 
 def test_a_large_file_is_compared_by_size_time_and_inode_not_read(tree, monkeypatch):
@@ -84,12 +81,6 @@ def test_a_drifted_path_is_named(tree, drift, reason):
     drift(tree)
     expected = reason.format(t=tree) + " changed since the last finished run"
     assert difference(record, "f1", state_of(tree)) == expected
-
-
-def test_the_service_files_own_rewrites_are_no_drift(tree):
-    record = {"version": ds4_applied.RECORD_VERSION, "fingerprint": "f1", "state": state_of(tree)}
-    (tree / "etc" / "watchdog.json").write_text('{"probes": 3}')
-    assert difference(record, "f1", state_of(tree)) is None
 
 
 def test_other_inputs_a_stopped_unit_a_changed_user_or_no_record_take_the_whole_run(tree):
