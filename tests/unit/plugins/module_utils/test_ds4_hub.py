@@ -257,28 +257,51 @@ def test_the_catalog_must_agree_with_the_hub(hub, hub_files, tmp_path):
         hub_file(hub, hub_files, MTP, tmp_path, expected_size=5).ensure()
 
 
-def test_progress_is_written_during_a_slow_fetch(hub, hub_files, tmp_path):
+def wait_for_record(progress, worker, wanted, what):
+    """The first progress record that `wanted` accepts, read while the fetch runs (60 s: a hang guard)."""
+    deadline = time.monotonic() + 60
+    while True:
+        assert worker.is_alive(), f"the fetch ended before {what}"
+        if progress.exists():
+            record = json.loads(progress.read_text())
+            if wanted(record):
+                return record
+        assert time.monotonic() < deadline, f"no progress record of {what}"
+        time.sleep(0.02)
+
+
+def test_progress_is_written_during_a_fetch_and_again_while_it_waits(hub, hub_files, tmp_path):
     size = hub_files[MTP]["size"]
-    hub.set_fault(MTP, throttle_bps=size // 2)  # about two seconds
+    half = size // 2
+    # One connection; the hub sends half the file, then holds the transfer until the test releases it: the
+    # fetch stays midway for as long as the test looks, however fast or loaded the machine (the read
+    # timeout is only a hang guard).
+    hub.set_fault(MTP, hold_after=half)
     progress = tmp_path / "p.json"
-    fetch = hub_file(hub, hub_files, MTP, tmp_path, progress_path=str(progress), progress_interval=0.1)
+    fetch = hub_file(
+        hub, hub_files, MTP, tmp_path, connections=1, progress_path=str(progress), progress_interval=0.1,
+        timeout=3600,
+    )  # fmt: skip
     worker = threading.Thread(target=fetch.ensure)
     worker.start()
-    seen = []
-    while worker.is_alive():
-        if progress.exists():
-            seen.append(json.loads(progress.read_text()))
-        time.sleep(0.05)
-    worker.join()
-    midway = [p for p in seen if p["state"] == "fetching" and 0 < p["bytes_done"] < size]
-    # Progress is written during the fetch, not only at its end: records of two different points of it.
-    # (How many a sampler catches depends on the machine's load, so no count beyond that is asserted.)
-    assert len({p["bytes_done"] for p in midway}) >= 2, seen
-    for p in midway:
-        assert p["total"] == size and p["rate_bps"] > 0 and p["file"] == MTP, p
-        # The time left is what remains at the rate so far; near the end it rounds to 0.0.
-        assert abs(p["eta_s"] - (size - p["bytes_done"]) / p["rate_bps"]) <= 0.1, p
+    try:
+        midway = wait_for_record(
+            progress, worker, lambda p: p["state"] == "fetching" and p["bytes_done"] == half, "half the file"
+        )
+        # Not only when bytes arrive or the state changes: a stalled transfer is seen to be stalled.
+        later = wait_for_record(
+            progress, worker, lambda p: p["updated"] > midway["updated"], "a later record while it waits"
+        )
+    finally:
+        hub.release(MTP)
+        worker.join()
+    for p in (midway, later):
+        assert (p["state"], p["bytes_done"], p["total"], p["file"]) == ("fetching", half, size, MTP), p
+        # The time left is what remains at the rate so far.
+        assert p["rate_bps"] > 0 and abs(p["eta_s"] - (size - half) / p["rate_bps"]) <= 0.1, p
+    assert later["elapsed_s"] >= midway["elapsed_s"] and later["rate_bps"] <= midway["rate_bps"], later
     assert json.loads(progress.read_text())["state"] == "done"
+    assert sha256_of(tmp_path / MTP) == hub_files[MTP]["sha256"]
 
 
 class _Urllib3v1Body:
@@ -297,7 +320,7 @@ class _Urllib3v1Body:
         return getattr(self._raw, name)
 
 
-def test_a_body_without_read1_is_read_in_growing_blocks_and_still_resumes(hub, hub_files, tmp_path):
+def test_a_body_without_read1_is_read_from_small_blocks_and_still_resumes(hub, hub_files, tmp_path):
     want = hub_files[BASE]
     hub.set_fault(BASE, cut_after=want["size"] // 2)
     reads = []
@@ -307,30 +330,39 @@ def test_a_body_without_read1_is_read_in_growing_blocks_and_still_resumes(hub, h
     assert result["action"] == "fetched" and result["attempts"] == 3
     assert result["bytes_fetched"] == want["size"]
     assert sha256_of(tmp_path / BASE) == want["sha256"]
-    # Small first, larger while the loopback keeps up.
-    assert reads[0] == ds4_hub_transfer.READ_MIN and max(reads) > ds4_hub_transfer.READ_MIN
+    assert reads[0] == ds4_hub_transfer.READ_MIN, "small first (how it grows: test_ds4_hub_transfer.py)"
 
 
-def test_a_body_without_read1_still_reports_progress_on_a_slow_link(hub, hub_files, tmp_path):
+def test_a_body_without_read1_still_reports_progress_while_a_read_waits(hub, hub_files, tmp_path):
     size = hub_files[BASE]["size"]
-    hub.set_fault(BASE, throttle_bps=size // 2)  # about two seconds
+    half = size // 2
+    # The hub holds the transfer at half the file: the fetch's read(n) waits there with part of its n
+    # bytes, until the test releases it (the read timeout is only a hang guard).
+    hub.set_fault(BASE, hold_after=half)
     session = new_session()
     session.hooks["response"].append(lambda r, *a, **kw: setattr(r, "raw", _Urllib3v1Body(r.raw, [])))
     progress = tmp_path / "p.json"
     fetch = hub_file(
-        hub, hub_files, BASE, tmp_path, progress_path=str(progress), progress_interval=0.1, session=session
-    )
+        hub, hub_files, BASE, tmp_path, connections=1, progress_path=str(progress), progress_interval=0.1,
+        session=session, timeout=3600,
+    )  # fmt: skip
     worker = threading.Thread(target=fetch.ensure)
     worker.start()
-    seen = set()
-    while worker.is_alive():
-        if progress.exists():
-            p = json.loads(progress.read_text())
-            if p["state"] == "fetching" and 0 < p["bytes_done"] < size:
-                seen.add(p["bytes_done"])
-        time.sleep(0.05)
-    worker.join()
-    assert len(seen) >= 2, "progress moves while a blocking read(n) waits on a slow link"
+    try:
+        deadline = time.monotonic() + 60  # a hang guard
+        while hub.holds()[BASE]["waiting"] == 0:
+            assert worker.is_alive() and time.monotonic() < deadline, "the transfer never reached its hold"
+            time.sleep(0.02)
+        held_since = time.time()
+        waiting = wait_for_record(
+            progress, worker, lambda p: p["updated"] > held_since, "a record while the read waits"
+        )
+    finally:
+        hub.release(BASE)
+        worker.join()
+    assert waiting["state"] == "fetching" and 0 < waiting["bytes_done"] <= half, waiting
+    assert json.loads(progress.read_text())["state"] == "done"
+    assert sha256_of(tmp_path / BASE) == hub_files[BASE]["sha256"]
 
 
 def test_a_server_that_ignores_the_range_is_taken_from_byte_0(hub, hub_files, tmp_path):

@@ -271,3 +271,34 @@ def test_progress_lines_carry_bytes_rate_time_left_and_connections(hub, hub_file
     assert (midway["connections"], midway["total"]) == (4, size)
     assert midway["rate_bps"] > 0 and midway["eta_s"] is not None, midway
     assert Path(progress).exists() and json.loads(progress.read_text())["state"] == "done"
+
+
+class _TimedBody:
+    """A body with only a blocking read(n), each read taking the next of `seconds` on a clock that moves
+    only when it reads: how the block size follows the link, tested without a link or waiting."""
+
+    def __init__(self, seconds):
+        self.seconds, self.now, self.asked = list(seconds), 0.0, []
+
+    def monotonic(self):
+        return self.now
+
+    def read(self, n, decode_content=None):
+        if not self.seconds:
+            return b""
+        self.asked.append(n)
+        self.now += self.seconds.pop(0)
+        return b"x" * n
+
+
+def test_a_blocking_read_doubles_while_quick_halves_when_slow_and_stays_within_bounds(monkeypatch):
+    quick = ds4_hub_transfer.READ_QUICK / 2
+    between = ds4_hub_transfer.READ_QUICK
+    slow = 2 * ds4_hub_transfer.READ_SLOW
+    body = _TimedBody([quick] * 3 + [slow, between] + [slow] * 3 + [quick] * 5)
+    monkeypatch.setattr(ds4_hub_transfer, "time", body)
+    chunks = list(ds4_hub_transfer.body_chunks(body, 128 << 10))
+    k = 1 << 10
+    assert body.asked == [16 * k, 32 * k, 64 * k, 128 * k, 64 * k, 64 * k, 32 * k, 16 * k, 16 * k, 32 * k,
+                          64 * k, 128 * k, 128 * k]  # fmt: skip
+    assert [len(chunk) for chunk in chunks] == body.asked
