@@ -9,6 +9,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from ansible_collections.ds4.fleet.plugins.module_utils import ds4_perf
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_perf import (
     PerfError,
     PerfSettingError,
@@ -29,12 +30,47 @@ from module_runner import run_module
 # --- a canned streaming engine -------------------------------------------------------------------------
 
 
+HOLD = "hold"  # a step's seconds: send nothing more until the test ends (a client's time-out must fire)
+
+
+class VirtualClock:
+    """The measurement's clock (ds4_perf's `time`), moved only by the stand-in's steps: a step moves it by its
+    seconds and is sent; the next waits until the client has read the clock since (it reads it once for each
+    event it receives). Every timing is then exact, however slowly the machine runs the test."""
+
+    def __init__(self):
+        self.now, self.reads = 0.0, 0
+        self.changed = threading.Condition()
+
+    def monotonic(self):
+        with self.changed:
+            self.reads += 1
+            self.changed.notify_all()
+            return self.now
+
+    time = staticmethod(time.time)
+
+    def step(self, seconds, read_since):
+        """Wait until the client has read the clock more than `read_since` times (None: no wait), then move
+        it; the count of reads to wait beyond for the next step."""
+        with self.changed:
+            if read_since is not None:
+                assert self.changed.wait_for(lambda: self.reads > read_since, timeout=30), (
+                    "no read of the clock"
+                )
+            self.now += seconds
+            return self.reads
+
+
 class Streamer(BaseHTTPRequestHandler):
-    """Answers each POST with `script`: (seconds to wait, bytes to send) steps, then closes."""
+    """Answers each POST with `script`: (seconds, bytes to send) steps, then closes. The seconds pass on
+    `clock`; HOLD keeps the stream open, silent, until `release` is set (at the test's end)."""
 
     script = []
     status = 200
     seen = []
+    clock = VirtualClock()
+    release = threading.Event()
 
     def do_POST(self):
         length = int(self.headers["Content-Length"])
@@ -42,8 +78,12 @@ class Streamer(BaseHTTPRequestHandler):
         self.send_response(Streamer.status)
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
-        for delay, data in Streamer.script:
-            threading.Event().wait(delay)
+        read_since = None
+        for seconds, data in Streamer.script:
+            if seconds == HOLD:
+                Streamer.release.wait(30)  # a hang guard
+                return
+            read_since = Streamer.clock.step(seconds, read_since)
             self.wfile.write(data)
             self.wfile.flush()
 
@@ -90,11 +130,15 @@ def script(prefill=0.3, tokens=4, gap=0.05, usage=True, prompt=600, cached=0):
 
 
 @pytest.fixture
-def engine():
+def engine(monkeypatch):
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Streamer)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     Streamer.seen, Streamer.status, Streamer.script = [], 200, script()
+    Streamer.clock = VirtualClock()
+    Streamer.release.clear()
+    monkeypatch.setattr(ds4_perf, "time", Streamer.clock)
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    Streamer.release.set()
     httpd.shutdown()
     httpd.server_close()
 
@@ -112,8 +156,9 @@ def test_the_prompt_starts_with_its_nonce_and_asks_for_a_long_answer():
 
 def test_a_stream_is_timed_from_its_first_event_to_its_last_choice(engine):
     timed = stream_once(engine, "question", 4, timeout=10)
-    assert 0.3 <= timed["prefill_s"] < 1.5
-    assert 0.2 <= timed["decode_s"] < 1.5
+    # Prefill: from the request to the first event with a choice (0.3 s); decode: from there to the last
+    # (four gaps of 0.05 s); the usage event and [DONE] after it count for neither.
+    assert timed["prefill_s"] == pytest.approx(0.3) and timed["decode_s"] == pytest.approx(0.2)
     assert timed["usage"]["prompt_tokens"] == 600
     body = Streamer.seen[0]
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
@@ -185,7 +230,7 @@ def test_a_stream_without_usage_still_times_but_gives_no_figures(engine):
         (200, [(0, b"data: [DONE]\n\n")], r"streamed no completion events"),
         (200, [(0, b"data: {not json\n\n")], r"streamed something that is not JSON"),
         (200, [(0, b"data: [1, 2]\n\n")], r"streamed JSON that is not an object"),
-        (200, [(2.0, chunk({"role": "assistant"}))], r"did not finish the measurement within 0.5 s"),
+        (200, [(HOLD, b"")], r"did not finish the measurement within 0.5 s"),
     ],
 )
 def test_an_engine_that_cannot_be_measured_fails_with_what_came_back(engine, status, steps, message):
@@ -477,10 +522,8 @@ def test_the_module_refuses_bad_settings_before_measuring(engine, tmp_path):
 
 def test_the_module_fails_when_the_engine_cannot_be_measured(tmp_path):
     old = release_dir(tmp_path, "v0.6.5", "a" * 40)
-    started = time.monotonic()
     rc, result = run_module(perf_module, args("http://127.0.0.1:9", tmp_path, old))
     assert rc == 1 and result["msg"].startswith("the speed measurement failed: "), result
-    assert time.monotonic() - started < 30
     assert load_history(str(tmp_path / "facts.d" / "ds4_perf.fact")) == []
 
 
