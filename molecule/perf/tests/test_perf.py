@@ -4,8 +4,10 @@ other's state; each nested `ansible-playbook` is a run whose exit status and out
 an expected failure (the slower release rolled back) fails the scenario only when the expectation is wrong.
 
 The stand-in's releases (tests/standins/engine/README.md): v0.6.5.2 is 5% slower at prefill and decode,
-within the sandbox's ds4_perf_max_regression of 15% (inventory/sandbox: this busy machine is noisier than a
-Spark, whose default is 10%); v0.6.5.3 is 30% slower at decode.
+within the sandbox's ds4_perf_max_regression of 25% (inventory/sandbox: this busy machine is noisier than a
+Spark, whose default is 10%); v0.6.5.3 decodes at half speed. Both are far enough from the bound that the
+machine's load does not decide the verdicts, and no test asserts a measured speed beyond what the pacing
+makes certain (a prefill never faster than the release's).
 """
 
 import json
@@ -64,25 +66,26 @@ def test_a_first_install_records_a_baseline_and_a_rerun_measures_nothing(host):
     assert first["message"].endswith(
         "recorded as the baseline, nothing compared (first measurement on this Spark)"
     )
-    # The stand-in runs at 4000 prompt and 300 generated tokens a second; the measurement sees about that.
-    assert 2000 < first["prefill_tps"] <= 4000 and 200 < first["decode_tps"] <= 310, first
+    # The stand-in prefills 4000 tokens a second at the most, and the measurement's clock starts before the
+    # request reaches it. (Decode is timed from the first event's arrival, which load can delay: no ceiling.)
+    assert 0 < first["prefill_tps"] <= 4000 and first["decode_tps"] > 0, first
     assert first["models"]["base"].endswith("-0731.gguf") and first["runs"] == 3
     assert not any("--port" in arg for arg in first["settings"]["args"])
     assert host.file(FACT).mode == 0o644 and host.file(FACT).user == "root"
 
 
-def test_a_release_30_percent_slower_at_decode_is_rolled_back_with_both_figures(host):
+def test_a_release_decoding_at_half_speed_is_rolled_back_with_both_figures(host):
     rc, out = site("-e", "ds4_release=v0.6.5.3")
     assert rc != 0, out
     assert "Activation of v0.6.5.3 failed at \"Measure the engine's speed" in out, out
     found = re.search(
         r"decode ([0-9.]+) tok/s against ([0-9.]+) tok/s of v0.6.5 \((-[0-9.]+)%\): "
-        r"decode slower than ds4_perf_max_regression \(15%\) allows on this Spark",
+        r"decode slower than ds4_perf_max_regression \(25%\) allows on this Spark",
         out,
     )
     assert found, out
     new, old, change = (float(group) for group in found.groups())
-    assert -40 < change < -20 and new < old
+    assert change < -25 and new < old
     assert "Rolled back to v0.6.5" in out and "it serves again" in out
     assert release(host) == "v0.6.5" and host.service("ds4").is_running
     description = host.check_output("systemctl show ds4 -p Description --value")
@@ -102,9 +105,9 @@ def test_a_release_within_the_bound_passes_against_the_release_it_replaced(host)
         last["baseline"]["release"] == "v0.6.5"
         and last["baseline"]["decode_tps"] == history(host)[0]["decode_tps"]
     )
-    assert all(change >= -15 for change in last["change_pct"].values()), last
+    assert all(change >= -25 for change in last["change_pct"].values()), last
     # Flattened: the YAML result format folds a long message over several lines.
-    assert "within ds4_perf_max_regression (15%)" in " ".join(out.split())
+    assert "within ds4_perf_max_regression (25%)" in " ".join(out.split())
 
 
 def test_changed_launch_settings_start_a_new_baseline(host):

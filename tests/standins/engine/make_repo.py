@@ -46,7 +46,7 @@ RELEASES = (
     Release("v0.6.7", "build-broken", "2026-09-30"),
     # Speed: good in every other way, for the activation's speed gate (ds4_common.SPEED_FACTORS).
     Release("v0.6.5.2", "slightly-slower", "2026-10-07"),  # 5% slower: within the gate's default bound
-    Release("v0.6.5.3", "slow-decode", "2026-10-10"),  # decode 30% slower: beyond it
+    Release("v0.6.5.3", "slow-decode", "2026-10-10"),  # decode at half speed: far beyond it
     # As the real source: `make cuda-spark` passes an empty arch, `make cuda CUDA_ARCH=` honours it.
     Release("v0.6.8", "spark-drops-arch", "2026-10-14"),
     # A Makefile that drops the arch on every target: it builds, for nvcc's default arch only.
