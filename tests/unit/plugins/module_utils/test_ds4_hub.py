@@ -20,6 +20,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import 
     fetch_metadata,
     new_session,
 )
+from waits import wait_for
 
 BASE = "DeepSeek-V4-Flash-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8-chat-v2-imatrix-0731.gguf"
 LEGACY_BASE = "DeepSeek-V4-Flash-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8-chat-v2-imatrix.gguf"
@@ -257,17 +258,24 @@ def test_the_catalog_must_agree_with_the_hub(hub, hub_files, tmp_path):
         hub_file(hub, hub_files, MTP, tmp_path, expected_size=5).ensure()
 
 
-def wait_for_record(progress, worker, wanted, what):
-    """The first progress record that `wanted` accepts, read while the fetch runs (60 s: a hang guard)."""
-    deadline = time.monotonic() + 60
-    while True:
+def while_fetching(worker, check, what):
+    """wait_for(check) while the fetch runs: a fetch that ends first fails at once (60 s: a hang guard)."""
+
+    def look():
         assert worker.is_alive(), f"the fetch ended before {what}"
-        if progress.exists():
-            record = json.loads(progress.read_text())
-            if wanted(record):
-                return record
-        assert time.monotonic() < deadline, f"no progress record of {what}"
-        time.sleep(0.02)
+        return check()
+
+    return wait_for(what, look, timeout=60, interval=0.02)
+
+
+def wait_for_record(progress, worker, wanted, what):
+    """The first progress record that `wanted` accepts, read while the fetch runs."""
+
+    def record():
+        found = json.loads(progress.read_text()) if progress.exists() else None
+        return found if found and wanted(found) else None
+
+    return while_fetching(worker, record, f"a progress record of {what}")
 
 
 def test_progress_is_written_during_a_fetch_and_again_while_it_waits(hub, hub_files, tmp_path):
@@ -351,10 +359,7 @@ def test_a_body_without_read1_still_reports_progress_while_a_read_waits(hub, hub
     worker = threading.Thread(target=fetch.ensure)
     worker.start()
     try:
-        deadline = time.monotonic() + 60  # a hang guard
-        while hub.holds()[BASE]["waiting"] == 0:
-            assert worker.is_alive() and time.monotonic() < deadline, "the transfer never reached its hold"
-            time.sleep(0.02)
+        while_fetching(worker, lambda: hub.holds()[BASE]["waiting"], "the transfer reaching its hold")
         held_since = time.time()
         waiting = wait_for_record(
             progress, worker, lambda p: p["updated"] > held_since, "a record while the read waits"
