@@ -3,7 +3,14 @@
 The release is cloned at its tag into a hidden staging directory (releases/.build-<tag>), its commit is
 checked against the one the tag resolved to, it is built with make, its programs must answer `--help`
 and hold native GPU code for the arch built for (module_utils/ds4_cubin.py), and its stamp is written;
-only then is it renamed to releases/<tag>. A failure at any step removes the
+only then is it renamed to releases/<tag>, and the commit the tag resolved to is recorded (the tags
+record, ds4_release_plan.TAGS_RECORD).
+
+The engine's own code (its Makefile, the programs it builds) is not trusted with root. Given a build
+user, the clone (by root, whose environment alone holds the repository's credential) is handed to that
+user, except its .git, and make runs as that user in a tree only it may enter; then every process of
+the user is ended, the tree is made root's and writable by no one else, and the checks of the built
+programs run as that user again, read-only. A failure at any step removes the
 staging directory and leaves every release, `current` and `previous` as they were. Every step's
 command and output go to one build log, whose last lines the error carries. Where a progress file is
 given, every step rewrites it at least every PROGRESS_EVERY seconds (the ds4_hub_wait action prints it).
@@ -19,7 +26,10 @@ import datetime
 import fcntl
 import json
 import os
+import pwd
 import shutil
+import signal
+import stat
 import subprocess
 import time
 
@@ -36,8 +46,10 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_plan import 
     ReleaseError,
     build_log_path,
     public_url,
+    record_tag,
     redact,
     release_state,
+    remote_of,
 )
 
 LOCK_NAME = ".build.lock"
@@ -146,15 +158,16 @@ class _Log:
         self.note("$ " + " ".join(argv))
         self.progress.write(redact(f"`{' '.join(argv)}`", self.repo))
 
-    def run(self, argv, cwd, timeout=None):
+    def run(self, argv, cwd, timeout=None, env=None, account=None):
         self._started(argv)
         proc = subprocess.Popen(
             argv,
             cwd=cwd,
-            env=self.env,
+            env=self.env if env is None else env,
             stdin=subprocess.DEVNULL,
             stdout=self.handle,
             stderr=subprocess.STDOUT,
+            **_as(account),
         )
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
@@ -172,7 +185,7 @@ class _Log:
         self.note(f"exit {rc}")
         return rc
 
-    def capture(self, argv, cwd, timeout=None):
+    def capture(self, argv, cwd, timeout=None, account=None):
         self._started(argv)
         try:
             proc = subprocess.run(
@@ -185,6 +198,7 @@ class _Log:
                 errors="replace",
                 timeout=timeout,
                 check=False,
+                **_as(account),
             )
         except subprocess.TimeoutExpired:
             self.note(f"no exit within {timeout} s")
@@ -192,6 +206,96 @@ class _Log:
         self.handle.write(proc.stdout + proc.stderr)
         self.note(f"exit {proc.returncode}")
         return proc.returncode, proc.stdout
+
+
+class BuildAccount:
+    """The unprivileged user the engine's code runs as: name, uid, gid."""
+
+    def __init__(self, name):
+        try:
+            entry = pwd.getpwnam(name)
+        except KeyError:
+            raise ReleaseError(f"the build user {name} does not exist") from None
+        if entry.pw_uid == 0 or entry.pw_gid == 0:
+            raise ReleaseError(f"the build user {name} must not be root nor in root's group")
+        self.name, self.uid, self.gid = name, entry.pw_uid, entry.pw_gid
+
+
+def _as(account):
+    """subprocess arguments that run a command as ACCOUNT (no other group), files made 0644/0755."""
+    if account is None:
+        return {}
+    return {"user": account.uid, "group": account.gid, "extra_groups": [], "umask": 0o022}
+
+
+def end_processes_of(account):
+    """Kill every process ACCOUNT runs: kill(-1) from a child that became that user reaches each process
+    whose real or saved user it is (a daemon a Makefile left, or one started through a set-user-ID copy)
+    and nothing else."""
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child exits at once, before coverage could write
+        try:
+            os.setgroups([])
+            os.setgid(account.gid)
+            os.setuid(account.uid)
+            os.kill(-1, signal.SIGKILL)
+        except OSError:
+            pass
+        finally:
+            os._exit(0)
+    os.waitpid(child, 0)
+
+
+def _walk_entries(top):
+    """(directory fd, name, lstat, inside .git) of every entry under TOP, never through a link."""
+    git = os.path.join(top, ".git")
+    for dirpath, dirnames, filenames, dirfd in os.fwalk(top, follow_symlinks=False):
+        inside = dirpath == git or dirpath.startswith(git + os.sep)
+        for name in dirnames + filenames:
+            info = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+            yield dirfd, name, info, inside or (dirpath == top and name == ".git")
+
+
+def hand_over(staging, account):
+    """Give the fresh clone to the build user, all but its .git (the clone's configuration, which no
+    later git command as root may find changed); the top only that user may enter. Returns the identity
+    of the .git directory, which seal() requires to be the same."""
+    for dirfd, name, _, in_git in _walk_entries(staging):
+        if not in_git:
+            os.chown(name, account.uid, account.gid, dir_fd=dirfd, follow_symlinks=False)
+    os.chown(staging, account.uid, account.gid, follow_symlinks=False)
+    os.chmod(staging, 0o700)
+    git = os.stat(os.path.join(staging, ".git"), follow_symlinks=False)
+    return git.st_dev, git.st_ino
+
+
+def seal(staging, account, git):
+    """Make the built tree root's and writable by no one else, with no set-user-ID or set-group-ID bit,
+    once no process of the build user is left. The top is taken from the user first, so that nothing
+    started afterwards reaches the tree by its path; then the user's processes are ended once more.
+    Outside .git, every entry must be the build user's: anything else is a link it made to a file
+    elsewhere, which the chown would hand to root."""
+    end_processes_of(account)
+    os.chown(staging, 0, 0, follow_symlinks=False)
+    os.chmod(staging, 0o700)
+    end_processes_of(account)
+    try:
+        found = os.stat(os.path.join(staging, ".git"), follow_symlinks=False)
+    except FileNotFoundError:
+        found = None
+    if found is None or (found.st_dev, found.st_ino) != git:
+        raise _StepFailed(f"the build replaced or moved {staging}/.git, the clone's own: refused")
+    for dirfd, name, info, in_git in _walk_entries(staging):
+        if not in_git and info.st_uid != account.uid:
+            raise _StepFailed(
+                f"the build left {name} in {staging} owned by uid {info.st_uid}, not by the build user "
+                f"{account.name}: a link to a file outside its tree, refused"
+            )
+        os.chown(name, 0, 0, dir_fd=dirfd, follow_symlinks=False)
+        if not stat.S_ISLNK(info.st_mode):
+            os.chmod(name, stat.S_IMODE(info.st_mode) & ~0o7022, dir_fd=dirfd)
+    # Readable again, for the checks as the build user and for the service.
+    os.chmod(staging, 0o755)
 
 
 def _open_log(path):
@@ -216,9 +320,10 @@ def _remove_leftovers(releases):
             shutil.rmtree(os.path.join(releases, name), ignore_errors=True)
 
 
-def _build_in(staging, log, *, release, commit, repo, build_target, nvcc, jobs, git, make):
+def _build_in(staging, log, *, release, commit, repo, build_target, nvcc, jobs, git, make, account):
     """Clone, build and check RELEASE in STAGING; returns (make command, version output or None,
-    {program: the archs of its cubins})."""
+    {program: the archs of its cubins}). With ACCOUNT, the engine's code runs as that user only."""
+    remote = remote_of(repo)
     clone = [
         git,
         "-c",
@@ -228,10 +333,11 @@ def _build_in(staging, log, *, release, commit, repo, build_target, nvcc, jobs, 
         "1",
         "--branch",
         release,
-        repo,
+        remote.url,
         staging,
     ]
-    rc = log.run(clone, cwd="/")
+    # The credential, if any, in git's environment alone: the clone records the URL without it.
+    rc = log.run(clone, cwd="/", env=remote.env(log.env))
     if rc != 0:
         raise _StepFailed(f"cloning tag {release} of {public_url(repo)} failed (git exited {rc})")
     rc, head = log.capture([git, "-C", staging, "rev-parse", "HEAD"], cwd=staging)
@@ -241,22 +347,46 @@ def _build_in(staging, log, *, release, commit, repo, build_target, nvcc, jobs, 
             f"the clone of tag {release} is at commit {head or '(unknown)'}, not at {commit}, the commit "
             "the tag resolved to before the build: the tag moved meanwhile"
         )
+    git_dir = None
+    if account is not None:
+        end_processes_of(account)
+        git_dir = hand_over(staging, account)
+        log.note(f"building as {account.name} (uid {account.uid}), in a tree only it may enter")
     argv = make_argv(make, build_target, jobs, nvcc)
-    rc = log.run(argv, cwd=staging)
+    rc = log.run(argv, cwd=staging, account=account)
+    if account is not None:
+        seal(staging, account, git_dir)
+        log.note(f"the tree is root's now; the checks run as {account.name}")
     if rc != 0:
         raise _StepFailed(f"`{' '.join(argv)}` exited {rc}")
+    try:
+        return (argv, *_check_programs(staging, log, build_target, nvcc, account))
+    finally:
+        if account is not None:
+            end_processes_of(account)
+
+
+def _is_regular_file(path):
+    try:
+        return stat.S_ISREG(os.stat(path, follow_symlinks=False).st_mode)
+    except FileNotFoundError:
+        return False
+
+
+def _check_programs(staging, log, build_target, nvcc, account):
     for program in PROGRAMS:
         path = os.path.join(staging, program)
-        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        # A link would let whatever it points at, outside the sealed tree, change the engine later.
+        if not (_is_regular_file(path) and os.access(path, os.X_OK)):
             raise _StepFailed(f"the build did not produce the executable {program}")
-        rc = log.run([path, "--help"], cwd=staging, timeout=CHECK_TIMEOUT)
+        rc = log.run([path, "--help"], cwd=staging, timeout=CHECK_TIMEOUT, account=account)
         if rc != 0:
             raise _StepFailed(f"the built {program} --help exited {rc}")
     sass = {}
     for program in PROGRAMS:
         try:
             sass[program] = check_program(
-                lambda argv: log.capture(argv, cwd=staging, timeout=CHECK_TIMEOUT),
+                lambda argv: log.capture(argv, cwd=staging, timeout=CHECK_TIMEOUT, account=account),
                 cuobjdump_for(nvcc),
                 os.path.join(staging, program),
                 build_target["arch"],
@@ -266,11 +396,10 @@ def _build_in(staging, log, *, release, commit, repo, build_target, nvcc, jobs, 
             raise _StepFailed(str(exc)) from None
     # --version exists only in newer releases (older ones refuse it as an unknown option): recorded
     # where it answers, never required.
-    rc, out = log.capture(
-        [os.path.join(staging, "ds4-server"), "--version"], cwd=staging, timeout=CHECK_TIMEOUT
-    )
+    server = os.path.join(staging, "ds4-server")
+    rc, out = log.capture([server, "--version"], cwd=staging, timeout=CHECK_TIMEOUT, account=account)
     lines = out.strip().splitlines()
-    return argv, (lines[0] if rc == 0 and lines else None), sass
+    return (lines[0] if rc == 0 and lines else None), sass
 
 
 def _swap_in(staging, target, release):
@@ -291,12 +420,18 @@ def _build_and_stamp(staging, log, wanted, now, **build):
         wanted,
         built_at=(now or datetime.datetime.now(_UTC)).strftime("%Y-%m-%dT%H:%M:%SZ"),
         version_output=version_output,
-        engine_repo=public_url(build["repo"]),
+        # The URL git was given: no user name or password in it, whatever ds4_engine_repo holds.
+        engine_repo=remote_of(build["repo"]).url,
         make_command=" ".join(make_command),
         # What cuobjdump found: the native GPU code each program carries.
         sass_archs=sass,
     )
-    with open(os.path.join(staging, STAMP_NAME), "w", encoding="utf-8") as stamp_file:
+    # Never through a link the build may have left at its name.
+    path = os.path.join(staging, STAMP_NAME)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as stamp_file:
         json.dump(stamp, stamp_file, indent=2, sort_keys=True)
         stamp_file.write("\n")
     os.chmod(staging, 0o755)
@@ -329,13 +464,19 @@ def build_release(
     env,
     now=None,
     progress_file=None,
+    build_user=None,
+    tags_record=None,
 ):
-    """Build RELEASE at COMMIT into ROOT/releases/RELEASE unless its stamp already matches.
+    """Build RELEASE at COMMIT into ROOT/releases/RELEASE unless its stamp already matches; with
+    BUILD_USER, the engine's code (make, the built programs) runs as that unprivileged user; with
+    TAGS_RECORD, the commit the tag resolved to is recorded there.
 
     Returns {'built': bool, 'state': release_state(), 'stamp': the release's stamp, 'log_path'}.
     Raises ReleaseError when the release is the running or rollback one and would need a rebuild, and
     BuildError (with the log's tail) when a step fails.
     """
+    remote = remote_of(repo)
+    account = BuildAccount(build_user) if build_user else None
     releases = os.path.join(root, RELEASES_DIR)
     os.makedirs(releases, mode=0o755, exist_ok=True)
     os.makedirs(log_dir, mode=0o755, exist_ok=True)
@@ -352,7 +493,9 @@ def build_release(
             # the repository URL or the environment holds.
             with _open_log(log_path) as handle:
                 log = _Log(handle, build_env(nvcc, env), _Progress(progress_file, release, log_path), repo)
-                log.note(f"ds4 engine release {release} (commit {commit}) from {repo}, {state['reason']}")
+                log.note(
+                    f"ds4 engine release {release} (commit {commit}) from {remote.url}, {state['reason']}"
+                )
                 stamp = _build_and_stamp(
                     staging,
                     log,
@@ -366,6 +509,7 @@ def build_release(
                     jobs=jobs,
                     git=git,
                     make=make,
+                    account=account,
                 )
                 try:
                     # The last look before the swap: an activation may have made it current meanwhile.
@@ -380,4 +524,8 @@ def build_release(
             shutil.rmtree(staging, ignore_errors=True)
             raise
         _swap_in(staging, state["path"], release)
+        # What the tag resolved to, kept after the release is pruned: a later run refuses the tag if it
+        # resolves elsewhere (ds4_release_plan.verify_unmoved).
+        if tags_record:
+            record_tag(tags_record, release, commit, now)
     return {"built": True, "state": state, "stamp": stamp, "log_path": log_path}

@@ -15,11 +15,14 @@ a change of any of them rebuilds it.
 
 from __future__ import annotations
 
+import contextlib
+import datetime
 import json
 import os
 import re
 from urllib.parse import urlsplit, urlunsplit
 
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_git_remote import RemoteError, git_remote
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_version import (
     is_release_tag,
     releases_to_prune,
@@ -28,6 +31,10 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_version import (
 
 RELEASES_DIR = "releases"
 STAMP_NAME = ".ds4-build.json"
+# {tag: {"commit", "recorded_at"}}: the commit each tag resolved to when this host built it, kept when the
+# release is pruned; a later run refuses a tag that resolves elsewhere. Root's state, beside the record of
+# the last finished run.
+TAGS_RECORD = "/var/lib/ds4-fleet/engine-tags.json"
 STAGING_PREFIX = ".build-"
 CURRENT_LINK = "current"
 PREVIOUS_LINK = "previous"
@@ -121,9 +128,20 @@ def redact(text, url):
     return text.replace(password, "***") if password else text
 
 
-def resolve_release(run, git, repo, tag):
-    """The commit release TAG resolves to in REPO. RUN(argv) -> (rc, stdout, stderr)."""
-    rc, out, err = run(ls_remote_argv(git, repo, tag))
+def remote_of(repo):
+    """The GitRemote of REPO (module_utils/ds4_git_remote.py): every git command goes through it."""
+    try:
+        return git_remote(repo)
+    except RemoteError as exc:
+        raise ReleaseError(str(exc)) from None
+
+
+def resolve_release(run, git, repo, tag, base_env=None):
+    """The commit release TAG resolves to in REPO. RUN(argv, environ_update=) -> (rc, stdout, stderr);
+    a credential in REPO goes only into the environment, never into argv."""
+    remote = remote_of(repo)
+    env = remote.config_env(os.environ if base_env is None else base_env)
+    rc, out, err = run(ls_remote_argv(git, remote.url, tag), environ_update=env)
     shown = public_url(repo)
     if rc != 0:
         raise ReleaseError(
@@ -144,6 +162,60 @@ def verify_pin(tag, repo, resolved, pinned):
             f"ds4_release_commit {pinned}: refusing to build it, since the tag may have been moved. Check "
             "the tag at its source, then correct ds4_release_commit (or ds4_release)."
         )
+
+
+def recorded_commit(root, tag, record_path):
+    """(commit, where) this host recorded for TAG when it built it: from RECORD_PATH, else from the build
+    stamp of releases/TAG (a host built before the record existed); (None, None) when neither."""
+    entry = read_tags_record(record_path).get(tag)
+    if isinstance(entry, dict) and isinstance(entry.get("commit"), str):
+        return entry["commit"], f"{record_path}, {entry.get('recorded_at') or 'an earlier run'}"
+    stamp, _ = read_stamp(os.path.join(root, RELEASES_DIR, tag))
+    if stamp and stamp.get("release") == tag and isinstance(stamp.get("commit"), str):
+        return stamp["commit"], f"the build stamp of {os.path.join(root, RELEASES_DIR, tag)}"
+    return None, None
+
+
+def verify_unmoved(tag, repo, resolved, recorded, where, pinned, accept):
+    """Refuse a tag that resolves to another commit than the one this host built it from, unless the
+    operator accepted that (ds4_release_accept_moved_tag) or pinned the new commit (ds4_release_commit)."""
+    if not recorded or recorded == resolved or accept or pinned == resolved:
+        return
+    raise ReleaseError(
+        f"release tag {tag} in {public_url(repo)} now resolves to commit {resolved}, but it resolved to "
+        f"commit {recorded} when this host built it ({where}): refusing to build it, since the tag was "
+        "moved. Check the tag at its source; to build the new commit, set ds4_release_accept_moved_tag: "
+        "true for one run, or pin it with ds4_release_commit."
+    )
+
+
+def read_tags_record(path):
+    """The record of the commits tags resolved to; {} when absent or unreadable, never read through a link."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with os.fdopen(fd, encoding="utf-8") as handle:
+            record = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def record_tag(path, tag, commit, now=None):
+    """Write in the record at PATH that TAG resolved to COMMIT (replaced whole, never through a link; its
+    directory made root's alone when missing)."""
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    record = read_tags_record(path)
+    # Modules run on the host's python3, 3.10 on Ubuntu 22.04: no datetime.UTC there.
+    when = (now or datetime.datetime.now(datetime.timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")  # noqa: UP017
+    record[tag] = {"commit": commit, "recorded_at": when}
+    temporary = path + ".tmp"
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(temporary)
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(record, handle, indent=2, sort_keys=True)
+        handle.write("\n")
+    os.replace(temporary, path)
 
 
 def linked_release(root, name):

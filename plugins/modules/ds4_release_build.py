@@ -17,6 +17,15 @@ description:
     into place.
   - Never builds into, replaces or removes the release the C(current) or C(previous) link names; a
     release that would need it fails instead.
+  - With O(build_user), the engine's own code never runs as root. The clone (as root, the only user whose
+    environment holds a credential of O(repo)) is handed to that user, all but its C(.git), in a tree only
+    it may enter; C(make) runs as that user; then each of its processes is ended, the tree is made root's
+    and writable by no one else (no set-user-ID bits, a link to a file outside refused), and the built
+    programs are checked as that user.
+  - A credential in O(repo) (C(https://user:token@host/...)) is given to git only in its environment: it
+    is in no command line, and the clone, the build log and the stamp record the URL without it.
+  - Records the commit the tag resolved to in O(tags_record), which M(ds4.fleet.ds4_release_plan) holds
+    later runs to.
   - A failed build leaves every release as it was and fails with a message that holds the last lines of
     the build log and its path (C(LOG_DIR/build-RELEASE.log)).
 version_added: 0.1.0
@@ -44,6 +53,15 @@ options:
     description: Where the build log C(build-RELEASE.log) is written.
     type: path
     default: /var/log/ds4
+  build_user:
+    description:
+      - The unprivileged user that runs C(make) and the built programs (the engine role makes C(ds4-build)).
+        Not root, nor in root's group. Unset, they run as the module's user.
+    type: str
+  tags_record:
+    description: The record of the commit each tag resolved to when this host built it.
+    type: path
+    default: /var/lib/ds4-fleet/engine-tags.json
   progress_file:
     description: >-
       A file rewritten every few seconds while the build runs, with the step and the build log's last
@@ -109,11 +127,12 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_build import
     default_jobs,
 )
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_plan import (  # noqa: E402
+    TAGS_RECORD,
     ReleaseError,
     check_commit,
     check_release_tag,
-    public_url,
     release_state,
+    remote_of,
 )
 
 
@@ -150,6 +169,8 @@ def _build(module, release, commit, state, path):
             make=module.get_bin_path("make", required=True),
             env=os.environ,
             progress_file=p["progress_file"],
+            build_user=p["build_user"],
+            tags_record=p["tags_record"],
         )
     except BuildError as exc:
         module.fail_json(msg=str(exc), path=path, log_path=exc.log_path)
@@ -170,15 +191,16 @@ def main():
             "jobs": {"type": "int", "default": 0},
             "log_dir": {"type": "path", "default": "/var/log/ds4"},
             "progress_file": {"type": "path"},
+            "build_user": {"type": "str"},
+            "tags_record": {"type": "path", "default": TAGS_RECORD},
         },
         supports_check_mode=True,
     )
     p = module.params
-    # A password in the URL is masked in everything the module returns, its invocation included.
-    if public_url(p["repo"]) != p["repo"]:
-        module.no_log_values.add(p["repo"])
     path = os.path.join(p["root"], "releases", str(p["release"]))
     try:
+        # A credential in the URL is masked in everything the module returns, its invocation included.
+        module.no_log_values.update(remote_of(p["repo"]).secrets)
         release = check_release_tag(p["release"])
         commit = check_commit(p["commit"])
         if commit is None:

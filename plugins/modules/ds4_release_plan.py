@@ -9,6 +9,11 @@ short_description: Resolve a ds4 engine release tag and plan its build and the p
 description:
   - Resolves O(release) to a commit in O(repo) with C(git ls-remote) (the peeled commit of an annotated tag)
     and refuses a tag that resolves to a commit other than O(commit), so that a moved tag cannot slip in.
+  - Refuses as well a tag that resolves to a commit other than the one this host recorded when it built
+    the release (O(tags_record), else the release's build stamp), naming both, unless
+    O(accept_moved_tag) is set or O(commit) pins the new commit.
+  - A credential in O(repo) (C(https://user:token@host/...)) is given to git only in its environment,
+    never on its command line, and is masked in everything the module returns.
   - Reads the release layout under O(root) (C(releases/<tag>/), the C(current) and C(previous) links) and the
     build stamp of the wanted release, and says whether it must be built and why.
   - Fails when the wanted release is the running release (C(current)) or the rollback release (C(previous))
@@ -22,6 +27,14 @@ options:
     description: The 40-hex commit the tag must resolve to; empty for no pin.
     type: str
     default: ""
+  accept_moved_tag:
+    description: Build a tag that now resolves to another commit than the one recorded when it was built.
+    type: bool
+    default: false
+  tags_record:
+    description: The record of the commit each tag resolved to when this host built it.
+    type: path
+    default: /var/lib/ds4-fleet/engine-tags.json
   keep:
     description: How many of the newest releases to keep, 2 or more.
     type: int
@@ -56,6 +69,14 @@ commit:
   description: The commit the tag resolves to.
   returned: success
   type: str
+recorded_commit:
+  description: The commit this host recorded for the tag when it built it, or null.
+  returned: success
+  type: str
+moved:
+  description: Whether the tag now resolves to another commit than the recorded one (accepted).
+  returned: success
+  type: bool
 path:
   description: The release's directory.
   returned: success
@@ -121,13 +142,16 @@ kept:
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_plan import (  # noqa: E402
+    TAGS_RECORD,
     ReleaseError,
     check_commit,
     check_release_tag,
     plan_release,
-    public_url,
+    recorded_commit,
+    remote_of,
     resolve_release,
     verify_pin,
+    verify_unmoved,
 )
 
 
@@ -137,6 +161,8 @@ def main():
             "root": {"type": "path", "required": True},
             "release": {"type": "str", "required": True},
             "commit": {"type": "str", "default": ""},
+            "accept_moved_tag": {"type": "bool", "default": False},
+            "tags_record": {"type": "path", "default": TAGS_RECORD},
             "repo": {"type": "str", "required": True},
             "build_target": {"type": "dict", "required": True},
             "cuda_version": {"type": "str", "required": True},
@@ -147,25 +173,28 @@ def main():
     )
     module.run_command_environ_update = {"LANG": "C", "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"}
     p = module.params
-    # A password in the URL is masked in everything the module returns, its invocation included.
-    if public_url(p["repo"]) != p["repo"]:
-        module.no_log_values.add(p["repo"])
     if p["keep"] < 2:
         module.fail_json(
             msg=f"ds4_releases_keep must be 2 or more (the running and the rollback release); got {p['keep']}"
         )
     try:
+        # A credential in the URL is masked in everything the module returns, its invocation included.
+        module.no_log_values.update(remote_of(p["repo"]).secrets)
         release = check_release_tag(p["release"])
         pinned = check_commit(p["commit"])
         git = module.get_bin_path("git", required=True)
         commit = resolve_release(module.run_command, git, p["repo"], release)
         verify_pin(release, p["repo"], commit, pinned)
+        recorded, where = recorded_commit(p["root"], release, p["tags_record"])
+        verify_unmoved(release, p["repo"], commit, recorded, where, pinned, p["accept_moved_tag"])
         plan = plan_release(
             p["root"], release, commit, p["build_target"], p["cuda_version"], p["keep"], p["log_dir"]
         )
     except ReleaseError as exc:
         module.fail_json(msg=str(exc))
-    module.exit_json(changed=False, **plan)
+    module.exit_json(
+        changed=False, recorded_commit=recorded, moved=bool(recorded and recorded != commit), **plan
+    )
 
 
 if __name__ == "__main__":

@@ -1,11 +1,15 @@
 """Building a release beside the others (module_utils/ds4_release_build.py and the ds4_release_build module),
 with real git and make against the stand-in engine repository and the stand-in nvcc."""
 
+import contextlib
 import datetime
 import json
 import os
+import pwd
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -159,7 +163,8 @@ def test_a_password_in_the_repository_url_is_never_logged_and_the_log_is_private
     assert "cloning tag v0.6.5 of http://builder:***@127.0.0.1:9/Entrpi/ds4.git failed" in str(info.value)
     for text in (str(info.value), log.read_text(), (tmp_path / "progress.json").read_text()):
         assert "s3cret-token" not in text
-    assert "builder:***@127.0.0.1:9" in log.read_text()
+    # Git was given the URL without its user information: no output of it can hold the password.
+    assert "from http://127.0.0.1:9/Entrpi/ds4.git, not built yet" in log.read_text()
     assert not log.is_symlink() and oct(log.stat().st_mode & 0o777) == "0o640"
     assert target.read_text() == "untouched\n"
 
@@ -341,6 +346,7 @@ def _args(forge, root, tag, **extra):
         "nvcc": forge["nvcc"],
         "jobs": 2,
         "log_dir": str(root / "logs"),
+        "tags_record": str(root / "engine-tags.json"),
         **extra,
     }
 
@@ -364,3 +370,106 @@ def test_module_builds_once_and_reports_failures(monkeypatch, forge, tmp_path):
     result = _run_module(_args(forge, tmp_path, "v0.6.7"))
     assert result["failed"] and result["log_path"] == str(tmp_path / "logs" / "build-v0.6.7.log")
     assert result["msg"].startswith("building release v0.6.7 failed")
+
+
+# A uid no account or process of this machine has: end_processes_of kills every process of the build
+# user, which must be no one else's.
+BUILD_UID = 61883
+
+
+@pytest.fixture
+def open_tree(forge, monkeypatch):
+    """A tree the build user may traverse (pytest's own is root's alone), a GB10 nvcc in it, a `make` that
+    records who ran it, leaves a process behind, tries to write beside its tree and sets a set-user-ID
+    bit; and the build user, an account of BUILD_UID."""
+    if os.geteuid() != 0:
+        pytest.skip("switching to the build user needs root")
+    for status in Path("/proc").glob("[0-9]*/status"):
+        with contextlib.suppress(OSError):
+            text = status.read_text()
+            # An ended process of an earlier test, not yet reaped, is no one's.
+            assert f"Uid:\t{BUILD_UID}\t" not in text or "State:\tZ" in text, f"uid {BUILD_UID} is in use"
+    base = Path(tempfile.mkdtemp(prefix="ds4-build-user-"))
+    base.chmod(0o755)
+    subprocess.run(
+        [sys.executable, str(STANDINS / "gpu" / "install.py"), "--root", str(base / "gpu"),
+         "--persona", "gb10"],
+        check=True,
+    )  # fmt: skip
+    spy = base / "make"
+    spy.write_text(
+        "#!/bin/sh\n"
+        "id -u > .built-by && chmod 4775 .built-by\n"
+        "sleep 300 & echo $! > .left-behind\n"
+        "touch ../escaped 2>/dev/null\n"
+        'exec make "$@"\n'
+    )
+    spy.chmod(0o755)
+    entry = pwd.struct_passwd(
+        ("ds4-build", "x", BUILD_UID, BUILD_UID, "", "/nonexistent", "/usr/sbin/nologin")
+    )
+    monkeypatch.setattr(ds4_release_build_utils.pwd, "getpwnam", lambda name: entry)
+    yield {
+        "base": base,
+        "nvcc": str(base / "gpu" / "usr" / "local" / "cuda" / "bin" / "nvcc"),
+        "make": str(spy),
+    }
+    shutil.rmtree(base)
+
+
+def _gone(pid):
+    """Whether process PID has ended (a zombie not yet reaped by init has ended too)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+def test_the_engine_is_built_by_the_build_user_and_left_to_root(forge, open_tree):
+    root = open_tree["base"] / "opt"
+    built = build_release(
+        root=str(root), release="v0.6.5", commit=forge["tags"]["v0.6.5"], repo=forge["repo"],
+        build_target=SPARK, cuda_version="13.0", nvcc=open_tree["nvcc"], jobs=2, log_dir=str(root / "logs"),
+        git="git", make=open_tree["make"], env=os.environ, build_user="ds4-build",
+        tags_record=str(root / "engine-tags.json"),
+    )  # fmt: skip
+    assert built["built"]
+    release = root / "releases" / "v0.6.5"
+    assert (release / ".built-by").read_text() == f"{BUILD_UID}\n"
+    # Nothing beside its own tree, and nothing of it left running.
+    assert not (root / "releases" / "escaped").exists()
+    assert _gone(int((release / ".left-behind").read_text()))
+    for path in [release, *release.rglob("*")]:
+        info = path.lstat()
+        assert info.st_uid == 0 and info.st_gid == 0, path
+        if not path.is_symlink():
+            assert info.st_mode & 0o7022 == 0, (path, oct(info.st_mode))
+    log = (root / "logs" / "build-v0.6.5.log").read_text()
+    assert f"building as ds4-build (uid {BUILD_UID})" in log
+    assert json.loads((root / "engine-tags.json").read_text())["v0.6.5"]["commit"] == forge["tags"]["v0.6.5"]
+
+
+def test_a_build_that_links_to_a_file_outside_its_tree_is_refused(forge, open_tree, monkeypatch):
+    victim = open_tree["base"] / "victim"
+    victim.write_text("root's\n")
+    victim.chmod(0o666)
+    seal = ds4_release_build_utils.seal
+
+    def linked_then_sealed(staging, account, git):
+        # What the build user could do where protected_hardlinks is off (here it is on, so the test does
+        # it for it): sealing the tree would hand the file to root and change its mode.
+        os.link(victim, os.path.join(staging, "ds4-extra"))
+        seal(staging, account, git)
+
+    monkeypatch.setattr(ds4_release_build_utils, "seal", linked_then_sealed)
+    with pytest.raises(
+        BuildError, match="left ds4-extra in .* owned by uid 0, not by the build user ds4-build"
+    ):
+        build_release(
+            root=str(open_tree["base"] / "opt"), release="v0.6.5", commit=forge["tags"]["v0.6.5"],
+            repo=forge["repo"], build_target=SPARK, cuda_version="13.0", nvcc=open_tree["nvcc"], jobs=2,
+            log_dir=str(open_tree["base"] / "logs"), git="git", make="make", env=os.environ,
+            build_user="ds4-build",
+        )  # fmt: skip
+    assert oct(victim.stat().st_mode & 0o777) == "0o666" and victim.read_text() == "root's\n"
+    assert not (open_tree["base"] / "opt" / "releases" / "v0.6.5").exists()

@@ -16,10 +16,13 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_plan import 
     parse_ls_remote,
     plan_release,
     read_stamp,
+    record_tag,
+    recorded_commit,
     release_state,
     resolve_release,
     stamp_changes,
     verify_pin,
+    verify_unmoved,
 )
 from ansible_collections.ds4.fleet.plugins.modules import ds4_release_plan
 
@@ -92,7 +95,7 @@ def test_lightweight_tag_and_absent_tag():
 
 def test_resolve_names_the_tag_and_the_repository():
     def answer(rc, out, err=""):
-        return lambda argv: (rc, out, err)
+        return lambda argv, **_: (rc, out, err)
 
     assert resolve_release(answer(0, f"{C2}\trefs/tags/v0.6.5\n"), "git", "R", "v0.6.5") == C2
     with pytest.raises(ReleaseError) as missing:
@@ -259,6 +262,7 @@ def _args(root, **extra):
         "build_target": SPARK,
         "cuda_version": "13.0",
         "log_dir": LOGS,
+        "tags_record": str(root / "engine-tags.json"),
         **extra,
     }
 
@@ -279,3 +283,56 @@ def test_module_refuses_a_moved_tag_an_unknown_tag_and_a_small_keep(monkeypatch,
     assert result["msg"].startswith("release tag v0.6.5 (ds4_release) does not exist in git://forge/ds4.git")
     result = _run_module(monkeypatch, _args(tmp_path, keep=1), listing)
     assert result["msg"].startswith("ds4_releases_keep must be 2 or more")
+
+
+def test_a_tag_that_moved_since_this_host_built_it_is_refused_naming_both_commits(tmp_path):
+    record = tmp_path / "engine-tags.json"
+    record.write_text(json.dumps({"v0.6.5": {"commit": C1, "recorded_at": "2026-09-01T12:00:00Z"}}))
+    recorded, where = recorded_commit(tmp_path, "v0.6.5", str(record))
+    assert (recorded, where) == (C1, f"{record}, 2026-09-01T12:00:00Z")
+    verify_unmoved("v0.6.5", "git://forge/ds4.git", C1, recorded, where, None, False)
+    with pytest.raises(ReleaseError) as moved:
+        verify_unmoved("v0.6.5", "git://forge/ds4.git", C2, recorded, where, None, False)
+    assert str(moved.value).startswith(
+        f"release tag v0.6.5 in git://forge/ds4.git now resolves to commit {C2}, but it resolved to commit "
+        f"{C1} when this host built it ({record}, 2026-09-01T12:00:00Z): refusing to build it"
+    )
+    assert "ds4_release_accept_moved_tag: true" in str(moved.value)
+    # The operator accepts it, or pins the new commit.
+    verify_unmoved("v0.6.5", "git://forge/ds4.git", C2, recorded, where, None, True)
+    verify_unmoved("v0.6.5", "git://forge/ds4.git", C2, recorded, where, C2, False)
+
+
+def test_without_a_record_the_release_stamp_says_what_the_tag_resolved_to(tmp_path):
+    assert recorded_commit(tmp_path, "v0.6.5", str(tmp_path / "none.json")) == (None, None)
+    make_release(tmp_path, "v0.6.5", commit=C3)
+    recorded, where = recorded_commit(tmp_path, "v0.6.5", str(tmp_path / "none.json"))
+    assert (recorded, where) == (C3, f"the build stamp of {tmp_path / 'releases' / 'v0.6.5'}")
+
+
+def test_the_record_is_replaced_whole_and_never_written_through_a_link(tmp_path):
+    target = tmp_path / "elsewhere"
+    target.write_text("untouched\n")
+    record = tmp_path / "state" / "engine-tags.json"
+    record.parent.mkdir()
+    (record.parent / "engine-tags.json.tmp").symlink_to(target)
+    record_tag(str(record), "v0.6.5", C1)
+    record_tag(str(record), "v0.6.3", C2)
+    assert {tag: entry["commit"] for tag, entry in json.loads(record.read_text()).items()} == {
+        "v0.6.5": C1,
+        "v0.6.3": C2,
+    }
+    assert target.read_text() == "untouched\n" and not record.is_symlink()
+
+
+def test_module_refuses_a_moved_tag_unless_accepted_and_says_so(monkeypatch, tmp_path):
+    (tmp_path / "engine-tags.json").write_text(json.dumps({"v0.6.5": {"commit": C1}}))
+    listing = (0, f"{C2}\trefs/tags/v0.6.5\n", "")
+    result = _run_module(monkeypatch, _args(tmp_path), listing)
+    assert result["failed"], result
+    assert f"now resolves to commit {C2}, but it resolved to commit {C1}" in result["msg"]
+    result = _run_module(monkeypatch, _args(tmp_path, accept_moved_tag=True), listing)
+    assert "failed" not in result, result
+    assert (result["commit"], result["recorded_commit"], result["moved"]) == (C2, C1, True)
+    result = _run_module(monkeypatch, _args(tmp_path), (0, f"{C1}\trefs/tags/v0.6.5\n", ""))
+    assert (result["commit"], result["recorded_commit"], result["moved"]) == (C1, C1, False)
