@@ -9,7 +9,8 @@ Each sandbox is a Podman network holding:
 - for Sparks `behind_proxy` (a Molecule platform key), a second network that holds them and `proxy`, a
   real HTTP proxy (Debian's tinyproxy) on both networks: like a site whose Sparks reach GitHub and the hub
   only through its proxy, they cannot reach `forge` directly. The forge also serves the engine repository
-  over HTTP (http://forge:18082/cgi-bin/git/ds4.git), which a proxy carries and git's own protocol is not.
+  over HTTP (http://forge:18082/cgi-bin/git/ds4.git), which a proxy carries and git's own protocol is not,
+  and once more behind a password (http://builder:S3cretTok3n@forge:18083/ds4.git, a private mirror's way).
 
 The built-in sandbox (no prefix) has spark01..spark03 on fixed ports 2201..2203, matching
 inventory/sandbox/hosts.yml. Molecule scenarios use a prefix and random ports, so that their
@@ -63,6 +64,9 @@ IMAGE = "localhost/ds4-sandbox-spark:" + hashlib.sha256(" ".join(PACKAGES).encod
 HUB_PORT = 18080
 STORAGE_PORT = 18081
 GIT_HTTP_PORT = 18082
+# The engine repository behind HTTP basic authentication (tests/standins/engine/git_http_auth.py).
+GIT_AUTH_PORT = 18083
+GIT_AUTH_USER, GIT_AUTH_PASSWORD = "builder", "S3cretTok3n"
 PROXY_PORT = 8888
 DEFAULT_HOSTS = ["spark01", "spark02", "spark03"]
 FIXED_SSH_PORTS = {"spark01": 2201, "spark02": 2202, "spark03": 2203}
@@ -217,6 +221,8 @@ def ensure_forge(names: Names, data: Path) -> None:
         "HOME=/tmp GIT_PROJECT_ROOT=/srv/forge/git GIT_HTTP_EXPORT_ALL=1 "
         "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=safe.directory GIT_CONFIG_VALUE_0='*' "
         f"exec python3 -m http.server --cgi {GIT_HTTP_PORT} >/dev/null 2>&1) & "
+        f"python3 /srv/standins/engine/git_http_auth.py --root /srv/forge/git --port {GIT_AUTH_PORT} "
+        f"--user {GIT_AUTH_USER} --password {GIT_AUTH_PASSWORD} >/dev/null 2>&1 & "
         f"exec python3 /srv/standins/hub/hubstandin.py --data /srv/forge/hub --bind 0.0.0.0 "
         f"--port {HUB_PORT} --storage-port {STORAGE_PORT}"
     )
