@@ -22,7 +22,7 @@ description:
     it may enter; C(make) runs as that user; then each of its processes is ended, the tree is made root's
     and writable by no one else (no set-user-ID bits, a link to a file outside refused), and the built
     programs are checked as that user.
-  - A credential in O(repo) (C(https://user:token@host/...)) is given to git only in its environment: it
+  - A credential in O(repo) (C(https://user:token@host/...)) is given to git only in its environment; it
     is in no command line, and the clone, the build log and the stamp record the URL without it.
   - Records the commit the tag resolved to in O(tags_record), which M(ds4.fleet.ds4_release_plan) holds
     later runs to.
