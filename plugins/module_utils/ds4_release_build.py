@@ -353,7 +353,9 @@ def _build_in(staging, log, *, release, commit, repo, build_target, nvcc, jobs, 
         git_dir = hand_over(staging, account)
         log.note(f"building as {account.name} (uid {account.uid}), in a tree only it may enter")
     argv = make_argv(make, build_target, jobs, nvcc)
-    rc = log.run(argv, cwd=staging, account=account)
+    # A home the build user may write (root's is not), for tools that keep a cache there.
+    env = log.env if account is None else dict(log.env, HOME=staging)
+    rc = log.run(argv, cwd=staging, env=env, account=account)
     if account is not None:
         seal(staging, account, git_dir)
         log.note(f"the tree is root's now; the checks run as {account.name}")

@@ -399,7 +399,7 @@ def open_tree(forge, monkeypatch):
     spy = base / "make"
     spy.write_text(
         "#!/bin/sh\n"
-        "id -u > .built-by && chmod 4775 .built-by\n"
+        'id -u > .built-by && chmod 4775 .built-by && echo "$HOME" > .home\n'
         "sleep 300 & echo $! > .left-behind\n"
         "touch ../escaped 2>/dev/null\n"
         'exec make "$@"\n'
@@ -436,6 +436,7 @@ def test_the_engine_is_built_by_the_build_user_and_left_to_root(forge, open_tree
     assert built["built"]
     release = root / "releases" / "v0.6.5"
     assert (release / ".built-by").read_text() == f"{BUILD_UID}\n"
+    assert (release / ".home").read_text() == f"{root / 'releases' / '.build-v0.6.5'}\n"
     # Nothing beside its own tree, and nothing of it left running.
     assert not (root / "releases" / "escaped").exists()
     assert _gone(int((release / ".left-behind").read_text()))
