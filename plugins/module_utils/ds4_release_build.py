@@ -160,15 +160,20 @@ class _Log:
 
     def run(self, argv, cwd, timeout=None, env=None, account=None):
         self._started(argv)
-        proc = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env=self.env if env is None else env,
-            stdin=subprocess.DEVNULL,
-            stdout=self.handle,
-            stderr=subprocess.STDOUT,
-            **_as(account),
-        )
+        try:
+            proc = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=self.env if env is None else env,
+                stdin=subprocess.DEVNULL,
+                stdout=self.handle,
+                stderr=subprocess.STDOUT,
+                **_as(account),
+            )
+        except OSError as exc:
+            who = f" as {account.name}" if account else ""
+            self.note(f"cannot start{who}: {exc}")
+            raise _StepFailed(f"`{' '.join(argv)}` could not start{who}: {exc}") from None
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             wait = PROGRESS_EVERY if deadline is None else min(PROGRESS_EVERY, deadline - time.monotonic())
@@ -219,6 +224,34 @@ class BuildAccount:
         if entry.pw_uid == 0 or entry.pw_gid == 0:
             raise ReleaseError(f"the build user {name} must not be root nor in root's group")
         self.name, self.uid, self.gid = name, entry.pw_uid, entry.pw_gid
+
+
+def check_reachable(path, account):
+    """Refuse PATH when ACCOUNT may not pass through one of its directories (root passes anywhere, so the
+    build would fail only once make runs, on a path it cannot open)."""
+    current = "/"
+    for part in [""] + os.path.abspath(path).strip("/").split("/"):
+        current = os.path.join(current, part) if part else current
+        info = os.stat(current)
+        if info.st_uid == account.uid:
+            allowed = info.st_mode & stat.S_IXUSR
+        elif info.st_gid == account.gid:
+            allowed = info.st_mode & stat.S_IXGRP
+        else:
+            allowed = info.st_mode & stat.S_IXOTH
+        if not allowed:
+            raise ReleaseError(
+                f"the build user {account.name} may not pass through {current} (mode "
+                f"{stat.S_IMODE(info.st_mode):04o}, {_owner(info)}), on the way to {path}: give others "
+                "the x permission on it, or set ds4_root elsewhere"
+            )
+
+
+def _owner(info):
+    try:
+        return f"owner {pwd.getpwuid(info.st_uid).pw_name}"
+    except KeyError:
+        return f"owner uid {info.st_uid}"
 
 
 def _as(account):
@@ -481,6 +514,8 @@ def build_release(
     account = BuildAccount(build_user) if build_user else None
     releases = os.path.join(root, RELEASES_DIR)
     os.makedirs(releases, mode=0o755, exist_ok=True)
+    if account is not None:
+        check_reachable(releases, account)
     os.makedirs(log_dir, mode=0o755, exist_ok=True)
     log_path = build_log_path(log_dir, release)
     with _locked(os.path.join(releases, LOCK_NAME)):

@@ -474,3 +474,19 @@ def test_a_build_that_links_to_a_file_outside_its_tree_is_refused(forge, open_tr
         )  # fmt: skip
     assert oct(victim.stat().st_mode & 0o777) == "0o666" and victim.read_text() == "root's\n"
     assert not (open_tree["base"] / "opt" / "releases" / "v0.6.5").exists()
+
+
+def test_a_build_user_that_cannot_reach_its_tree_is_refused_before_the_build(forge, open_tree):
+    root = open_tree["base"] / "opt"
+    (root / "releases").mkdir(parents=True)
+    root.chmod(0o700)
+    refused = rf"^the build user ds4-build may not pass through {root} \(mode 0700, owner root\)"
+    with pytest.raises(ReleaseError, match=refused):
+        build_release(
+            root=str(root), release="v0.6.5", commit=forge["tags"]["v0.6.5"], repo=forge["repo"],
+            build_target=SPARK, cuda_version="13.0", nvcc=open_tree["nvcc"], jobs=2,
+            log_dir=str(open_tree["base"] / "logs"), git="git", make="make", env=os.environ,
+            build_user="ds4-build",
+        )  # fmt: skip
+    # Refused before anything: no clone, no log.
+    assert os.listdir(root / "releases") == [] and not (open_tree["base"] / "logs").exists()
