@@ -2,12 +2,17 @@
 module_utils/ds4_firewall.py.
 
 - `groups['gateways'] | ds4.fleet.firewall_sources(hostvars, ds4_firewall_allow)` -> {v4, v6}
+- `ds4_host | ds4.fleet.beyond_loopback` -> whether other machines may reach the engine's listen address
 """
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_firewall import FirewallError, firewall_sources
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_firewall import (
+    FirewallError,
+    beyond_loopback,
+    firewall_sources,
+)
 
 
 def firewall_sources_filter(gateways, hostvars, allow):
@@ -19,4 +24,4 @@ def firewall_sources_filter(gateways, hostvars, allow):
 
 class FilterModule:
     def filters(self):
-        return {"firewall_sources": firewall_sources_filter}
+        return {"firewall_sources": firewall_sources_filter, "beyond_loopback": beyond_loopback}

@@ -146,8 +146,12 @@ def render(
     free_bytes: int | None,
     next_bytes: int | None,
     now: float,
+    firewall: dict | None = None,
 ) -> str:
-    """The textfile: our `ds4_spark_*` series, then the engine's own when it answered."""
+    """The textfile: our `ds4_spark_*` series, then the engine's own when it answered.
+
+    `firewall`: {"loaded": bool, "restores": int} while the engine firewall's unit is active, else None
+    (no firewall series)."""
     out = Writer()
     fact = fact if isinstance(fact, dict) else {}
     _configured(out, fact)
@@ -155,6 +159,8 @@ def render(
     _unit(out, unit, verdict)
     _watchdog(out, watchdog, watchdog_enabled)
     _weights(out, weights, free_bytes, next_bytes)
+    if firewall is not None:
+        _firewall(out, firewall)
     out.add("metrics_timestamp_seconds", "gauge", "When these series were written.", now)
     text = out.text()
     if engine_text:
@@ -267,6 +273,21 @@ def _watchdog(out: Writer, watchdog: dict, enabled: bool) -> None:
         "gauge",
         "Probes in a row the engine did not answer.",
         int(watchdog.get("failures") or 0),
+    )
+
+
+def _firewall(out: Writer, firewall: dict) -> None:
+    out.add(
+        "firewall_loaded",
+        "gauge",
+        "1 when the engine firewall's nftables table stands (loaded again by the watchdog if need be).",
+        bool(firewall.get("loaded")),
+    )
+    out.add(
+        "firewall_restores_total",
+        "counter",
+        "Times the watchdog found the engine firewall's table missing and loaded it again.",
+        int(firewall.get("restores") or 0),
     )
 
 

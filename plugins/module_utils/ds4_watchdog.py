@@ -22,6 +22,12 @@ each run asks the engine how many requests it holds (`ds4_drain.read_inflight`: 
 A request the engine holds while its HTTP server still answers is never a failure. A process that answers
 nothing at all (stopped, or its server wedged) gives no sign of progress, whatever it held before.
 
+Each run also checks the engine firewall (role ds4_gateway) while its unit is active: the engine then
+listens beyond loopback and only the firewall's nftables table keeps other hosts out. `nft flush ruleset`
+by hand, or another tool that replaces the whole ruleset, removes that table without its unit knowing. A
+table found missing is loaded again through the unit (`systemctl reload`); one that cannot be is a firewall
+that no longer stands: its unit is stopped, and the engine, bound to it, with it (`firewall_outcome`).
+
 Standard library only: it runs on the Spark, installed beside the `ds4-watchdog` script.
 """
 
@@ -32,6 +38,10 @@ from __future__ import annotations
 UNIT_PROPERTIES = ("ActiveState", "SubState", "Result", "MainPID", "NRestarts", "ExecMainExitTimestamp")
 # What systemd logs about a unit when it refuses to start it at its start limit.
 START_LIMIT_LINE = "Start request repeated too quickly"
+# The engine firewall's table is of this family (templates/ds4-engine.nft.j2 of role ds4_gateway), and it
+# refuses the engine's port to the others with this rule.
+FIREWALL_FAMILY = "inet"
+FIREWALL_REFUSAL = "reject with tcp reset"
 
 
 def parse_show(text: str) -> dict:
@@ -66,6 +76,7 @@ def new_state() -> dict:
         "restarts": 0,
         "last_restart_at": None,
         "last_restart_reason": None,
+        "firewall_restores": 0,
     }
 
 
@@ -75,7 +86,7 @@ def load_state(data) -> dict:
     if isinstance(data, dict):
         for key, initial in state.items():
             value = data.get(key)
-            if key in ("runs", "failures", "restarts"):
+            if key in ("runs", "failures", "restarts", "firewall_restores"):
                 if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
                     state[key] = value
             elif key in ("first_failure_at", "last_restart_at"):
@@ -235,3 +246,36 @@ def detection_bound(interval: float, failures: int, timeout: float) -> float:
     `failures - 1` more runs follow, one each `interval`, and the last one waits `timeout` for its answer.
     """
     return interval * failures + timeout
+
+
+def firewall_loaded(returncode: int, listing: str) -> bool:
+    """Whether `nft list table inet <table>` (its exit status and output) shows the firewall standing: the
+    table is there and refuses the engine's port to the others. A table emptied by `nft flush table` is
+    there but refuses nothing."""
+    return returncode == 0 and FIREWALL_REFUSAL in listing
+
+
+def firewall_outcome(
+    table: str, firewall_unit: str, engine_unit: str, loaded: bool, reload_error: str | None = None
+) -> dict:
+    """What to do once the firewall's table was found missing and its unit asked to load it again.
+
+    `loaded`: whether the table stands after that reload; `reload_error`: what the reload said when it
+    failed. Returns {"action": "none" or "stop" (stop `firewall_unit`: `engine_unit`, bound to it whenever
+    it listens beyond loopback, stops with it), "message"}, the message said at warning priority either way.
+    """
+    missing = (
+        f"the engine firewall's table {FIREWALL_FAMILY} {table} was missing while {firewall_unit} is active "
+        "(nft flush ruleset, or another tool that replaced the whole ruleset?)"
+    )
+    if loaded:
+        return {"action": "none", "message": f"{missing}: loaded it again ({firewall_unit} reloaded)"}
+    why = f" ({reload_error})" if reload_error else ""
+    return {
+        "action": "stop",
+        "message": (
+            f"{missing}, and reloading {firewall_unit} did not load it{why}: stopping {firewall_unit}, and "
+            f"with it {engine_unit}, rather than leave the engine open to every host. Fix the rules, then: "
+            f"systemctl start {engine_unit} (its firewall starts first)"
+        ),
+    }

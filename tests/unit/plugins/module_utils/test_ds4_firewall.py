@@ -1,9 +1,13 @@
-"""module_utils/ds4_firewall.py: the engine firewall's allowed sources."""
+"""module_utils/ds4_firewall.py: the engine firewall's allowed sources, and when the engine needs it."""
 
 from __future__ import annotations
 
 import pytest
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_firewall import FirewallError, firewall_sources
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_firewall import (
+    FirewallError,
+    beyond_loopback,
+    firewall_sources,
+)
 
 
 def test_the_gateways_and_the_allowed_networks_are_split_by_family_each_once():
@@ -24,3 +28,14 @@ def test_no_gateway_leaves_the_allowed_networks_alone():
 def test_a_gateway_whose_addresses_were_not_read_is_refused_by_name():
     with pytest.raises(FirewallError, match="gw02"):
         firewall_sources({"gw02": {}}, [])
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.1.1", "::1", "[::1]", "localhost", "LocalHost"])
+def test_a_loopback_listen_address_is_not_beyond_loopback(host):
+    assert beyond_loopback(host) is False
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.0.0.11", "fd00::11", "spark01", "spark01.example"])
+def test_a_wildcard_another_address_or_a_name_is_beyond_loopback(host):
+    # A name may resolve to any address: only the firewall can say who reaches it.
+    assert beyond_loopback(host) is True

@@ -17,6 +17,8 @@ import pytest
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_watchdog import (
     decide,
     detection_bound,
+    firewall_loaded,
+    firewall_outcome,
     load_state,
     new_state,
     parse_show,
@@ -193,10 +195,39 @@ FAKE_SYSTEMCTL = textwrap.dedent(
     here = os.path.dirname(os.path.abspath(__file__))
     with open(os.path.join(here, "calls"), "a") as calls:
         calls.write(" ".join(sys.argv[1:]) + "\\n")
-    if sys.argv[1] == "show":
+    if sys.argv[1] == "show" and sys.argv[2] == "ds4-firewall.service":
+        # The engine firewall's unit: active when the test made firewall.json, else not there.
+        path = os.path.join(here, "firewall.json")
+        print("ActiveState=" + (json.load(open(path))["ActiveState"] if os.path.exists(path) else "inactive"))
+    elif sys.argv[1] == "show":
         with open(os.path.join(here, "unit.json")) as unit:
             for key, value in json.load(unit).items():
                 print(f"{{key}}={{value}}")
+    elif sys.argv[1] == "reload" and sys.argv[2] == "ds4-firewall.service":
+        # As ExecReload=nft -f: the table the rules file holds (reload.txt), if the test gave one.
+        rules = os.path.join(here, "reload.txt")
+        if not os.path.exists(rules):
+            sys.stderr.write("Job for ds4-firewall.service failed.")
+            sys.exit(1)
+        with open(rules) as src, open(os.path.join(here, "table.txt"), "w") as table:
+            table.write(src.read())
+    """
+)
+
+# `nft list table inet ds4_engine`: the table as the kernel holds it (table.txt), or nft's error.
+FAKE_NFT = textwrap.dedent(
+    """\
+    #!{python}
+    import os, sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "calls"), "a") as calls:
+        calls.write("nft " + " ".join(sys.argv[1:]) + "\\n")
+    path = os.path.join(here, "table.txt")
+    if not os.path.exists(path):
+        sys.stderr.write("Error: No such file or directory\\nlist table inet ds4_engine\\n")
+        sys.exit(1)
+    with open(path) as table:
+        sys.stdout.write(table.read())
     """
 )
 
@@ -258,6 +289,9 @@ def host(tmp_path):
     fake.chmod(0o755)
     fake = bin_dir / "journalctl"
     fake.write_text(FAKE_JOURNALCTL.format(python=sys.executable))
+    fake.chmod(0o755)
+    fake = bin_dir / "nft"
+    fake.write_text(FAKE_NFT.format(python=sys.executable))
     fake.chmod(0o755)
     (bin_dir / "unit.json").write_text(json.dumps(ACTIVE))
     facts = tmp_path / "facts"
@@ -462,3 +496,112 @@ def test_a_refused_connection_is_a_failure_too(host):
         port = sock.getsockname()[1]
     code, out, _ = watch(host, f"http://127.0.0.1:{port}")
     assert code == 0 and "did not answer (1 of 3" in out[0] and "could not be reached" in out[0]
+
+
+# --- the engine firewall -----------------------------------------------------------------------------
+
+# `nft list table inet ds4_engine` as nftables 1.0.6 prints the table of templates/ds4-engine.nft.j2.
+TABLE = textwrap.dedent(
+    """\
+    table inet ds4_engine {
+    \tset allowed_v4 {
+    \t\ttype ipv4_addr
+    \t\tflags interval
+    \t\telements = { 10.89.0.5 }
+    \t}
+
+    \tchain input {
+    \t\ttype filter hook input priority filter; policy accept;
+    \t\ttcp dport 8000 iif "lo" accept
+    \t\ttcp dport 8000 ip saddr @allowed_v4 accept
+    \t\ttcp dport 8000 reject with tcp reset
+    \t}
+    }
+    """
+)
+# The same table after `nft flush table inet ds4_engine`: there, but refusing nothing.
+EMPTIED = TABLE.replace("\t\ttcp dport 8000 reject with tcp reset\n", "").replace(
+    "\t\ttcp dport 8000 ip saddr @allowed_v4 accept\n", ""
+)
+FIREWALL = ("--firewall-unit", "ds4-firewall.service", "--firewall-table", "ds4_engine")
+
+
+@pytest.mark.parametrize(
+    ("returncode", "listing", "loaded"),
+    [(0, TABLE, True), (1, "", False), (0, EMPTIED, False), (1, TABLE, False)],
+)
+def test_the_firewall_stands_only_when_its_table_is_listed_with_its_refusal(returncode, listing, loaded):
+    assert firewall_loaded(returncode, listing) is loaded
+
+
+def test_a_firewall_loaded_again_is_said_and_one_that_cannot_be_stops_its_unit():
+    restored = firewall_outcome("ds4_engine", "ds4-firewall.service", "ds4.service", loaded=True)
+    assert restored["action"] == "none"
+    assert restored["message"].startswith("the engine firewall's table inet ds4_engine was missing while ")
+    assert restored["message"].endswith(": loaded it again (ds4-firewall.service reloaded)")
+    lost = firewall_outcome("ds4_engine", "ds4-firewall.service", "ds4.service", False, "exit 1: bad rules")
+    assert lost["action"] == "stop"
+    assert (
+        "did not load it (exit 1: bad rules): stopping ds4-firewall.service, and with it ds4.service"
+        in (lost["message"])
+    )
+
+
+def test_script_leaves_a_standing_firewall_alone(host, engine):
+    (host / "bin/firewall.json").write_text(json.dumps({"ActiveState": "active"}))
+    (host / "bin/table.txt").write_text(TABLE)
+    code, out, text = watch(host, engine, *FIREWALL)
+    assert code == 0 and out == ["ds4.service (pid 4242) answers"]
+    assert calls(host)[:2] == [
+        "show ds4-firewall.service --property=ActiveState",
+        "nft list table inet ds4_engine",
+    ]
+    assert not [call for call in calls(host) if call.startswith(("reload", "stop"))]
+    samples = series(text)
+    assert samples["ds4_spark_firewall_loaded"] == 1 and samples["ds4_spark_firewall_restores_total"] == 0
+
+
+def test_script_loads_a_flushed_firewall_again_and_says_so(host, engine):
+    (host / "bin/firewall.json").write_text(json.dumps({"ActiveState": "active"}))
+    (host / "bin/reload.txt").write_text(TABLE)  # `nft flush ruleset`: no table.txt
+    # --no-restart: the watchdog only watches the engine, yet the firewall is put back all the same.
+    code, out, text = watch(host, engine, "--no-restart", *FIREWALL)
+    assert code == 0
+    assert out[0] == (
+        "the engine firewall's table inet ds4_engine was missing while ds4-firewall.service is active (nft "
+        "flush ruleset, or another tool that replaced the whole ruleset?): loaded it again "
+        "(ds4-firewall.service reloaded)"
+    )
+    assert "reload ds4-firewall.service" in calls(host)
+    assert not [call for call in calls(host) if call.startswith("stop")]
+    samples = series(text)
+    assert samples["ds4_spark_firewall_loaded"] == 1 and samples["ds4_spark_firewall_restores_total"] == 1
+    # Counted across runs; a table that stands is not loaded again.
+    code, out, text = watch(host, engine, *FIREWALL)
+    assert code == 0 and calls(host).count("reload ds4-firewall.service") == 1
+    assert series(text)["ds4_spark_firewall_restores_total"] == 1
+
+
+def test_script_stops_a_firewall_it_cannot_load_again_and_the_engine_with_it(host, engine):
+    (host / "bin/firewall.json").write_text(json.dumps({"ActiveState": "active"}))
+    (host / "bin/table.txt").write_text(EMPTIED)  # no reload.txt: the reload fails
+    code, out, text = watch(host, engine, *FIREWALL)
+    assert code == 0
+    assert "did not load it (systemctl reload ds4-firewall.service failed (1): Job for" in out[0]
+    assert "stopping ds4-firewall.service, and with it ds4.service" in out[0]
+    assert calls(host)[-4:-2] == ["reload ds4-firewall.service", "nft list table inet ds4_engine"]
+    assert "stop --no-block ds4-firewall.service" in calls(host)
+    # Checked before the engine's unit is read, so that this run sees the engine stopping.
+    assert calls(host).index("stop --no-block ds4-firewall.service") < calls(host).index(
+        "show ds4.service --timestamp=unix --property="
+        "ActiveState,SubState,Result,MainPID,NRestarts,ExecMainExitTimestamp"
+    )
+    assert series(text)["ds4_spark_firewall_loaded"] == 0
+
+
+def test_script_without_an_active_firewall_lists_no_table(host, engine):
+    code, _, text = watch(host, engine, *FIREWALL)
+    assert code == 0
+    assert calls(host)[0] == "show ds4-firewall.service --property=ActiveState"
+    assert not [call for call in calls(host) if call.startswith("nft")]
+    assert "ds4_spark_firewall_loaded" not in series(text)

@@ -1,0 +1,103 @@
+"""The engine firewall fails closed (issue 26, point 5), seen from the other sandbox hosts.
+
+spark01's engine listens on every address behind its firewall (the gateway needs it). Whatever happens to
+nftables on spark01, a host that is not allowed (spark02, the forge) never reaches the engine's port:
+- nftables.service's start, reload and stop each flush the whole ruleset, and its drop-in loads the
+  engine's table again at once;
+- `nft flush ruleset` by hand: the watchdog's next run (run here once, its timer stopped meanwhile so that
+  only the test runs it) finds the table missing, loads it again and says so, in the journal and in its
+  metrics;
+- the firewall's unit stopped: ds4.service, bound to it, stops too.
+The gateway, which is allowed, reaches the engine again each time. Each test puts spark01 back as it found
+it (nftables.service's state, the watchdog's timer, the firewall, the engine serving).
+"""
+
+import os
+import subprocess
+
+import pytest
+import testinfra
+from waits import wait_for
+
+PREFIX = f"mol-{os.environ['MOLECULE_SCENARIO_NAME']}-"
+FORGE = f"{PREFIX}forge"
+MODELS = "curl -sS --max-time 10 -o /dev/null -w %{http_code} http://spark01:8000/v1/models"
+TEXTFILE = "/var/lib/prometheus/node-exporter/ds4.prom"
+
+
+@pytest.fixture(scope="module")
+def hosts():
+    return {name: testinfra.get_host(f"podman://{PREFIX}{name}") for name in ("gw01", "spark01", "spark02")}
+
+
+def refused_outside(hosts):
+    """The engine's port refused (curl: 7, could not connect) from spark02 and from the forge."""
+    from_spark = hosts["spark02"].run(MODELS).rc
+    done = subprocess.run(["podman", "exec", FORGE, "sh", "-c", MODELS], capture_output=True, text=True)
+    assert done.returncode < 125, f"podman exec in the forge failed: {done.returncode} {done.stderr}"
+    return from_spark == 7 and done.returncode == 7
+
+
+def open_to_the_gateway(hosts):
+    return hosts["gw01"].run(MODELS).stdout == "200"
+
+
+def table_loaded(spark):
+    return "reject with tcp reset" in spark.run("nft list table inet ds4_engine").stdout
+
+
+@pytest.fixture
+def spark01(hosts):
+    """spark01, its watchdog's timer stopped (the test runs the watchdog itself); put back afterwards:
+    nftables.service as it was, the timer, the firewall's table and the engine."""
+    spark = hosts["spark01"]
+    nftables_was_active = spark.run("systemctl is-active nftables.service").stdout.strip() == "active"
+    spark.check_output("systemctl stop ds4-watchdog.timer")
+    yield spark
+    spark.run("systemctl %s nftables.service", "start" if nftables_was_active else "stop")
+    spark.check_output("systemctl start ds4-watchdog.timer")
+    spark.check_output("systemctl start ds4-firewall.service ds4.service")
+    spark.check_output("systemctl reload ds4-firewall.service")
+    wait_for("the gateway reaches spark01's engine again", lambda: open_to_the_gateway(hosts), timeout=300)
+    assert table_loaded(spark) and refused_outside(hosts)
+
+
+def test_nftables_service_flushing_the_ruleset_leaves_the_engine_refused_to_others(hosts, spark01):
+    assert refused_outside(hosts) and open_to_the_gateway(hosts)
+    # Debian's nftables.service: start and reload load /etc/nftables.conf, which begins `flush ruleset`;
+    # stop is `nft flush ruleset`.
+    for action in ("restart", "reload", "stop"):
+        spark01.check_output("systemctl %s nftables.service", action)
+        assert table_loaded(spark01), f"the engine's table is gone after systemctl {action} nftables"
+        assert refused_outside(hosts), f"the engine is reachable after systemctl {action} nftables"
+        assert open_to_the_gateway(hosts)
+
+
+def test_the_watchdog_loads_a_flushed_table_again_and_says_so(hosts, spark01):
+    since = spark01.check_output("date +%s")
+    spark01.check_output("nft flush ruleset")
+    assert not table_loaded(spark01)
+    spark01.check_output("systemctl start ds4-watchdog.service")
+    assert table_loaded(spark01)
+    assert refused_outside(hosts) and open_to_the_gateway(hosts)
+    said = spark01.check_output("journalctl --no-pager --output=cat -u ds4-watchdog --since=@%s", since)
+    assert "the engine firewall's table inet ds4_engine was missing" in said, said
+    metrics = spark01.check_output("cat %s", TEXTFILE)
+    assert "ds4_spark_firewall_loaded 1" in metrics.splitlines(), metrics
+    restores = [line for line in metrics.splitlines() if line.startswith("ds4_spark_firewall_restores")]
+    assert restores and float(restores[0].split()[1]) >= 1, metrics
+    # The engine served throughout: loading the table again restarts nothing.
+    assert spark01.service("ds4.service").is_running
+
+
+def test_the_engine_stops_with_its_firewall(hosts, spark01):
+    assert "ds4-firewall.service" in spark01.check_output("systemctl show ds4.service --property=BindsTo")
+    spark01.check_output("systemctl stop ds4-firewall.service")
+    assert not table_loaded(spark01)
+    assert spark01.run("systemctl is-active ds4.service").stdout.strip() != "active"
+    assert not spark01.socket("tcp://0.0.0.0:8000").is_listening
+    assert refused_outside(hosts)
+    # Started again, the engine brings its firewall up first.
+    spark01.check_output("systemctl start ds4.service")
+    assert table_loaded(spark01)
+    assert refused_outside(hosts) and open_to_the_gateway(hosts)
