@@ -25,6 +25,20 @@ def test_one_minimum_ansible_core_that_the_pinned_one_meets():
     assert "meta/runtime.yml" in (REPO / "README.md").read_text()
 
 
+def test_an_operator_installs_what_running_needs_and_the_image_the_same():
+    """requirements.txt (README's install, ansible-builder's python file) holds only what running the
+    collection needs; the test and lint tools are in requirements-dev.txt, which `make setup` installs."""
+    runtime = re.findall(r"^([A-Za-z0-9_.\-\[\]]+)==", (REPO / "requirements.txt").read_text(), re.M)
+    assert sorted(runtime) == ["ansible-core", "jinja2", "pyyaml"]
+    dev = (REPO / "requirements-dev.txt").read_text()
+    assert re.search(r"^-r requirements\.txt$", dev, re.M)
+    assert "requirements-dev.txt" in (REPO / "Makefile").read_text()
+    ee = yaml.safe_load((REPO / "execution-environment.yml").read_text())["dependencies"]
+    assert ee["python"] == "requirements.txt"
+    (pinned,) = re.findall(r"^(ansible-core==\S+)$", (REPO / "requirements.txt").read_text(), re.M)
+    assert ee["ansible_core"]["package_pip"] == pinned
+
+
 def test_the_version_moves_with_releases():
     """Unreleased fragments belong to the next version, which galaxy.yml names and no release holds yet."""
     released = yaml.safe_load((REPO / "changelogs" / "changelog.yaml").read_text())["releases"] or {}
