@@ -109,7 +109,8 @@ def render_table(records, title: str | None = None) -> str:
 
 def tally(records) -> str:
     """One sentence: how many Sparks serve which release, and how many do not serve."""
-    serving, other = {}, 0
+    serving: dict[str, int] = {}
+    other = 0
     for record in records:
         if record.get("answering") and record.get("release"):
             serving[record["release"]] = serving.get(record["release"], 0) + 1

@@ -113,7 +113,9 @@ def _engine(base_url: str, timeout: float) -> dict:
         return {"url": base_url, "answering": False, "error": str(exc)}
     except ProbeError as exc:
         return {"url": base_url, "answering": True, "error": str(exc)}
-    server = stats.get("server") if isinstance(stats.get("server"), dict) else {}
+    server = stats.get("server")
+    if not isinstance(server, dict):
+        server = {}
     return {
         "url": base_url,
         "answering": True,

@@ -21,7 +21,7 @@ import time
 try:
     from ansible_collections.ds4.fleet.plugins.module_utils.ds4_drain import split_sample
 except ImportError:  # on the Spark, installed beside ds4-watchdog and ds4_drain.py, outside any package
-    from ds4_drain import split_sample
+    from ds4_drain import split_sample  # type: ignore[import-not-found,no-redef]
 
 PREFIX = "ds4_spark_"
 _NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
@@ -43,7 +43,7 @@ def _number(value) -> str:
 class Writer:
     """Collects series, each with one HELP and TYPE, in the order first given."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._families: dict[str, tuple[str, str, list[str]]] = {}
 
     def add(self, name: str, kind: str, help_text: str, value, labels: dict | None = None) -> None:
@@ -163,7 +163,9 @@ def render(
 
 
 def _configured(out: Writer, fact: dict) -> None:
-    models = fact.get("models") if isinstance(fact.get("models"), dict) else {}
+    models = fact.get("models")
+    if not isinstance(models, dict):
+        models = {}
     if fact.get("release"):
         out.add(
             "info",

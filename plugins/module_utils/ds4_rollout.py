@@ -28,8 +28,8 @@ def _batch_size(item, total: int) -> int:
         size = item
     elif isinstance(item, str) and item.strip().isdigit():
         size = int(item.strip())
-    elif isinstance(item, str) and _PERCENT_RE.match(item.strip()):
-        percent = int(_PERCENT_RE.match(item.strip()).group(1))
+    elif isinstance(item, str) and (percent_match := _PERCENT_RE.match(item.strip())):
+        percent = int(percent_match.group(1))
         if not 0 < percent <= 100:
             raise RolloutError(f"ds4_upgrade_serial percentages are 1% to 100%: {item!r}")
         return int(percent / 100.0 * total) or 1
@@ -53,7 +53,8 @@ def upgrade_batches(hosts, serial) -> list:
     if not entries:
         raise RolloutError('ds4_upgrade_serial is empty: give at least one batch size, such as [1, "25%"]')
     sizes = [_batch_size(item, len(hosts)) for item in entries]
-    batches, index = [], 0
+    batches: list[list] = []
+    index = 0
     while index < len(hosts):
         size = sizes[min(len(batches), len(sizes) - 1)]
         batches.append(hosts[index : index + size])
