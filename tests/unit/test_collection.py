@@ -25,6 +25,16 @@ def test_one_minimum_ansible_core_that_the_pinned_one_meets():
     assert "meta/runtime.yml" in (REPO / "README.md").read_text()
 
 
+def test_every_role_asks_for_the_minimum_of_meta_runtime():
+    """A role used alone says the same lowest ansible-core as the collection (meta/runtime.yml)."""
+    required = yaml.safe_load((REPO / "meta" / "runtime.yml").read_text())["requires_ansible"]
+    asked = {
+        meta.parent.parent.name: yaml.safe_load(meta.read_text())["galaxy_info"]["min_ansible_version"]
+        for meta in (REPO / "roles").glob("*/meta/main.yml")
+    }
+    assert asked and asked == dict.fromkeys(asked, required.removeprefix(">="))
+
+
 def test_an_operator_installs_what_running_needs_and_the_image_the_same():
     """requirements.txt (README's install, ansible-builder's python file) holds only what running the
     collection needs; the test and lint tools are in requirements-dev.txt, which `make setup` installs."""
