@@ -35,6 +35,16 @@ def test_every_role_asks_for_the_minimum_of_meta_runtime():
     assert asked and asked == dict.fromkeys(asked, required.removeprefix(">="))
 
 
+def test_each_plugin_says_when_it_was_added_and_no_version_yet_to_come():
+    """version_added is the version of galaxy.yml when the module, filter or option came: never later
+    than galaxy.yml's (ansible-test sanity checks only its form)."""
+    docs = [*(REPO / "plugins" / "modules").glob("*.py"), *(REPO / "plugins" / "filter").glob("*.yml")]
+    found = {path.name: re.findall(r"version_added:\s*['\"]?([0-9.]+)", path.read_text()) for path in docs}
+    assert [name for name, versions in found.items() if not versions] == []
+    earlier = {name: v for name, versions in found.items() for v in versions if v != GALAXY["version"]}
+    assert all(LooseVersion(v) <= LooseVersion(GALAXY["version"]) for v in earlier.values()), earlier
+
+
 def test_an_operator_installs_what_running_needs_and_the_image_the_same():
     """requirements.txt (README's install, ansible-builder's python file) holds only what running the
     collection needs; the test and lint tools are in requirements-dev.txt, which `make setup` installs."""
