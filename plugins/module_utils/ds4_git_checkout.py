@@ -7,10 +7,14 @@ so root never runs git in a folder another user owns (git's safe.directory refus
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-# RUN(argv) -> (rc, stdout, stderr), as AnsibleModule.run_command.
-Run = Callable[[list[str]], tuple[int, str, str]]
+# RUN(argv) -> (rc, stdout, stderr), as AnsibleModule.run_command. For the type checker only: the hosts'
+# Pythons need not subscript Callable.
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    Run = Callable[[list[str]], tuple[int, str, str]]
 
 
 def git_command(git: str, path: str, owner: tuple[int, int] | None, setpriv: str | None) -> list[str] | None:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_git_checkout import Run, read_git_checkout
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_git_checkout import read_git_checkout
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_gpu_facts import (
     GPU_QUERY_ARGS,
     HostFactsError,
@@ -23,6 +23,11 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_gpu_facts import (
 )
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_processes import find_stray_servers, port_holder
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_weight_files import part_name
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ansible_collections.ds4.fleet.plugins.module_utils.ds4_git_checkout import Run
 
 __all__ = ["HostFactsError", "gather_host_facts"]
 

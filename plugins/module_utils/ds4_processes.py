@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 # The unit the engine runs under; an engine process outside it is a leftover of the shell installer.
 SERVICE_UNIT = "ds4.service"
@@ -21,8 +21,12 @@ _INTERPRETER_RE = re.compile(r"^(python3[.0-9]*|sh|bash|dash)$")
 # A listener's processes in ss's last column: users:(("ds4-server",pid=1234,fd=3),...).
 _SS_PID_RE = re.compile(r"\bpid=(\d+),")
 
-# RUN(argv) -> (rc, stdout, stderr), as AnsibleModule.run_command.
-Run = Callable[[list[str]], tuple[int, str, str]]
+# RUN(argv) -> (rc, stdout, stderr), as AnsibleModule.run_command. For the type checker only: the hosts'
+# Pythons need not subscript Callable.
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    Run = Callable[[list[str]], tuple[int, str, str]]
 
 
 def _read_text(path: str) -> str:
