@@ -75,7 +75,7 @@ def _as_int(value):
     return None
 
 
-def perf_summary(perf, release: str | None, commit: str | None) -> tuple[dict | None, list]:
+def perf_summary(perf: Any, release: str | None, commit: str | None) -> tuple[dict | None, list]:
     """The speed of the release that runs, from the local fact ansible_local.ds4_perf (the activation's
     measurements, newest last), with its change against the release it replaced; and notes on a release
     measured since that was rolled back as too slow, or kept slower under ds4_perf_gate warn."""
@@ -220,7 +220,7 @@ def _disagreements(record: dict, reading: dict, fact: dict) -> list:
     return notes
 
 
-def fleet_records(entries, hosts=None) -> list:
+def fleet_records(entries: Any, hosts: Any = None) -> list:
     """Records of many Sparks from `entries`, a list of {host, reading, error, fact, upgrade}.
 
     With `hosts`, the records follow its order, and a host without an entry (one that dropped out of the

@@ -81,7 +81,9 @@ def _int(value):
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-def stream_once(base_url: str, prompt: str, max_tokens: int, timeout: float, model: str = DEFAULT_MODEL):
+def stream_once(
+    base_url: str, prompt: str, max_tokens: int, timeout: float, model: str = DEFAULT_MODEL
+) -> dict:
     """One streamed completion, timed: seconds to the first event (prefill), from there to the last
     event with a choice (decode), and the usage the engine reported (None when it sent none)."""
     url = chat_url(base_url)
@@ -170,7 +172,7 @@ def measure(
     runs: int,
     timeout: float,
     model: str = DEFAULT_MODEL,
-    stream=stream_once,
+    stream: Any = stream_once,
 ) -> dict:
     """`runs` timed runs; the best figure of each kind, and every run's figures."""
     started = time.monotonic()
@@ -191,7 +193,7 @@ def measure(
 # --- comparison ---------------------------------------------------------------------------------------
 
 
-def check_max_regression(value) -> float:
+def check_max_regression(value: Any) -> float:
     if isinstance(value, bool):
         raise PerfSettingError(f"ds4_perf_max_regression is a percentage above 0 and below 100: {value!r}")
     try:
@@ -212,7 +214,7 @@ def _figure(record, metric):
     return float(value)
 
 
-def compare(new: dict, baseline: dict, max_regression) -> dict:
+def compare(new: dict, baseline: dict, max_regression: Any) -> dict:
     """Each figure of `new` against `baseline`'s: {metrics: {prefill: {new, old, change_pct, regressed}},
     regressed: [...], missing: [...]}. A figure missing on either side is listed in `missing`."""
     limit = check_max_regression(max_regression)
@@ -231,7 +233,7 @@ def compare(new: dict, baseline: dict, max_regression) -> dict:
     return result
 
 
-def _tps(value) -> str:
+def _tps(value: Any) -> str:
     return "no figure" if value is None else f"{value:.1f} tok/s"
 
 
@@ -377,7 +379,7 @@ def evaluate(
     why: str,
     models: dict,
     settings: dict,
-    max_regression,
+    max_regression: Any,
     gate: str,
     now: float | None = None,
 ) -> dict:
@@ -411,7 +413,7 @@ def evaluate(
     return {"record": record, "failed": record["verdict"] == ROLLED_BACK, "message": message}
 
 
-def _judge(record: dict, baseline: dict, max_regression, gate: str, release: str) -> str:
+def _judge(record: dict, baseline: dict, max_regression: Any, gate: str, release: str) -> str:
     """Compare the record with its baseline and set its verdict; the message that says why."""
     comparison = compare(record, baseline, max_regression)
     record["baseline"] = {
