@@ -14,12 +14,14 @@ MOLECULE_JOBS ?= 2
 
 .PHONY: setup host demo sandbox-up sandbox-down test lint unit sanity molecule clean
 
+# The development tools: running the collection (requirements.txt) and testing, linting and releasing it
+# (requirements-dev.txt). Redone when either file changes.
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: requirements.txt
+$(VENV)/.installed: requirements.txt requirements-dev.txt
 	python3 -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -r requirements.txt
+	$(BIN)/pip install --quiet -r requirements-dev.txt
 	touch $@
 
 # Packages and the two kernel/cgroup fixes rootful Podman needs on this kind of machine (needs root).
@@ -44,6 +46,7 @@ lint: setup
 	$(BIN)/yamllint --strict .
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 	$(BIN)/ansible-lint --profile production
 	$(BIN)/antsibull-changelog lint
 

@@ -30,7 +30,7 @@ RECORD_VERSION = 1
 
 
 # What of the collection shapes a run: a new version of any of these files takes the whole run.
-COLLECTION_PARTS = ("roles", "plugins", "playbooks", "templates")
+COLLECTION_PARTS = ("roles", "plugins", "playbooks")
 
 
 class AppliedError(Exception):

@@ -26,6 +26,7 @@ import re
 import time
 import urllib.error
 import urllib.request
+from typing import Any
 
 METRIC = "ds4_requests_inflight"
 METRICS_PATH = "/metrics"
@@ -110,7 +111,7 @@ def request_failure(url: str, exc: OSError, timeout: float, finish: str = "answe
     return f"{url} could not be reached: {getattr(exc, 'reason', exc)}"
 
 
-def json_object(raw) -> dict:
+def json_object(raw: Any) -> dict:
     """The JSON object the engine sent; ValueError saying what came instead, for the caller's message."""
     try:
         value = json.loads(raw)
@@ -202,9 +203,9 @@ def drain(
     interval: float = 1.0,
     request_timeout: float = 5.0,
     wait: bool = True,
-    clock=time.monotonic,
-    sleep=time.sleep,
-    read=read_inflight,
+    clock: Any = time.monotonic,
+    sleep: Any = time.sleep,
+    read: Any = read_inflight,
 ) -> dict:
     """Poll the engine until no request is in flight or `timeout` seconds pass; a busy engine is no error.
 

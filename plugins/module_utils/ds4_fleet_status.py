@@ -12,6 +12,7 @@ only worth reading if it tells the truth.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_perf import (
     KEPT_SLOWER,
@@ -74,7 +75,7 @@ def _as_int(value):
     return None
 
 
-def perf_summary(perf, release: str | None, commit: str | None) -> tuple[dict | None, list]:
+def perf_summary(perf: Any, release: str | None, commit: str | None) -> tuple[dict | None, list]:
     """The speed of the release that runs, from the local fact ansible_local.ds4_perf (the activation's
     measurements, newest last), with its change against the release it replaced; and notes on a release
     measured since that was rolled back as too slow, or kept slower under ds4_perf_gate warn."""
@@ -122,7 +123,7 @@ def fleet_record(
     if not isinstance(host, str) or not host:
         raise StatusError(f"a fleet record needs a host name: {host!r}")
     fact = fact if isinstance(fact, dict) else {}
-    record = {"host": host, "reachable": reading is not None, "notes": []}
+    record: dict[str, Any] = {"host": host, "reachable": reading is not None, "notes": []}
     if upgrade is not None:
         record["upgrade"] = upgrade
     if reading is None:
@@ -219,7 +220,7 @@ def _disagreements(record: dict, reading: dict, fact: dict) -> list:
     return notes
 
 
-def fleet_records(entries, hosts=None) -> list:
+def fleet_records(entries: Any, hosts: Any = None) -> list:
     """Records of many Sparks from `entries`, a list of {host, reading, error, fact, upgrade}.
 
     With `hosts`, the records follow its order, and a host without an entry (one that dropped out of the
@@ -228,12 +229,12 @@ def fleet_records(entries, hosts=None) -> list:
     for value, name in ((entries, "entries"), (hosts, "hosts")):
         if value is not None and (isinstance(value, (str, bytes, dict)) or not hasattr(value, "__iter__")):
             raise StatusError(f"fleet_status needs a list of {name}: {value!r}")
-    by_host = {}
+    by_host: dict[Any, dict] = {}
     for entry in entries:
         if not isinstance(entry, dict):
             raise StatusError(f"each entry of fleet_status is a mapping with host and reading: {entry!r}")
         by_host[entry.get("host")] = entry
-    order = list(hosts) if hosts is not None else list(by_host)
+    order: list[Any] = list(hosts) if hosts is not None else list(by_host)
     records = []
     for host in order:
         entry = by_host.get(host, {"error": "the Spark dropped out of the play (unreachable or failed)"})

@@ -3,6 +3,8 @@ the notes and a tally of releases."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_bytes import human_bytes
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_fleet_status import StatusError
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_version import parse_release
@@ -23,7 +25,7 @@ COLUMNS = (
 PERF_COLUMNS = (("PREFILL TOK/S", "prefill"), ("DECODE TOK/S", "decode"))
 
 
-def human_duration(seconds) -> str:
+def human_duration(seconds: Any) -> str:
     if seconds is None:
         return "-"
     total = int(seconds)
@@ -39,7 +41,7 @@ def human_duration(seconds) -> str:
     return f"{secs}s"
 
 
-def human_context(tokens) -> str:
+def human_context(tokens: Any) -> str:
     if tokens is None:
         return "-"
     return f"{tokens // 1024}K" if tokens >= 1024 and tokens % 1024 == 0 else str(tokens)
@@ -53,7 +55,7 @@ def _update_cell(update: dict) -> str:
     return "?"
 
 
-def _speed_cell(perf, metric: str) -> str:
+def _speed_cell(perf: Any, metric: str) -> str:
     """`812 (-2.1%)`: tokens per second, and the change against the release replaced when compared."""
     value = (perf or {}).get(f"{metric}_tps")
     if not isinstance(value, (int, float)) or isinstance(value, bool):
@@ -82,7 +84,7 @@ def _cells(record: dict) -> dict:
     return cells
 
 
-def render_table(records, title: str | None = None) -> str:
+def render_table(records: Any, title: str | None = None) -> str:
     """The records as a plain-text table, one Spark a line, then one line per note and a tally of releases."""
     if isinstance(records, (str, bytes, dict)) or not hasattr(records, "__iter__"):
         raise StatusError(f"fleet_status_table needs a list of records: {records!r}")
@@ -107,9 +109,10 @@ def render_table(records, title: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def tally(records) -> str:
+def tally(records: Any) -> str:
     """One sentence: how many Sparks serve which release, and how many do not serve."""
-    serving, other = {}, 0
+    serving: dict[str, int] = {}
+    other = 0
     for record in records:
         if record.get("answering") and record.get("release"):
             serving[record["release"]] = serving.get(record["release"], 0) + 1

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import socket
 import time
+from typing import Any
 
 STATES = ("ready", "drain", "maint")
 # srv_admin_state bits (HAProxy's SRV_ADMF_*): forced maintenance, inherited, from the configuration,
@@ -72,7 +73,7 @@ def parse_servers_state(text: str) -> list[dict]:
     return [dict(zip(names, line.split(), strict=False)) for line in lines[header + 1 :]]
 
 
-def _int(value, default: int = 0) -> int:
+def _int(value: Any, default: int = 0) -> int:
     try:
         return int(value, 0) if isinstance(value, str) else int(value)
     except (TypeError, ValueError):
@@ -147,7 +148,14 @@ def _check_name(kind: str, name: str) -> None:
         raise RuntimeApiError(f"a {kind} name without spaces, '/', ';' or '#', not {name!r}")
 
 
-def wait_for(read, done, timeout: float, interval: float, clock=time.monotonic, sleep=time.sleep):
+def wait_for(
+    read: Any,
+    done: Any,
+    timeout: float,
+    interval: float,
+    clock: Any = time.monotonic,
+    sleep: Any = time.sleep,
+) -> tuple[Any, bool, float]:
     """Read until done(reading) or `timeout` seconds pass: (last reading, done, seconds waited)."""
     started = clock()
     while True:
@@ -158,7 +166,15 @@ def wait_for(read, done, timeout: float, interval: float, clock=time.monotonic, 
         sleep(max(0.0, min(interval, timeout - elapsed)))
 
 
-def take_out(path, backend, name, timeout, interval, clock=time.monotonic, sleep=time.sleep) -> dict:
+def take_out(
+    path: Any,
+    backend: Any,
+    name: Any,
+    timeout: Any,
+    interval: Any,
+    clock: Any = time.monotonic,
+    sleep: Any = time.sleep,
+) -> dict:
     """Drain one server, wait (at most `timeout` s) until its sessions ended, then put it in maintenance.
 
     Sessions still open at the time limit are not cut: maintenance only stops new ones, and the engine's
@@ -189,7 +205,15 @@ def take_out(path, backend, name, timeout, interval, clock=time.monotonic, sleep
     }
 
 
-def put_back(path, backend, name, timeout, interval, clock=time.monotonic, sleep=time.sleep) -> dict:
+def put_back(
+    path: Any,
+    backend: Any,
+    name: Any,
+    timeout: Any,
+    interval: Any,
+    clock: Any = time.monotonic,
+    sleep: Any = time.sleep,
+) -> dict:
     """Put one server back into service and wait (at most `timeout` s) until its checks say it is up."""
     before = server(path, backend, name)
     if before["admin"] != "ready":
@@ -201,7 +225,7 @@ def put_back(path, backend, name, timeout, interval, clock=time.monotonic, sleep
     return {"before": before, "after": after, "changed": changed, "up": up, "waited_s": waited}
 
 
-def gateway_record(result) -> dict:
+def gateway_record(result: Any) -> dict:
     """What status.yml reports of one gateway, from the result of ds4_gateway_server's read: its servers, or
     null with the error that kept them from being read."""
     if not isinstance(result, dict) or not result:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from typing import Any
 
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_drain import (
     AGENT_STATUS,
@@ -52,7 +53,7 @@ def _link(path: str) -> dict:
     return info
 
 
-def _systemd(run, service: str) -> dict:
+def _systemd(run: Any, service: str) -> dict:
     """The unit's state from `systemctl show`; `run(argv)` returns (rc, stdout, stderr)."""
     argv = ["systemctl", "show", service, "--property=" + ",".join(SYSTEMD_PROPERTIES)]
     rc, out, err = run(argv)
@@ -113,7 +114,9 @@ def _engine(base_url: str, timeout: float) -> dict:
         return {"url": base_url, "answering": False, "error": str(exc)}
     except ProbeError as exc:
         return {"url": base_url, "answering": True, "error": str(exc)}
-    server = stats.get("server") if isinstance(stats.get("server"), dict) else {}
+    server = stats.get("server")
+    if not isinstance(server, dict):
+        server = {}
     return {
         "url": base_url,
         "answering": True,
@@ -126,8 +129,8 @@ def _engine(base_url: str, timeout: float) -> dict:
 
 
 def read_host(
-    root: str, gguf_dir: str, base_url: str, run, service: str = "ds4.service", timeout: float = 5.0
-):
+    root: str, gguf_dir: str, base_url: str, run: Any, service: str = "ds4.service", timeout: float = 5.0
+) -> dict:
     """Everything the fleet report needs from one Spark, read from the things themselves."""
     current = _link(os.path.join(root, "current"))
     systemd = _systemd(run, service)

@@ -19,8 +19,8 @@ try:
     import requests
     import urllib3
 except ImportError:
-    requests = urllib3 = None
-    REQUESTS_IMPORT_ERROR = traceback.format_exc()
+    requests = urllib3 = None  # type: ignore[assignment]
+    REQUESTS_IMPORT_ERROR: str | None = traceback.format_exc()
 else:
     REQUESTS_IMPORT_ERROR = None
 

@@ -49,8 +49,9 @@ from __future__ import annotations
 import hashlib
 import posixpath
 import re
+from typing import Any
 
-DEFAULTS = {
+DEFAULTS: dict[str, Any] = {
     "release_dir": None,
     "base_model": None,
     "dspark_model": None,

@@ -17,22 +17,23 @@ import calendar
 import os
 import re
 import time
+from typing import Any
 
 try:
     from ansible_collections.ds4.fleet.plugins.module_utils.ds4_drain import split_sample
 except ImportError:  # on the Spark, installed beside ds4-watchdog and ds4_drain.py, outside any package
-    from ds4_drain import split_sample
+    from ds4_drain import split_sample  # type: ignore[import-not-found,no-redef]
 
 PREFIX = "ds4_spark_"
 _NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 
 
-def escape(value) -> str:
+def escape(value: Any) -> str:
     """A label value as the text format wants it: backslash, double quote and newline escaped."""
     return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def _number(value) -> str:
+def _number(value: Any) -> str:
     if isinstance(value, bool):
         return "1" if value else "0"
     if isinstance(value, int):
@@ -43,10 +44,10 @@ def _number(value) -> str:
 class Writer:
     """Collects series, each with one HELP and TYPE, in the order first given."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._families: dict[str, tuple[str, str, list[str]]] = {}
 
-    def add(self, name: str, kind: str, help_text: str, value, labels: dict | None = None) -> None:
+    def add(self, name: str, kind: str, help_text: str, value: Any, labels: dict | None = None) -> None:
         if value is None:
             return
         name = PREFIX + name
@@ -91,7 +92,7 @@ def _ours(name: str) -> bool:
     return bool(_NAME.match(name)) and name.startswith("ds4_") and not name.startswith(PREFIX)
 
 
-def parse_time(text) -> float | None:
+def parse_time(text: Any) -> float | None:
     """Seconds since the epoch of an update check's `2026-09-01T03:00:00Z`; None when absent or other."""
     if not isinstance(text, str):
         return None
@@ -101,7 +102,7 @@ def parse_time(text) -> float | None:
         return None
 
 
-def weights_verified(weights: dict | None, stat=os.stat) -> list[dict]:
+def weights_verified(weights: dict | None, stat: Any = os.stat) -> list[dict]:
     """Each file of the local fact ds4_weights: {role, name, bytes, verified}.
 
     Verified means its verification record still describes the file on disk (size, mtime, inode, device):
@@ -169,7 +170,9 @@ def render(
 
 
 def _configured(out: Writer, fact: dict) -> None:
-    models = fact.get("models") if isinstance(fact.get("models"), dict) else {}
+    models = fact.get("models")
+    if not isinstance(models, dict):
+        models = {}
     if fact.get("release"):
         out.add(
             "info",

@@ -28,6 +28,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from typing import Any
 
 # The engine's model id and chat endpoint have one owner: the smoke test asks the same engine the same way.
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_drain import (
@@ -80,7 +81,9 @@ def _int(value):
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-def stream_once(base_url: str, prompt: str, max_tokens: int, timeout: float, model: str = DEFAULT_MODEL):
+def stream_once(
+    base_url: str, prompt: str, max_tokens: int, timeout: float, model: str = DEFAULT_MODEL
+) -> dict:
     """One streamed completion, timed: seconds to the first event (prefill), from there to the last
     event with a choice (decode), and the usage the engine reported (None when it sent none)."""
     url = chat_url(base_url)
@@ -93,7 +96,8 @@ def stream_once(base_url: str, prompt: str, max_tokens: int, timeout: float, mod
         "messages": [{"role": "user", "content": prompt}],
     }
     sent = time.monotonic()
-    first = last = None
+    first: float | None = None
+    last = sent
     usage = None
     try:
         with urllib.request.urlopen(json_post(url, body), timeout=timeout) as response:
@@ -124,11 +128,13 @@ def stream_once(base_url: str, prompt: str, max_tokens: int, timeout: float, mod
 
 def run_figures(timed: dict) -> dict:
     """Tokens per second of one timed run; a figure the engine's usage does not allow is None, with why."""
-    usage = timed.get("usage") if isinstance(timed.get("usage"), dict) else {}
+    usage = timed.get("usage")
+    if not isinstance(usage, dict):
+        usage = {}
     prompt = _int(usage.get("prompt_tokens"))
-    details = (
-        usage.get("prompt_tokens_details") if isinstance(usage.get("prompt_tokens_details"), dict) else {}
-    )
+    details = usage.get("prompt_tokens_details")
+    if not isinstance(details, dict):
+        details = {}
     cached = _int(details.get("cached_tokens")) or 0
     completion = _int(usage.get("completion_tokens"))
     figures = {
@@ -166,7 +172,7 @@ def measure(
     runs: int,
     timeout: float,
     model: str = DEFAULT_MODEL,
-    stream=stream_once,
+    stream: Any = stream_once,
 ) -> dict:
     """`runs` timed runs; the best figure of each kind, and every run's figures."""
     started = time.monotonic()
@@ -187,7 +193,7 @@ def measure(
 # --- comparison ---------------------------------------------------------------------------------------
 
 
-def check_max_regression(value) -> float:
+def check_max_regression(value: Any) -> float:
     if isinstance(value, bool):
         raise PerfSettingError(f"ds4_perf_max_regression is a percentage above 0 and below 100: {value!r}")
     try:
@@ -208,11 +214,11 @@ def _figure(record, metric):
     return float(value)
 
 
-def compare(new: dict, baseline: dict, max_regression) -> dict:
+def compare(new: dict, baseline: dict, max_regression: Any) -> dict:
     """Each figure of `new` against `baseline`'s: {metrics: {prefill: {new, old, change_pct, regressed}},
     regressed: [...], missing: [...]}. A figure missing on either side is listed in `missing`."""
     limit = check_max_regression(max_regression)
-    result = {"metrics": {}, "regressed": [], "missing": [], "max_regression": limit}
+    result: dict[str, Any] = {"metrics": {}, "regressed": [], "missing": [], "max_regression": limit}
     for metric in METRICS:
         now, old = _figure(new, metric), _figure(baseline, metric)
         if now is None or old is None:
@@ -227,11 +233,11 @@ def compare(new: dict, baseline: dict, max_regression) -> dict:
     return result
 
 
-def _tps(value) -> str:
+def _tps(value: Any) -> str:
     return "no figure" if value is None else f"{value:.1f} tok/s"
 
 
-def describe(comparison: dict, release: str, baseline_release: str) -> str:
+def describe(comparison: dict, release: str, baseline_release: str | None) -> str:
     """The figures side by side: `decode 140.0 tok/s against 200.0 tok/s of v0.6.5 (-30.0%)`."""
     parts = []
     for metric in METRICS:
@@ -341,11 +347,11 @@ def plan(history: list, release: dict, replaced: dict | None, models: dict, sett
     the release, model set and settings that run have no figures on record (a first install, a changed
     model set or settings, a Spark provisioned before the gate). Otherwise the figures on record stand,
     so that a run that changes nothing measures nothing and writes nothing."""
-    switched = bool(replaced and replaced.get("release")) and not same_release(replaced, release)
+    switched = replaced is not None and bool(replaced.get("release")) and not same_release(replaced, release)
     on_record = latest(history, release, models, settings)
-    if not switched and on_record is not None:
+    if (not switched or replaced is None) and on_record is not None:
         return {"measure": False, "baseline": None, "on_record": on_record, "why": "on record"}
-    if not switched:
+    if not switched or replaced is None:
         why = (
             "first measurement on this Spark"
             if not history
@@ -373,7 +379,7 @@ def evaluate(
     why: str,
     models: dict,
     settings: dict,
-    max_regression,
+    max_regression: Any,
     gate: str,
     now: float | None = None,
 ) -> dict:
@@ -407,7 +413,7 @@ def evaluate(
     return {"record": record, "failed": record["verdict"] == ROLLED_BACK, "message": message}
 
 
-def _judge(record: dict, baseline: dict, max_regression, gate: str, release: str) -> str:
+def _judge(record: dict, baseline: dict, max_regression: Any, gate: str, release: str) -> str:
     """Compare the record with its baseline and set its verdict; the message that says why."""
     comparison = compare(record, baseline, max_regression)
     record["baseline"] = {

@@ -12,6 +12,7 @@ Pure functions of plain data, used by the filters of playbooks/upgrade.yml on th
 from __future__ import annotations
 
 import re
+from typing import Any
 
 _PERCENT_RE = re.compile(r"^([0-9]+)%$")
 
@@ -20,7 +21,7 @@ class RolloutError(ValueError):
     """A setting of the rollout that cannot be used, named in the message."""
 
 
-def _batch_size(item, total: int) -> int:
+def _batch_size(item: Any, total: int) -> int:
     """One entry of `serial` as a number of hosts (Ansible's pct_to_int: a share rounds down, at least 1)."""
     if isinstance(item, bool):
         raise RolloutError(f"ds4_upgrade_serial entries are host counts or percentages, not {item!r}")
@@ -28,8 +29,8 @@ def _batch_size(item, total: int) -> int:
         size = item
     elif isinstance(item, str) and item.strip().isdigit():
         size = int(item.strip())
-    elif isinstance(item, str) and _PERCENT_RE.match(item.strip()):
-        percent = int(_PERCENT_RE.match(item.strip()).group(1))
+    elif isinstance(item, str) and (percent_match := _PERCENT_RE.match(item.strip())):
+        percent = int(percent_match.group(1))
         if not 0 < percent <= 100:
             raise RolloutError(f"ds4_upgrade_serial percentages are 1% to 100%: {item!r}")
         return int(percent / 100.0 * total) or 1
@@ -44,7 +45,7 @@ def _batch_size(item, total: int) -> int:
     return size
 
 
-def upgrade_batches(hosts, serial) -> list:
+def upgrade_batches(hosts: Any, serial: Any) -> list:
     """`hosts` (in order) cut into batches by `serial`: an entry or a list of them, the last one repeating."""
     if isinstance(hosts, (str, bytes, dict)) or not hasattr(hosts, "__iter__"):
         raise RolloutError(f"upgrade_batches needs a list of hosts: {hosts!r}")
@@ -53,7 +54,8 @@ def upgrade_batches(hosts, serial) -> list:
     if not entries:
         raise RolloutError('ds4_upgrade_serial is empty: give at least one batch size, such as [1, "25%"]')
     sizes = [_batch_size(item, len(hosts)) for item in entries]
-    batches, index = [], 0
+    batches: list[list] = []
+    index = 0
     while index < len(hosts):
         size = sizes[min(len(batches), len(sizes) - 1)]
         batches.append(hosts[index : index + size])
@@ -61,7 +63,7 @@ def upgrade_batches(hosts, serial) -> list:
     return batches
 
 
-def over_share(failed: int, total: int, percentage) -> bool:
+def over_share(failed: int, total: int, percentage: Any) -> bool:
     """True when `failed` of `total` is more than `percentage` percent (Ansible's max_fail_percentage)."""
     if isinstance(percentage, bool) or not isinstance(percentage, (int, float, str)):
         raise RolloutError(f"ds4_upgrade_max_fail_percentage is a number from 0 to 100: {percentage!r}")
@@ -78,7 +80,7 @@ def over_share(failed: int, total: int, percentage) -> bool:
     return failed * 100.0 / total > limit
 
 
-def _running(reading) -> tuple:
+def _running(reading: Any) -> tuple:
     """(release, answering, (main pid, start)) of a host_status reading; Nones for a Spark not read."""
     if not isinstance(reading, dict):
         return None, False, (None, None)
@@ -90,13 +92,20 @@ def _running(reading) -> tuple:
     )
 
 
-def _first_line(text) -> str:
+def _first_line(text: Any) -> str:
     lines = [line.strip() for line in str(text or "").splitlines() if line.strip()]
     # Joined into a sentence with "; ": its own full stop would read ".;".
     return lines[0].rstrip(".") if lines else ""
 
 
-def upgrade_outcome(target, before=None, after=None, stage=None, switch=None, stopped=None) -> dict:
+def upgrade_outcome(
+    target: Any,
+    before: Any = None,
+    after: Any = None,
+    stage: Any = None,
+    switch: Any = None,
+    stopped: Any = None,
+) -> dict:
     """What the upgrade did to one Spark: {outcome, detail, target, before, after}.
 
     `target` the release it was to run; `before` and `after` host_status readings from before the switch
@@ -144,12 +153,12 @@ def upgrade_outcome(target, before=None, after=None, stage=None, switch=None, st
     return result
 
 
-def _percent(percentage) -> str:
+def _percent(percentage: Any) -> str:
     """ds4_upgrade_max_fail_percentage as the operator wrote it (0, 25, 12.5), for the messages."""
     return f"{percentage:g}" if isinstance(percentage, float) else str(percentage)
 
 
-def switch_plan(play_hosts, all_hosts, staged, serial, percentage) -> dict:
+def switch_plan(play_hosts: Any, all_hosts: Any, staged: Any, serial: Any, percentage: Any) -> dict:
     """The switch play's plan, once every Spark of the play staged or failed.
 
     `play_hosts` are the Sparks still in the play, `all_hosts` every Spark the play began with (both in
@@ -183,7 +192,7 @@ def switch_plan(play_hosts, all_hosts, staged, serial, percentage) -> dict:
     }
 
 
-def batch_stop(batch, hosts, switched, percentage) -> str:
+def batch_stop(batch: Any, hosts: Any, switched: Any, percentage: Any) -> str:
     """Why the rollout stops after switch batch number `batch` (its `hosts`, of which `switched` succeeded):
     more of them failed than `percentage` allows. "" when it goes on."""
     failed = [host for host in hosts if host not in set(switched)]

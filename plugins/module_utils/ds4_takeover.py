@@ -1,6 +1,6 @@
 """Whether a ds4-server running outside ds4.service may be taken over, and how it is said.
 
-The servers are module_utils/ds4_host_facts.py's find_stray_servers (the installer's `nohup ds4-serve &`
+The servers are module_utils/ds4_processes.py's find_stray_servers (the installer's `nohup ds4-serve &`
 and the like). One whose service (systemd unit) has it as its main process would be started again by
 that service once stopped, so it is not taken over; one in a session, or in ssh.service or cron.service
 where a nohup one lands, may be.

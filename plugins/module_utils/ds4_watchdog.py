@@ -33,6 +33,8 @@ Standard library only: it runs on the Spark, installed beside the `ds4-watchdog`
 
 from __future__ import annotations
 
+from typing import Any
+
 # What `systemctl show --timestamp=unix` is asked for; decide() reads these, and the caller the last exit
 # of the engine, from which on the journal may say the unit's restart was refused.
 UNIT_PROPERTIES = ("ActiveState", "SubState", "Result", "MainPID", "NRestarts", "ExecMainExitTimestamp")
@@ -80,7 +82,7 @@ def new_state() -> dict:
     }
 
 
-def load_state(data) -> dict:
+def load_state(data: Any) -> dict:
     """A state read from disk, with anything missing or of the wrong type put back to its initial value."""
     state = new_state()
     if isinstance(data, dict):
@@ -190,7 +192,7 @@ def _not_active(run: _Run, active: str, unit: dict, start_limit_hit: bool) -> di
     return run.result("not-running", f"ds4.service is {active or 'unknown'} ({sub}); nothing to watch")
 
 
-def _answered(run: _Run, inflight) -> dict:
+def _answered(run: _Run, inflight: Any) -> dict:
     if inflight:
         return run.result(
             "busy",

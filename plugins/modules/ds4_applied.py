@@ -17,7 +17,7 @@ description:
   - The record lives in a directory of root's alone; it is never read or written through a link.
   - The record is the run's bookkeeping, not a change of the Spark, and never reports C(changed). In check
     mode nothing is written or removed.
-version_added: 0.2.0
+version_added: 0.1.0
 options:
   state:
     description: C(checked) to compare with the record, C(recorded) to record this run.

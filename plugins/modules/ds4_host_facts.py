@@ -13,8 +13,9 @@ short_description: Gather GPU, CUDA, memory, disk, systemd and shell-installer f
 description:
   - Reads the GPU (C(nvidia-smi)), the CUDA toolkit (C(nvcc --version), else the toolkit's C(version.json)),
     total memory, free disk space for the weights and the install, the systemd version, and what a run of
-    the shell installer (ds4-on-spark C(install.sh)) left behind,
-    and returns them as the fact C(ds4_host_facts).
+    the shell installer (ds4-on-spark C(install.sh)) left behind (its clone's commit read with C(git), run
+    as the clone's owner through C(setpriv), never as root in another user's folder), and what listens on
+    O(port) (C(ss)), and returns them as the fact C(ds4_host_facts).
   - A missing C(nvidia-smi) or C(nvcc) is a fact (C(ds4_host_facts.gpu.present=false),
     C(ds4_host_facts.cuda.present=false)), not a failure. The module fails only when C(nvidia-smi) prints
     something it cannot read.
@@ -121,10 +122,12 @@ ansible_facts:
           type: dict
         port:
           description:
-            - C(number), C(in_use), C(pid), C(comm), C(cmdline), C(in_service) (held from ds4.service).
+            - C(number), C(in_use) (null when C(ss) is missing or fails), C(pid) (null when C(ss) shows no
+              process), C(comm), C(cmdline), C(in_service) (held from ds4.service).
           type: dict
         warnings:
-          description: Facts that could not be read and why (a garbled version.json, say).
+          description:
+            - Facts that could not be read and why (a garbled version.json, no C(git) to read a clone, say).
           type: list
           elements: str
 """

@@ -14,7 +14,7 @@ description:
     seconds for another run to end, takes over the lock of a run of this controller that has ended
     without releasing it, and otherwise refuses, naming the holder.
   - In check mode nothing is written; a lock held by another run is reported all the same.
-version_added: 0.2.0
+version_added: 0.1.0
 options:
   state:
     description: C(held) to take the lock, C(released) to give it back.

@@ -15,7 +15,7 @@ description:
   - Fails with one line per refused variable, naming it, its value and what would be accepted; secrets
     (options with C(no_log), the values of C(ds4_extra_env)) are shown as C(********).
   - Runs on the controller as an action and needs no connection; this file only documents it.
-version_added: 0.2.0
+version_added: 0.1.0
 attributes:
   check_mode:
     support: full

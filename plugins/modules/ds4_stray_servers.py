@@ -1,6 +1,6 @@
 #!/usr/bin/python
 """Find a ds4-server running outside ds4.service, and the service that would start it again
-(module_utils/ds4_host_facts.py finds the servers, module_utils/ds4_takeover.py judges them)."""
+(module_utils/ds4_processes.py finds the servers, module_utils/ds4_takeover.py judges them)."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ lines:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_host_facts import find_stray_servers  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_processes import find_stray_servers  # noqa: E402
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_takeover import takeover  # noqa: E402
 
 

@@ -47,7 +47,9 @@ def _defaults():
     values["ds4_host"] = "127.0.0.1"
     values["ds4_firewall"] = False
     values["ds4_gateway_tls_names"] = ["gateway01"]
-    values["ds4_gateway_config_template"] = "/collection/templates/ds4-gateway.haproxy.cfg.j2"
+    values["ds4_gateway_config_template"] = (
+        "/collection/roles/ds4_gateway/templates/ds4-gateway.haproxy.cfg.j2"
+    )
     return values
 
 

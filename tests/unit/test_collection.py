@@ -25,6 +25,40 @@ def test_one_minimum_ansible_core_that_the_pinned_one_meets():
     assert "meta/runtime.yml" in (REPO / "README.md").read_text()
 
 
+def test_every_role_asks_for_the_minimum_of_meta_runtime():
+    """A role used alone says the same lowest ansible-core as the collection (meta/runtime.yml)."""
+    required = yaml.safe_load((REPO / "meta" / "runtime.yml").read_text())["requires_ansible"]
+    asked = {
+        meta.parent.parent.name: yaml.safe_load(meta.read_text())["galaxy_info"]["min_ansible_version"]
+        for meta in (REPO / "roles").glob("*/meta/main.yml")
+    }
+    assert asked and asked == dict.fromkeys(asked, required.removeprefix(">="))
+
+
+def test_each_plugin_says_when_it_was_added_and_no_version_yet_to_come():
+    """version_added is the version of galaxy.yml when the module, filter or option came: never later
+    than galaxy.yml's (ansible-test sanity checks only its form)."""
+    docs = [*(REPO / "plugins" / "modules").glob("*.py"), *(REPO / "plugins" / "filter").glob("*.yml")]
+    found = {path.name: re.findall(r"version_added:\s*['\"]?([0-9.]+)", path.read_text()) for path in docs}
+    assert [name for name, versions in found.items() if not versions] == []
+    earlier = {name: v for name, versions in found.items() for v in versions if v != GALAXY["version"]}
+    assert all(LooseVersion(v) <= LooseVersion(GALAXY["version"]) for v in earlier.values()), earlier
+
+
+def test_an_operator_installs_what_running_needs_and_the_image_the_same():
+    """requirements.txt (README's install, ansible-builder's python file) holds only what running the
+    collection needs; the test and lint tools are in requirements-dev.txt, which `make setup` installs."""
+    runtime = re.findall(r"^([A-Za-z0-9_.\-\[\]]+)==", (REPO / "requirements.txt").read_text(), re.M)
+    assert sorted(runtime) == ["ansible-core", "jinja2", "pyyaml"]
+    dev = (REPO / "requirements-dev.txt").read_text()
+    assert re.search(r"^-r requirements\.txt$", dev, re.M)
+    assert "requirements-dev.txt" in (REPO / "Makefile").read_text()
+    ee = yaml.safe_load((REPO / "execution-environment.yml").read_text())["dependencies"]
+    assert ee["python"] == "requirements.txt"
+    (pinned,) = re.findall(r"^(ansible-core==\S+)$", (REPO / "requirements.txt").read_text(), re.M)
+    assert ee["ansible_core"]["package_pip"] == pinned
+
+
 def test_the_version_moves_with_releases():
     """Unreleased fragments belong to the next version, which galaxy.yml names and no release holds yet."""
     released = yaml.safe_load((REPO / "changelogs" / "changelog.yaml").read_text())["releases"] or {}

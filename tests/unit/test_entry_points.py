@@ -87,3 +87,15 @@ def test_no_role_reads_a_result_another_role_registers():
                 if name in owner and owner[name] != role.name:
                     crossing.append(f"{path.relative_to(REPO)} reads {name}, registered by {owner[name]}")
     assert not crossing, crossing
+
+
+def test_no_role_reaches_outside_its_folder():
+    """A role's files are its own: the collection's other files come through its plugins (a filter, a
+    module), never a role_path that climbs out, which an installed or moved role would not find."""
+    climbing = []
+    for path in ROLES.glob("*/**/*"):
+        if path.is_file() and path.suffix in (".yml", ".yaml", ".j2"):
+            for line in path.read_text().splitlines():
+                if re.search(r"role_path\s*(\}\}\s*)?(/\.\.|\|\s*dirname)", line):
+                    climbing.append(f"{path.relative_to(REPO)}: {line.strip()}")
+    assert not climbing, climbing

@@ -360,4 +360,4 @@ def test_the_module_fails_clearly_without_the_socket(tmp_path):
 def test_the_client_module_imports_only_the_standard_library():
     source = Path(ds4_haproxy.__file__).read_text()
     imports = {line.split()[1] for line in source.splitlines() if line.startswith(("import ", "from "))}
-    assert imports <= {"__future__", "socket", "time"}
+    assert imports <= {"__future__", "socket", "time", "typing"}

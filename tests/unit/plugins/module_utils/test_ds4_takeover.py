@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_host_facts import runs_server
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_processes import runs_server
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_takeover import service_unit, takeover
 
 
