@@ -9,6 +9,7 @@ Spark (GB10) units, whose nvidia-smi reports no memory of its own (see tests/uni
 
 import json
 import os
+import pwd
 import re
 import zlib
 
@@ -343,6 +344,23 @@ def find_weight_files(directory):
     return [{"name": name, "size": os.path.getsize(path)} for name, path in _files_in(directory, suffixes)]
 
 
+def installer_clone(home):
+    """The shell installer's clone of the engine in HOME, where it builds ds4-server in place."""
+    return os.path.join(home, "code", "ds4")
+
+
+def invoking_home():
+    """The home of the user who ran Ansible, also under become (SUDO_USER), else of the user this runs as:
+    where the shell installer left its traces (its clone ~/code/ds4, built in place, and ~/gguf)."""
+    user = os.environ.get("SUDO_USER")
+    if user and user != "root":
+        try:
+            return pwd.getpwnam(user).pw_dir
+        except KeyError:
+            pass
+    return pwd.getpwuid(os.getuid()).pw_dir
+
+
 def _process(proc_root, pid):
     """{'pid', 'comm', 'cmdline', 'cgroup', 'in_service'} of one process; None once it is gone."""
     base = os.path.join(proc_root, str(pid))
@@ -371,6 +389,20 @@ SERVER_PROGRAMS = (SERVER_NAME, "ds4-serve")
 _INTERPRETER_RE = re.compile(r"^(python3[.0-9]*|sh|bash|dash)$")
 
 
+def interpreter_script(program, cmdline):
+    """The script an interpreter runs (its first argument after its own options), when PROGRAM (a program's
+    base name) is one of the interpreters a server may run under; None otherwise, or when it runs code
+    given in its arguments (-c, -m) rather than a file."""
+    if not _INTERPRETER_RE.match(program):
+        return None
+    for arg in cmdline[1:]:
+        if arg in ("-c", "-m"):
+            return None
+        if not arg.startswith("-"):
+            return arg
+    return None
+
+
 def runs_server(comm, cmdline):
     """Whether a process is ds4-server or ds4-serve: by its name, its program, or the script an
     interpreter runs (the first argument after the interpreter's own options)."""
@@ -381,10 +413,8 @@ def runs_server(comm, cmdline):
     program = os.path.basename(cmdline[0])
     if program in SERVER_PROGRAMS:
         return True
-    if _INTERPRETER_RE.match(program):
-        script = next((arg for arg in cmdline[1:] if not arg.startswith("-")), "")
-        return os.path.basename(script) in SERVER_PROGRAMS
-    return False
+    script = interpreter_script(program, cmdline)
+    return script is not None and os.path.basename(script) in SERVER_PROGRAMS
 
 
 def find_stray_servers(proc_root="/proc"):
@@ -503,7 +533,7 @@ def gather_host_facts(run, find_bin, *, home, gguf_dir, install_root, port, cuda
         "systemd": {"present": systemd_version is not None, "version": systemd_version},
         "shell_install": {
             "home": home,
-            "clone": read_git_clone(os.path.join(home, "code", "ds4")),
+            "clone": read_git_clone(installer_clone(home)),
             "gguf_dir": os.path.join(home, "gguf"),
             "gguf_files": find_gguf_files(os.path.join(home, "gguf")),
             "servers": find_stray_servers(proc_root),
