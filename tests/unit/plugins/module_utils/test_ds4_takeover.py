@@ -121,14 +121,18 @@ def test_accepted_programs_are_ours_and_the_installers_build_only(path, accepted
 
 @pytest.fixture
 def servers(tmp_path):
-    """Start real processes named ds4-server (copies of sleep, or a Python script of that name) and stop
-    them all at the end. start(path, script=False, cwd=None) -> the stray server found for it."""
+    """Start real processes named ds4-server (copies of sleep, or a Python script of that name, run by the
+    interpreter or, with script="shebang", by its #! line from a script already there) and stop them all at
+    the end. start(path, script=False, cwd=None) -> the stray server found for it."""
     started = []
 
     def start(path, script=False, cwd=None):
         path.parent.mkdir(parents=True, exist_ok=True)
-        if script:
-            path.write_text("import time\ntime.sleep(600)\n")
+        if script == "shebang":
+            argv = [str(path)]
+        elif script:
+            path.write_text("#!/usr/bin/env python3\nimport time\ntime.sleep(600)\n")
+            path.chmod(0o755)
             argv = [sys.executable, os.path.relpath(path, cwd) if cwd else str(path)]
         else:
             shutil.copy("/bin/sleep", path)
@@ -192,6 +196,11 @@ def test_a_script_server_is_judged_by_the_script_it_runs(tmp_path, servers):
     release = root / "releases" / "v0.6.5"
     ours = servers(release / "ds4-server", script=True, cwd=release)
     assert judge(ours, root, home)["pids"] == [ours["pid"]]
+    # As the installer's nohup starts it: by its shebang, through the current link.
+    current = root / "current"
+    os.symlink(release, current)
+    by_link = servers(current / "ds4-server", script="shebang")
+    assert judge(by_link, root, home)["pids"] == [by_link["pid"]]
     other = servers(tmp_path / "elsewhere" / "ds4-server", script=True)
     found = judge(other, root, home)
     assert found["pids"] == [] and found["refused"][0].startswith(
