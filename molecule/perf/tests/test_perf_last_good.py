@@ -88,7 +88,9 @@ def test_a_run_killed_before_the_smoke_test_leaves_the_last_good_release_to_roll
         assert run_b.poll() is None, f"the run of v0.6.5.2 ended before it was killed:\n{log.read_text()}"
         return release(host) == "v0.6.5.2" and smoke_held(host)
 
-    args_b = ["-e", "ds4_release=v0.6.5.2", "-e", "ds4_ctx=65536", "-e", f"ds4_smoke_prompt={smoke_prompt}"]
+    # As JSON: a key=value pair would end at the prompt's first space.
+    settings_b = {"ds4_release": "v0.6.5.2", "ds4_ctx": 65536, "ds4_smoke_prompt": smoke_prompt}
+    args_b = ["-e", json.dumps(settings_b)]
     with log.open("w") as output:
         run_b = subprocess.Popen(
             site_argv(*args_b),
