@@ -10,6 +10,7 @@ here, the disks, systemd and the weight files already on the host.
 from __future__ import annotations
 
 import os
+import pwd
 import re
 from typing import TYPE_CHECKING
 
@@ -83,6 +84,24 @@ def find_weight_files(directory: str) -> list[dict]:
     return [{"name": name, "size": os.path.getsize(path)} for name, path in _files_in(directory, suffixes)]
 
 
+
+def installer_clone(home: str) -> str:
+    """The shell installer's clone of the engine in HOME, where it builds ds4-server in place."""
+    return os.path.join(home, "code", "ds4")
+
+
+def invoking_home() -> str:
+    """The home of the user who ran Ansible, also under become (SUDO_USER), else of the user this runs as:
+    where the shell installer left its traces (its clone ~/code/ds4, built in place, and ~/gguf)."""
+    user = os.environ.get("SUDO_USER")
+    if user and user != "root":
+        try:
+            return pwd.getpwnam(user).pw_dir
+        except KeyError:
+            pass
+    return pwd.getpwuid(os.getuid()).pw_dir
+
+
 def gather_host_facts(
     run: Run,
     find_bin: Callable[[str, list[str]], str | None],
@@ -129,7 +148,7 @@ def gather_host_facts(
         systemd_version = parse_systemd_version(out) if rc == 0 else None
 
     clone, clone_warnings = read_git_checkout(
-        os.path.join(home, "code", "ds4"), run, find_bin("git", []), find_bin("setpriv", [])
+        installer_clone(home), run, find_bin("git", []), find_bin("setpriv", [])
     )
     warnings.extend(clone_warnings)
     port_facts, port_warnings = port_holder(port, run, find_bin("ss", []), proc_root)

@@ -56,6 +56,20 @@ def _pids(proc_root: str) -> list[int]:
         return []
 
 
+def interpreter_script(program: str, cmdline: list[str]) -> str | None:
+    """The script an interpreter runs (its first argument after its own options), when PROGRAM (a program's
+    base name) is one of the interpreters a server may run under; None otherwise, or when it runs code
+    given in its arguments (-c, -m) rather than a file."""
+    if not _INTERPRETER_RE.match(program):
+        return None
+    for arg in cmdline[1:]:
+        if arg in ("-c", "-m"):
+            return None
+        if not arg.startswith("-"):
+            return arg
+    return None
+
+
 def runs_server(comm: str, cmdline: list[str]) -> bool:
     """Whether a process is ds4-server or ds4-serve: by its name, its program, or the script an
     interpreter runs (the first argument after the interpreter's own options)."""
@@ -66,10 +80,8 @@ def runs_server(comm: str, cmdline: list[str]) -> bool:
     program = os.path.basename(cmdline[0])
     if program in SERVER_PROGRAMS:
         return True
-    if _INTERPRETER_RE.match(program):
-        script = next((arg for arg in cmdline[1:] if not arg.startswith("-")), "")
-        return os.path.basename(script) in SERVER_PROGRAMS
-    return False
+    script = interpreter_script(program, cmdline)
+    return script is not None and os.path.basename(script) in SERVER_PROGRAMS
 
 
 def find_stray_servers(proc_root: str = "/proc") -> list[dict]:

@@ -8,7 +8,9 @@ Layout under the root (ds4_root, /opt/ds4):
     current  -> releases/<tag>   the release the service runs        } both maintained by the activation
     previous -> releases/<tag>   the release current replaced         } step; read here, never written
 
-The engine role never builds into, replaces or removes the release `current` or `previous` names.
+The activation also records the last release that passed its smoke test, its rollback target
+(module_utils/ds4_last_good.py, /var/lib/ds4-fleet/last-good.json). The engine role never builds into,
+replaces or removes the release `current` or `previous` names, nor that last good one.
 A release is the one wanted when its stamp's release, commit, build target and CUDA version all match;
 a change of any of them rebuilds it.
 """
@@ -23,6 +25,7 @@ import re
 from urllib.parse import urlsplit, urlunsplit
 
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_git_remote import RemoteError, git_remote
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_last_good import RECORD_PATH, recorded_release
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_version import (
     is_release_tag,
     releases_to_prune,
@@ -289,13 +292,15 @@ def stamp_changes(stamp, wanted):
     ]
 
 
-def release_state(root, release, commit, build_target, cuda_version):
+def release_state(root, release, commit, build_target, cuda_version, last_good_record=RECORD_PATH):
     """Whether RELEASE must be built, and whether it may be: the part of the plan the build repeats just
-    before it starts. Raises ReleaseError when a build is due on the running or the rollback release."""
+    before it starts. Raises ReleaseError when a build is due on the running or a rollback release (the
+    one current replaced, and the last good one LAST_GOOD_RECORD names)."""
     wanted = wanted_identity(release, commit, build_target, cuda_version)
     path = os.path.join(root, RELEASES_DIR, release)
     current = linked_release(root, CURRENT_LINK)
     previous = linked_release(root, PREVIOUS_LINK)
+    last_good = recorded_release(root, last_good_record)
     exists = os.path.isdir(path)
     stamp, warning = read_stamp(path) if exists else (None, None)
     changes = stamp_changes(stamp, wanted) if stamp is not None else []
@@ -311,6 +316,8 @@ def release_state(root, release, commit, build_target, cuda_version):
         if release == current["release"]
         else "rollback release (previous)"
         if release == previous["release"]
+        else "rollback release (the last that passed its smoke test)"
+        if release == last_good
         else None
     )
     if build and exists and role:
@@ -330,20 +337,23 @@ def release_state(root, release, commit, build_target, cuda_version):
         "changes": changes,
         "current": current,
         "previous": previous,
+        "last_good": last_good,
     }
 
 
-def plan_release(root, release, commit, build_target, cuda_version, keep, log_dir):
+def plan_release(
+    root, release, commit, build_target, cuda_version, keep, log_dir, last_good_record=RECORD_PATH
+):
     """The whole plan of a run: release_state() plus the releases present and those to remove.
 
-    Kept: the newest KEEP releases, the running and the rollback release whatever their age, and the
-    wanted release itself (pinning an older release must not build it only to remove it). The build
-    logs of removed releases go with them.
+    Kept: the newest KEEP releases, the running and the rollback releases (previous, and the last that
+    passed its smoke test) whatever their age, and the wanted release itself (pinning an older release must
+    not build it only to remove it). The build logs of removed releases go with them.
     """
-    state = release_state(root, release, commit, build_target, cuda_version)
+    state = release_state(root, release, commit, build_target, cuda_version, last_good_record)
     present, foreign = list_releases(root)
     after = sort_releases(set(present) | {release})
-    protect = [state["current"]["release"], state["previous"]["release"], release]
+    protect = [state["current"]["release"], state["previous"]["release"], state["last_good"], release]
     prune = releases_to_prune(after, keep, protect)
     prune_paths = []
     for tag in prune:

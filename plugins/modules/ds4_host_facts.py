@@ -132,25 +132,12 @@ ansible_facts:
           elements: str
 """
 
-import os  # noqa: E402
-import pwd  # noqa: E402
-
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_host_facts import (  # noqa: E402
     HostFactsError,
     gather_host_facts,
+    invoking_home,
 )
-
-
-def invoking_home():
-    # Under become the shell installer's traces are in the login user's home, not root's.
-    user = os.environ.get("SUDO_USER")
-    if user and user != "root":
-        try:
-            return pwd.getpwnam(user).pw_dir
-        except KeyError:
-            pass
-    return pwd.getpwuid(os.getuid()).pw_dir
 
 
 def main():

@@ -12,31 +12,54 @@ description:
     script of sh, bash, dash or python3) outside ds4.service, with the systemd service each runs in.
   - Names the services whose main process is one of them; such a service would start it again once it
     is stopped, so it must be stopped and disabled first.
+  - A name proves nothing, so only a server whose program is ours or the shell installer's may be taken
+    over (returned in RV(pids)); any other is returned in RV(refused), named by pid, program and user. The
+    program is the process's executable (/proc/PID/exe), or the script an interpreter runs. Accepted are
+    C(ROOT/releases/<tag>/ds4-server), and in the installer's home C(code/ds4/ds4-server) (its clone,
+    built in place) and the C(ds4-serve) launcher in C(code/ds4) or C(.local/bin).
   - Changes nothing, in check mode too.
 version_added: 0.1.0
 extends_documentation_fragment: [ds4.fleet.module]
-options: {}
+options:
+  root:
+    description: Root of the release layout (C(ds4_root)), whose releases may be taken over.
+    type: path
+    default: /opt/ds4
+  installer_home:
+    description:
+      - The home in which the shell installer built its server.
+      - Defaults to the home of the user who ran Ansible, also under C(become) (C(SUDO_USER)), else the
+        home of the user the module runs as, as for the host facts.
+    type: path
 """
 
 EXAMPLES = r"""
 - name: Find any ds4-server running outside the unit
   ds4.fleet.ds4_stray_servers:
+    root: /opt/ds4
   register: __ds4_stray
 """
 
 RETURN = r"""
 servers:
   description: >-
-    Each server outside ds4.service (C(pid), C(cmdline), C(cgroup), and C(unit), the .service it runs in,
-    or null).
+    Each server outside ds4.service (C(pid), C(cmdline), C(cgroup), C(unit), the .service it runs in, or
+    null, C(exe), C(program), C(user), and C(accepted), whether it may be taken over).
   returned: always
   type: list
   elements: dict
 pids:
-  description: Their process ids.
+  description: The process ids of those that may be taken over.
   returned: always
   type: list
   elements: int
+refused:
+  description: >-
+    One line per server whose program is neither ours nor the installer's,
+    C(pid PID: PROGRAM (exe EXE), user USER).
+  returned: always
+  type: list
+  elements: str
 services:
   description: The services whose main process is one of them.
   returned: always
@@ -50,12 +73,23 @@ lines:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_host_facts import invoking_home  # noqa: E402
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_processes import find_stray_servers  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_takeover import takeover  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_takeover import (  # noqa: E402
+    accepted_programs,
+    takeover,
+)
 
 
 def main():
-    module = AnsibleModule(argument_spec={}, supports_check_mode=True)
+    module = AnsibleModule(
+        argument_spec={
+            "root": {"type": "path", "default": "/opt/ds4"},
+            "installer_home": {"type": "path"},
+        },
+        supports_check_mode=True,
+    )
+    accepted = accepted_programs(module.params["root"], module.params["installer_home"] or invoking_home())
 
     def main_pid_of(unit):
         rc, out, err = module.run_command(["systemctl", "show", "--property=MainPID", "--value", "--", unit])
@@ -63,7 +97,7 @@ def main():
             module.fail_json(msg=f"systemctl show {unit} failed: {err.strip() or out.strip()}")
         return int(out.strip() or 0)
 
-    module.exit_json(changed=False, **takeover(find_stray_servers(), main_pid_of))
+    module.exit_json(changed=False, **takeover(find_stray_servers(), main_pid_of, accepted))
 
 
 if __name__ == "__main__":
