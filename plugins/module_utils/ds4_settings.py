@@ -10,8 +10,9 @@ every public variable of the roles a play uses, before anything on a host change
 `options` are the argument specs' options (name -> type, elements, choices, no_log, ...), `values` the
 play's values by name. A value its spec refuses is reported as such; the others, converted to their
 types, go through the rules here: a rule runs only for variables present, and a rule between variables
-only when all of them are. Every message names the variable, shows the value (secrets as ********) and
-says what would be accepted.
+only when all of them are. Every message names the variable, shows the value through ds4_redact (nothing
+of a secret-bearing setting, whatever its type; a URL without its userinfo) and says what would be
+accepted.
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ import re
 from urllib.parse import urlsplit
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-from ansible_collections.ds4.fleet.plugins.module_utils import ds4_catalog, ds4_launch
+from ansible_collections.ds4.fleet.plugins.module_utils import ds4_catalog, ds4_launch, ds4_redact
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_version import RELEASE_TAG_RE
 
-MASK = "********"
+MASK = ds4_redact.MASK
 # The argument spec keys Ansible's validator knows; the rest (description, default) is documentation.
 SPEC_KEYS = ("type", "elements", "choices", "options", "no_log")
 
@@ -76,15 +77,8 @@ _HAPROXY_NAME = re.compile(r"[A-Za-z0-9._:-]+")
 
 
 def show(name, value, secret_names=()):
-    """The value as a message shows it: JSON (so a trailing newline is visible), secrets masked."""
-    if name in secret_names and value not in ("", None):
-        return MASK
-    if name == "ds4_extra_env" and isinstance(value, dict):
-        value = {key: MASK for key in value}
-    try:
-        return json.dumps(value, sort_keys=True, default=str)
-    except ValueError:
-        return repr(value)
+    """The value as a message shows it: ds4_redact's rule, the one every message of a setting follows."""
+    return ds4_redact.shown(name, value, secret_names)
 
 
 # --- rules on one value: None when it is accepted, else what would be -----------------------------------
@@ -524,9 +518,9 @@ def _token_transport(values, secret_names):
     if urlsplit(endpoint).scheme != "http":
         return []
     return [
-        f"ds4_hf_endpoint {json.dumps(endpoint)} is plain http and ds4_hf_token is set: the token would "
-        "cross the network in clear text; use https, or set ds4_hf_token_over_http: true for a hub on a "
-        "trusted link"
+        f"ds4_hf_endpoint {show('ds4_hf_endpoint', endpoint)} is plain http and ds4_hf_token is set: the "
+        "token would cross the network in clear text; use https, or set ds4_hf_token_over_http: true for a "
+        "hub on a trusted link"
     ]
 
 
@@ -660,7 +654,7 @@ def _plain_for(kind, value):
 
 def check(options, values):
     """Every refusal of `values` by the argument specs' `options` and by the rules above."""
-    secrets = {name for name, spec in options.items() if spec.get("no_log")}
+    secrets = ds4_redact.SECRETS | {name for name, spec in options.items() if spec.get("no_log")}
     typed, refused = {}, []
     for name, spec in options.items():
         if name not in values:

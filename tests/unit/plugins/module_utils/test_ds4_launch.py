@@ -219,19 +219,18 @@ def test_settings_are_returned_normalised():
             {"extra_args": ["--cors\n--port"]},
             "ds4_extra_args items must not contain control characters such as a newline: '--cors\\n--port'",
         ),
-        ({"extra_env": ["A=1"]}, "ds4_extra_env must be a mapping of variable names to strings: ['A=1']"),
+        # Nothing of ds4_extra_env is shown: a value, or a name that is no variable name, may be a secret.
+        ({"extra_env": ["A=1"]}, "ds4_extra_env must be a mapping of variable names to strings, not a list"),
+        ({"extra_env": "A=1"}, "ds4_extra_env must be a mapping of variable names to strings, not a str"),
         (
             {"extra_env": {"cuda_visible_devices": "0"}},
-            "ds4_extra_env names must be UPPERCASE letters, digits and _, not starting with a digit: "
-            "'cuda_visible_devices'",
+            "ds4_extra_env names must be UPPERCASE letters, digits and _, not starting with a digit: 1 of 1 "
+            "are not (not shown: one may be a secret)",
         ),
         (
-            {"extra_env": {"1X": "0"}},
-            "ds4_extra_env names must be UPPERCASE letters, digits and _, not starting with a digit: '1X'",
-        ),
-        (
-            {"extra_env": {"A-B": "0"}},
-            "ds4_extra_env names must be UPPERCASE letters, digits and _, not starting with a digit: 'A-B'",
+            {"extra_env": {"1X": "0", "A-B": "0", "OK": "1"}},
+            "ds4_extra_env names must be UPPERCASE letters, digits and _, not starting with a digit: 2 of 3 "
+            "are not (not shown: one may be a secret)",
         ),
         (
             {"extra_env": {"DS4_LOCK_FILE": "/tmp/x"}},

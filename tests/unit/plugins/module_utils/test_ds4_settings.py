@@ -11,6 +11,7 @@ import copy
 import re
 
 import pytest
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_redact import SECRET_BEARING
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_settings import (
     MASK,
     check,
@@ -208,4 +209,54 @@ def test_a_gateway_without_a_key_a_certificate_pair_or_a_spark_is_refused():
         "or neither (a self-signed one)",
         'ds4_gateway_tls_cert names no file on this controller: "/gone.pem"',
         "ds4_target_hosts (sparks) names no host: the gateway would have no Spark to send requests to",
+    ]
+
+
+# A marker secret in every shape a secret-bearing setting may be given in, each one refused or not.
+MARKER = "Mk-7f3e9-SECRET"
+MARKER_INT = 73556081
+MARKED = [
+    MARKER,
+    f"{MARKER}\n",
+    f"A={MARKER}",
+    [MARKER],
+    [f"A={MARKER}"],
+    {"KEY": MARKER},
+    {"KEY": f"{MARKER}\n"},
+    {"KEY": [MARKER]},
+    {"KEY": {"inner": MARKER}},
+    {MARKER: "v"},
+    {"DS4_LOCK_FILE": MARKER},
+    {"https_proxy": f"http://u:{MARKER}@proxy:3128 "},
+    {"HTTP": f"http://u:{MARKER}@proxy:3128"},
+    MARKER_INT,
+    [MARKER_INT],
+    {"KEY": MARKER_INT, "bad": True},
+    f"https://user:{MARKER}@huggingface.co/a b",
+    f"https://{MARKER}@huggingface.co\n",
+    f"ftp://user:{MARKER}@host/LATEST",
+    f" https://u:{MARKER}@forge/ds4.git",
+    f"http://u:{MARKER}@mirror:8080",
+    f"http://u:{MARKER}@x/$LATEST",
+]
+
+
+@pytest.mark.parametrize("name", sorted(SECRET_BEARING))
+def test_no_refusal_ever_shows_a_secret_bearing_value(name):
+    """Every bad value of every secret-bearing setting, and the marker in every shape, alone and with a
+    token over plain http (a second rule that shows the endpoint): the marker is never in a message."""
+    for value in [*BAD[name], *MARKED]:
+        for extra in ({}, {"ds4_hf_token": "hf_token", "ds4_hf_token_over_http": False}):
+            refused = check(OPTIONS, {**DEFAULTS, **extra, name: value})
+            text = "\n".join(refused)
+            assert MARKER not in text and str(MARKER_INT) not in text, (value, refused)
+            # The URLs in BAD carry the word "secret" as their password.
+            assert ":secret@" not in text and ":pw@" not in text, (value, refused)
+
+
+def test_a_url_refused_for_another_reason_is_shown_with_its_userinfo_masked():
+    refused = check(OPTIONS, dict(DEFAULTS, ds4_hf_endpoint=f"https://u:{MARKER}@hub.example/a b"))
+    assert refused == [
+        "ds4_hf_endpoint must be an http or https URL without spaces, quotes, backslashes, %, $ or control "
+        'characters; got "https://***@hub.example/a b"'
     ]
