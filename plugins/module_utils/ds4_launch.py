@@ -46,9 +46,11 @@ All errors are gathered and raised together as LaunchConfigError, before anythin
 
 from __future__ import annotations
 
-import hashlib
+import os
 import posixpath
 import re
+
+from ansible_collections.ds4.fleet.plugins.module_utils import ds4_digest
 
 DEFAULTS = {
     "release_dir": None,
@@ -364,25 +366,23 @@ def exec_word(word):
     return word.replace("%", "%%").replace("$", "$$")
 
 
-def masked(value):
-    """An extra_env value as output and records show it: a digest that tells a change, never the value."""
-    return "sha256:" + hashlib.sha256(value.encode("utf-8")).hexdigest()[:12]
-
-
-def launch_config(settings):
+def launch_config(settings, key=None):
     """Everything the service role needs from the settings; LaunchConfigError when they are wrong.
 
     Returns a dict: settings (validated, defaults filled), env (name -> value), env_lines,
     env_content (the text of /etc/ds4/ds4.env, without a header), binary, args, exec_start, and
-    public: settings, env, env_lines and args with each extra_env value replaced by masked(value), for
-    whatever is shown or kept where others read it (a diff, the speed records).
+    public: settings, env, env_lines and args with each extra_env value replaced by its digest under
+    `key` (ds4_digest.keyed: the Spark's key; without one, a key of this call alone, whose digests
+    compare with no other call's), for whatever is shown or kept where others read it (a diff, the
+    speed records).
     """
     cfg = validate(settings)
+    key = key or os.urandom(ds4_digest.KEY_BYTES)
     env = server_env(cfg)
     env_lines = [env_file_line(name, value) for name, value in env.items()]
     binary = posixpath.join(cfg["release_dir"], "ds4-server")
     args = server_args(cfg)
-    hidden = {name: masked(value) for name, value in cfg["extra_env"].items()}
+    hidden = {name: ds4_digest.keyed(value, key) for name, value in cfg["extra_env"].items()}
     public_env = dict(env, **hidden)
     return {
         "settings": cfg,

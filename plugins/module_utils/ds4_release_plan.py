@@ -21,7 +21,6 @@ import re
 from urllib.parse import urlsplit
 
 from ansible_collections.ds4.fleet.plugins.module_utils import ds4_redact
-
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_version import (
     is_release_tag,
     releases_to_prune,
