@@ -123,7 +123,11 @@ def test_a_spark_address_that_would_add_to_haproxy_s_configuration_is_refused(tm
                     "hosts": {
                         "spark01": {"ansible_host": "10.0.0.1\n    server evil 203.0.113.9:80"},
                         "spark02": {"ds4_gateway_backend_address": "{{ '10.0.0.2 backup' }}"},
-                        "spark03": {"ansible_host": "spark03.lab.example"},
+                        # Templated with the Spark's own variables, as the template reads it.
+                        "spark03": {
+                            "site_domain": "lab.example",
+                            "ds4_gateway_backend_address": "{{ inventory_hostname }}.{{ site_domain }}",
+                        },
                     }
                 }
             },
