@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+from pathlib import Path
 
 import jinja2
 import pytest
@@ -272,7 +273,9 @@ def test_a_url_refused_for_another_reason_is_shown_with_its_userinfo_masked():
 def test_a_check_interval_reaches_haproxy_as_whole_milliseconds(interval, rendered):
     """HAProxy refuses "inter 0.5s": the template writes the accepted interval in milliseconds, exactly."""
     assert check(OPTIONS, dict(DEFAULTS, ds4_gateway_check_interval=interval)) == []
-    template = (REPO / "templates" / "ds4-gateway.haproxy.cfg.j2").read_text()
+    # The template the role uses by default, wherever the role's default says it is.
+    default = load("roles", "ds4_gateway", "defaults", "main.yml")["ds4_gateway_config_template"]
+    template = Path(default.replace("{{ role_path }}", str(REPO / "roles" / "ds4_gateway"))).read_text()
     line = next(line for line in template.splitlines() if "default-server check" in line)
     text = (
         jinja2.Environment()
