@@ -12,7 +12,8 @@ role it includes later) takes the role's default. It fails with one line per ref
 masked; it needs no connection, changes nothing, and runs in check mode alike.
 
 On a gateway, `gateway_sparks` (the Sparks behind it) adds what only the controller knows: the keys with
-those of ds4_gateway_api_keys_file, the certificate's files, and that there is a Spark at all.
+those of ds4_gateway_api_keys_file, the certificate's files, that there is a Spark at all, and where the
+gateway reaches each (its ds4_gateway_backend_address or ansible_host, a host name or an address only).
 """
 
 from __future__ import annotations
@@ -131,4 +132,17 @@ class ActionModule(ActionBase):
                 unread = [f"ds4_gateway_api_keys_file cannot be read on this controller: {exc}"]
         target = self._templar.template(task_vars.get("ds4_target_hosts", "sparks"))
         values = dict(values, ds4_target_hosts=target)
-        return unread + ds4_settings.gateway_problems(values, text, os.path.isfile, sparks)
+        addresses = {spark: self._address(spark, task_vars) for spark in sparks}
+        return unread + ds4_settings.gateway_problems(values, text, os.path.isfile, sparks, addresses)
+
+    def _address(self, spark, task_vars):
+        """Where the gateway's server line reaches a Spark, as the template picks it, and which variable
+        says so."""
+        hostvars = task_vars.get("hostvars")
+        spark_vars = hostvars.raw_get(spark) if hostvars is not None and spark in hostvars else {}
+        for name in ("ds4_gateway_backend_address", "ansible_host"):
+            if name in spark_vars:
+                # Templated as the Spark's own variable: with the Spark's variables, not the gateway's.
+                templar = self._templar.copy_with_new_env(available_variables=spark_vars)
+                return name, templar.template(spark_vars[name])
+        return "inventory name", spark

@@ -84,7 +84,6 @@ def find_weight_files(directory: str) -> list[dict]:
     return [{"name": name, "size": os.path.getsize(path)} for name, path in _files_in(directory, suffixes)]
 
 
-
 def installer_clone(home: str) -> str:
     """The shell installer's clone of the engine in HOME, where it builds ds4-server in place."""
     return os.path.join(home, "code", "ds4")

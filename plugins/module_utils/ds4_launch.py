@@ -34,8 +34,8 @@ Decisions:
   Change the variable instead. extra_env likewise may not set a managed variable.
 - extra_env values and extra_args items may be strings or ints (YAML writes `64` as an int), never
   booleans (True could mean "1", "true" or "yes" to the engine) and never with control characters:
-  a newline would start a new line in the environment file or the unit. A message about an extra_env
-  value never shows the value: it may be a secret.
+  a newline would start a new line in the environment file or the unit. A message about extra_env
+  never shows a value, nor a name that is not a variable name: either may be a secret.
 - The engine's own daily update check is always off (DS4_NO_UPDATE_CHECK=1): the ds4-update-check
   timer replaces it, with an ordering that knows v0.5.6.1 is newer than v0.5.6.
 - The lock defaults to /run/ds4, not the engine's /tmp/ds4.lock: the unit runs with PrivateTmp=, and a
@@ -46,10 +46,12 @@ All errors are gathered and raised together as LaunchConfigError, before anythin
 
 from __future__ import annotations
 
-import hashlib
+import os
 import posixpath
 import re
 from typing import Any
+
+from ansible_collections.ds4.fleet.plugins.module_utils import ds4_digest
 
 DEFAULTS: dict[str, Any] = {
     "release_dir": None,
@@ -183,22 +185,28 @@ def _word(value, what, errors, secret=False):
 
 
 def _extra_env(value, errors):
+    # Nothing of the value is shown, whatever its type: a name that is no variable name may be a secret
+    # written in the wrong place ("TOKEN=..." as a name), so only the names that pass are named.
     if not isinstance(value, dict):
-        errors.append(f"ds4_extra_env must be a mapping of variable names to strings: {value!r}")
+        errors.append(
+            f"ds4_extra_env must be a mapping of variable names to strings, not a {type(value).__name__}"
+        )
         return {}
-    env = {}
+    env, bad_names = {}, 0
     for name in sorted(value, key=str):
         if not isinstance(name, str) or not _ENV_NAME_RE.fullmatch(name):
-            errors.append(
-                "ds4_extra_env names must be UPPERCASE letters, digits and _, not starting with a digit: "
-                f"{name!r}"
-            )
+            bad_names += 1
         elif name in MANAGED_ENV:
             errors.append(f"ds4_extra_env must not set {name}, which ds4-fleet manages: {MANAGED_ENV[name]}")
         else:
             text = _word(value[name], f"ds4_extra_env value of {name}", errors, secret=True)
             if text is not None:
                 env[name] = text
+    if bad_names:
+        errors.append(
+            "ds4_extra_env names must be UPPERCASE letters, digits and _, not starting with a digit: "
+            f"{bad_names} of {len(value)} are not (not shown: one may be a secret)"
+        )
     return env
 
 
@@ -359,25 +367,23 @@ def exec_word(word):
     return word.replace("%", "%%").replace("$", "$$")
 
 
-def masked(value):
-    """An extra_env value as output and records show it: a digest that tells a change, never the value."""
-    return "sha256:" + hashlib.sha256(value.encode("utf-8")).hexdigest()[:12]
-
-
-def launch_config(settings):
+def launch_config(settings, key=None):
     """Everything the service role needs from the settings; LaunchConfigError when they are wrong.
 
     Returns a dict: settings (validated, defaults filled), env (name -> value), env_lines,
     env_content (the text of /etc/ds4/ds4.env, without a header), binary, args, exec_start, and
-    public: settings, env, env_lines and args with each extra_env value replaced by masked(value), for
-    whatever is shown or kept where others read it (a diff, the speed records).
+    public: settings, env, env_lines and args with each extra_env value replaced by its digest under
+    `key` (ds4_digest.keyed: the Spark's key; without one, a key of this call alone, whose digests
+    compare with no other call's), for whatever is shown or kept where others read it (a diff, the
+    speed records).
     """
     cfg = validate(settings)
+    key = key or os.urandom(ds4_digest.KEY_BYTES)
     env = server_env(cfg)
     env_lines = [env_file_line(name, value) for name, value in env.items()]
     binary = posixpath.join(cfg["release_dir"], "ds4-server")
     args = server_args(cfg)
-    hidden = {name: masked(value) for name, value in cfg["extra_env"].items()}
+    hidden = {name: ds4_digest.keyed(value, key) for name, value in cfg["extra_env"].items()}
     public_env = dict(env, **hidden)
     return {
         "settings": cfg,

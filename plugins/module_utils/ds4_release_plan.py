@@ -22,8 +22,9 @@ import datetime
 import json
 import os
 import re
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
+from ansible_collections.ds4.fleet.plugins.module_utils import ds4_redact
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_git_remote import RemoteError, git_remote
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_last_good import RECORD_PATH, recorded_release
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_version import (
@@ -108,27 +109,22 @@ def parse_ls_remote(text, tag):
 
 
 def public_url(url):
-    """A repository URL as it may be printed, logged and stamped: without a user's password or token.
+    """A repository URL as it may be printed, logged and stamped: ds4_redact's rule, its userinfo as ***.
 
-    `https://user:token@host/x.git` becomes `https://user:***@host/x.git`; anything else is unchanged."""
-    try:
-        parts = urlsplit(url)
-        password = parts.password
-    except ValueError:
-        return url
-    if not password:
-        return url
-    netloc = parts.netloc.replace(f":{password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
+    `https://user:token@host/x.git` and `https://token@host/x.git` become `https://***@host/x.git`."""
+    return ds4_redact.url(url)
 
 
 def redact(text, url):
-    """TEXT (a tool's output) with URL's password masked wherever it appears."""
+    """TEXT (a tool's output) with URL's userinfo (a password, or a token given as the user) masked."""
     try:
-        password = urlsplit(url).password
+        parts = urlsplit(url)
+        secrets = [part for part in (parts.password, parts.username) if part]
     except ValueError:
         return text
-    return text.replace(password, "***") if password else text
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return text
 
 
 def remote_of(repo):

@@ -10,22 +10,24 @@ every public variable of the roles a play uses, before anything on a host change
 `options` are the argument specs' options (name -> type, elements, choices, no_log, ...), `values` the
 play's values by name. A value its spec refuses is reported as such; the others, converted to their
 types, go through the rules here: a rule runs only for variables present, and a rule between variables
-only when all of them are. Every message names the variable, shows the value (secrets as ********) and
-says what would be accepted.
+only when all of them are. Every message names the variable, shows the value through ds4_redact (nothing
+of a secret-bearing setting, whatever its type; a URL without its userinfo) and says what would be
+accepted.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import posixpath
 import re
 from urllib.parse import urlsplit
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-from ansible_collections.ds4.fleet.plugins.module_utils import ds4_catalog, ds4_launch
+from ansible_collections.ds4.fleet.plugins.module_utils import ds4_catalog, ds4_launch, ds4_redact
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_version import RELEASE_TAG_RE
 
-MASK = "********"
+MASK = ds4_redact.MASK
 # The argument spec keys Ansible's validator knows; the rest (description, default) is documentation.
 SPEC_KEYS = ("type", "elements", "choices", "options", "no_log")
 
@@ -61,7 +63,8 @@ _MODE = re.compile(r"0[0-7]{3}")
 _URL_UNSAFE = re.compile(r"[\s\"'\\%$`\x00-\x1f\x7f]")
 _PROXY_NAMES = ("http_proxy", "https_proxy", "no_proxy", "all_proxy")
 _MEMLOCK = re.compile(r"infinity|[0-9]+[KMGT]?")
-_DEVICE = re.compile(r"(char-|block-|/dev/)[^\s\x00-\x1f\x7f]+ [rwm]+")
+# No % (a systemd specifier: %i, %n would name another device than written), no quotes or backslashes.
+_DEVICE = re.compile(r"(char-|block-|/dev/)[^\s\x00-\x1f\x7f%\"'\\]+ [rwm]+")
 _LOG_SIZE = re.compile(r"[0-9]+[kMG]?")
 _CALENDAR = re.compile(r"[A-Za-z0-9 ,:.*/~-]+")
 _TIME_SPAN = re.compile(r"[0-9]+ ?[a-z]*( [0-9]+ ?[a-z]*)*")
@@ -73,18 +76,13 @@ _GATEWAY_KEY = re.compile(r"[A-Za-z0-9._~+/=-]{16,}")
 _DURATION = re.compile(r"([0-9]+(ms|s|m|h|d|w|y))+")
 _GROUP = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _HAPROXY_NAME = re.compile(r"[A-Za-z0-9._:-]+")
+# A label of a host name (an inventory's underscore allowed), as HAProxy's server line may take it.
+_HOST_LABEL = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
 
 
 def show(name, value, secret_names=()):
-    """The value as a message shows it: JSON (so a trailing newline is visible), secrets masked."""
-    if name in secret_names and value not in ("", None):
-        return MASK
-    if name == "ds4_extra_env" and isinstance(value, dict):
-        value = {key: MASK for key in value}
-    try:
-        return json.dumps(value, sort_keys=True, default=str)
-    except ValueError:
-        return repr(value)
+    """The value as a message shows it: ds4_redact's rule, the one every message of a setting follows."""
+    return ds4_redact.shown(name, value, secret_names)
 
 
 # --- rules on one value: None when it is accepted, else what would be -----------------------------------
@@ -255,10 +253,35 @@ def _optional_bytes(value):
 
 
 def _device_allow(value):
-    what = 'a list of "char-NAME PERMS" or "/dev/PATH PERMS" entries (PERMS of r, w, m)'
+    what = 'a list of "char-NAME PERMS" or "/dev/PATH PERMS" entries (PERMS of r, w, m; no %, quotes or \\)'
     if not isinstance(value, list) or any(not isinstance(i, str) or not _DEVICE.fullmatch(i) for i in value):
         return what
     return None
+
+
+def _haproxy_interval(value):
+    # HAProxy's time format is a whole number with a unit ("inter 0.5s" is refused): the template writes
+    # the interval in milliseconds, so it must be a whole number of them, and no more than a day.
+    what = "a number of seconds above 0, in whole milliseconds (such as 0.5 or 2), up to 86400"
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 86400:
+        return what
+    milliseconds = value * 1000
+    return None if abs(milliseconds - round(milliseconds)) < 1e-6 and round(milliseconds) >= 1 else what
+
+
+def host_address_problem(value):
+    """What is wrong with where a server line of HAProxy reaches a host, or None: a host name, an IPv4 or
+    an IPv6 address, nothing else (a space or a newline would add words or lines to the configuration)."""
+    if isinstance(value, str):
+        try:
+            ipaddress.ip_address(value)
+            return None
+        except ValueError:
+            pass
+        name = value[:-1] if value.endswith(".") else value
+        if 0 < len(name) <= 253 and all(_HOST_LABEL.fullmatch(label) for label in name.split(".")):
+            return None
+    return "a host name, an IPv4 or an IPv6 address"
 
 
 def _regex(value):
@@ -442,7 +465,7 @@ RULES = {
     "ds4_gateway_tls_key": _optional_controller_file,
     "ds4_gateway_tls_names": _tls_names,
     "ds4_gateway_tls_days": _between(1, 36500, "a whole number of days"),
-    "ds4_gateway_check_interval": _above_zero(),
+    "ds4_gateway_check_interval": _haproxy_interval,
     "ds4_gateway_check_fall": _between(1, what="a whole number of checks"),
     "ds4_gateway_check_rise": _between(1, what="a whole number of checks"),
     "ds4_gateway_timeout": _between(1, what="a whole number of seconds"),
@@ -524,9 +547,9 @@ def _token_transport(values, secret_names):
     if urlsplit(endpoint).scheme != "http":
         return []
     return [
-        f"ds4_hf_endpoint {json.dumps(endpoint)} is plain http and ds4_hf_token is set: the token would "
-        "cross the network in clear text; use https, or set ds4_hf_token_over_http: true for a hub on a "
-        "trusted link"
+        f"ds4_hf_endpoint {show('ds4_hf_endpoint', endpoint)} is plain http and ds4_hf_token is set: the "
+        "token would cross the network in clear text; use https, or set ds4_hf_token_over_http: true for a "
+        "hub on a trusted link"
     ]
 
 
@@ -548,11 +571,24 @@ def gateway_keys(listed, file_text=""):
     return list(dict.fromkeys([*(str(key) for key in listed), *(key for key in from_file if key)]))
 
 
-def gateway_problems(values, keys_file_text, is_file, sparks):
+def gateway_problems(values, keys_file_text, is_file, sparks, addresses=None):
     """What makes the gateway's settings unusable, judged with what only the controller knows: the keys
-    file's text, whether the certificate's files are there (`is_file(path)`), and the Sparks the inventory
-    names. A bad key is named by its position among all of them, never shown."""
+    file's text, whether the certificate's files are there (`is_file(path)`), the Sparks the inventory
+    names and, in `addresses`, where the gateway reaches each ({spark: (the variable that says it, its
+    value)}: ds4_gateway_backend_address, else ansible_host, else the inventory name). A bad key is
+    named by its position among all of them, never shown."""
     out = []
+    for spark, (variable, address) in (addresses or {}).items():
+        if not isinstance(spark, str) or not _HAPROXY_NAME.fullmatch(spark):
+            out.append(
+                f"the inventory name of {spark} must be a HAProxy name (letters, digits, ._:-): it names the "
+                "Spark's server line"
+            )
+        elif host_address_problem(address):
+            out.append(
+                f"{variable} of {spark} must be {host_address_problem(address)} (it is the gateway's server "
+                f"line for the Spark); got {show(variable, address)}"
+            )
     keys = gateway_keys(values.get("ds4_gateway_api_keys") or [], keys_file_text)
     if not keys:
         out.append(
@@ -660,7 +696,7 @@ def _plain_for(kind, value):
 
 def check(options, values):
     """Every refusal of `values` by the argument specs' `options` and by the rules above."""
-    secrets = {name for name, spec in options.items() if spec.get("no_log")}
+    secrets = ds4_redact.SECRETS | {name for name, spec in options.items() if spec.get("no_log")}
     typed, refused = {}, []
     for name, spec in options.items():
         if name not in values:

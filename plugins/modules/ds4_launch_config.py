@@ -17,7 +17,7 @@ description:
   - Validates the launch settings of the ds4 engine and returns the content of its environment file
     (C(/etc/ds4/ds4.env)), its argument list and a systemd C(ExecStart=) line, as the installer's
     C(ds4-serve) launcher would start it.
-  - Touches nothing on the host; the caller writes the files.
+  - Touches nothing on the host but the key of O(digest_key), made once; the caller writes the files.
   - Every error names the role variable (for example C(ds4_port)) and the bad value, and all errors
     are reported together.
   - C(DS4_NO_UPDATE_CHECK=1) is always set, because the ds4-update-check timer replaces the engine's
@@ -86,6 +86,15 @@ options:
     description: C(DS4_LOCK_FILE), outside the unit's private /tmp so a second engine sees it.
     type: raw
     default: /run/ds4/ds4.lock
+  digest_key:
+    description:
+      - The Spark's key of the digests in RV(public) (HMAC-SHA256), a file of root's alone (mode 0600) in
+        a directory of root's alone; made, random, when there is none (not in check mode). A link, or a
+        file anyone else may read, is refused.
+      - Without it, or in check mode before the key exists, the digests are keyed by a key of this call
+        alone, so they tell a change within the result, never across runs.
+    type: path
+    version_added: 0.1.0
 extends_documentation_fragment:
   - ds4.fleet.module
 """
@@ -148,19 +157,25 @@ exec_start:
 public:
   description: >-
     C(settings), C(env), C(env_lines) and C(args) with each C(extra_env) value replaced by
-    C(sha256:) and the first 12 hex digits of its digest, to show or record where others may read
-    (a diff, the speed records): a change is told, the value never.
+    C(hmac-sha256:) and the first 16 hex digits of its HMAC under O(digest_key), to show or record where
+    others may read (a diff, the speed records): a change is told, the value never, and no value can be
+    guessed by hashing candidates without the Spark's key.
   returned: success
   type: dict
 """
 
 # Ansible's convention puts DOCUMENTATION, EXAMPLES and RETURN before the imports.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_digest import (  # noqa: E402
+    DigestKeyError,
+    load_key,
+)
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_launch import (  # noqa: E402
     DEFAULTS,
     REQUIRED,
     LaunchConfigError,
     launch_config,
+    validate,
 )
 
 
@@ -169,12 +184,21 @@ def main():
     spec = {key: {"type": "raw", "default": default} for key, default in DEFAULTS.items()}
     for key in REQUIRED:
         spec[key] = {"type": "raw", "required": True}
+    spec["digest_key"] = {"type": "path"}
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    settings = {key: module.params[key] for key in DEFAULTS}
     try:
-        result = launch_config(module.params)
+        # Bad settings are refused before the key is made.
+        validate(settings)
+        key, made = None, False
+        if module.params["digest_key"]:
+            key, made = load_key(module.params["digest_key"], create=not module.check_mode)
+        result = launch_config(settings, key)
     except LaunchConfigError as exc:
         module.fail_json(msg=str(exc), errors=exc.errors)
-    module.exit_json(changed=False, **result)
+    except DigestKeyError as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(changed=made, **result)
 
 
 if __name__ == "__main__":

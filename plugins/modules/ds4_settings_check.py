@@ -12,8 +12,10 @@ description:
     C(module_utils/ds4_settings.py) (ranges, confined paths, URLs, regular expressions, the catalog, the
     launch settings, rules between variables).
   - A variable the play leaves unset is checked at its argument spec's default.
-  - Fails with one line per refused variable, naming it, its value and what would be accepted; secrets
-    (options with C(no_log), the values of C(ds4_extra_env)) are shown as C(********).
+  - Fails with one line per refused variable, naming it, its value and what would be accepted; nothing
+    of a secret-bearing variable is shown, whatever its type (C(module_utils/ds4_redact.py)); tokens,
+    keys, C(ds4_extra_env) and C(ds4_proxy_env) are shown as C(********), URLs with their userinfo as
+    C(***@).
   - Runs on the controller as an action and needs no connection; this file only documents it.
 version_added: 0.1.0
 attributes:
@@ -31,7 +33,8 @@ options:
       - On a gateway, the Sparks behind it. Given, the keys of C(ds4_gateway_api_keys) and of the file
         C(ds4_gateway_api_keys_file) are judged together (at least one, each 16 or more of
         C(A-Z a-z 0-9 . _ ~ + / = -), a bad one named by its position), as are the certificate's files on the
-        controller, and an empty list is refused.
+        controller, and an empty list is refused; each Spark's C(ds4_gateway_backend_address) (else its
+        C(ansible_host)) must be a host name, an IPv4 or an IPv6 address, as HAProxy's server line takes it.
     type: list
     elements: str
 extends_documentation_fragment:

@@ -181,7 +181,15 @@ BAD = {
     "ds4_start_limit_burst": [0, *WHOLE],
     "ds4_start_limit_interval": [0, 150, *WHOLE],
     "ds4_limit_memlock": ["", "8X", "8M\n", "unlimited", "-1"],
-    "ds4_device_allow": ["char-nvidia* rwm", ["char-nvidia* rwx"], ["char-nvidia*"], ["char-nvidia* rwm\n"]],
+    "ds4_device_allow": [
+        "char-nvidia* rwm",
+        ["char-nvidia* rwx"],
+        ["char-nvidia*"],
+        ["char-nvidia* rwm\n"],
+        # A systemd specifier: %i, %n would name something else than written.
+        ["char-nvidia%i rwm"],
+        ["/dev/nvidia%n rw"],
+    ],
     "ds4_log_file": ["maybe", [], "2"],
     "ds4_log_rotate": [0, *WHOLE],
     "ds4_log_maxsize": ["", "100MB", "100M\n", "-1"],
@@ -214,7 +222,8 @@ BAD = {
     "ds4_gateway_tls_key": ["key.pem\n", ["key.pem"]],
     "ds4_gateway_tls_names": [[], "gw", ["gw one"], ["gw\n"]],
     "ds4_gateway_tls_days": [0, 36501, *WHOLE],
-    "ds4_gateway_check_interval": SECONDS,
+    # HAProxy reads whole milliseconds ("inter 0.5s" is refused): finer or longer than a day is refused.
+    "ds4_gateway_check_interval": [*SECONDS, 0.0005, 1.0001, 86401],
     "ds4_gateway_check_fall": [0, *WHOLE],
     "ds4_gateway_check_rise": [0, *WHOLE],
     "ds4_gateway_timeout": [0, *WHOLE],

@@ -240,7 +240,7 @@ def test_a_secret_is_shown_at_no_verbosity_nor_in_a_diff(host, spark01):
     rc, out = site(spark01, "--check", "--diff", "-vvv", "-e", env)
     assert rc == 0, out
     assert SECRET not in out
-    assert "OPENAI_API_KEY=sha256:" in out, "the diff shows the variable, its value as a digest"
+    assert "OPENAI_API_KEY=hmac-sha256:" in out, "the diff shows the variable, its value as a keyed digest"
     rc, out = site(spark01, "-vvv", "-e", json.dumps({"ds4_extra_env": {"OPENAI_API_KEY": SECRET + "\n"}}))
     assert rc != 0 and "ds4_extra_env value of OPENAI_API_KEY must not contain control characters" in out
     assert SECRET not in out

@@ -110,3 +110,65 @@ def test_every_round_of_bad_site_settings_is_refused_by_name(tmp_path):
         result = play["tasks"][0]["hosts"]["localhost"]
         named = {message.split(" ")[0].split("[")[0].split("=")[0] for message in result.get("refused", [])}
         assert result.get("failed") and sorted(set(values) - named) == [], (number, result)
+
+
+def test_a_spark_address_that_would_add_to_haproxy_s_configuration_is_refused(tmp_path):
+    """ansible_host (or ds4_gateway_backend_address) of each Spark goes into a server line of HAProxy: a
+    newline would add a server of the attacker's, refused before anything on the gateway changes."""
+    inventory = {
+        "all": {
+            "hosts": {"localhost": {"ansible_connection": "local"}},
+            "children": {
+                "sparks": {
+                    "hosts": {
+                        "spark01": {"ansible_host": "10.0.0.1\n    server evil 203.0.113.9:80"},
+                        "spark02": {"ds4_gateway_backend_address": "{{ '10.0.0.2 backup' }}"},
+                        # Templated with the Spark's own variables, as the template reads it.
+                        "spark03": {
+                            "site_domain": "lab.example",
+                            "ds4_gateway_backend_address": "{{ inventory_hostname }}.{{ site_domain }}",
+                        },
+                    }
+                }
+            },
+        }
+    }
+    (tmp_path / "inventory.json").write_text(json.dumps(inventory))
+    (tmp_path / "play.yml").write_text(PLAYBOOK.replace('"{{ sparks }}"', "\"{{ groups['sparks'] }}\""))
+    (tmp_path / "vars.json").write_text(json.dumps({"ds4_gateway_api_keys": ["k" * 16]}))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="json")
+    env.pop("ANSIBLE_CALLBACKS_ENABLED", None)
+    command = ["ansible-playbook", "-i", "inventory.json", "-e", "@vars.json", "play.yml"]
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
+    result = json.loads(done.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    assert result["refused"] == [
+        "ansible_host of spark01 must be a host name, an IPv4 or an IPv6 address (it is the gateway's server "
+        'line for the Spark); got "10.0.0.1\\n    server evil 203.0.113.9:80"',
+        "ds4_gateway_backend_address of spark02 must be a host name, an IPv4 or an IPv6 address (it is the "
+        'gateway\'s server line for the Spark); got "10.0.0.2 backup"',
+    ]
+
+
+def test_no_secret_bearing_value_reaches_the_play_s_output(tmp_path):
+    """The action's refusals in a playbook, at -vvv: a marker in a token given as a list, in ds4_extra_env
+    given as a string and in a URL's password is nowhere in what ansible-playbook prints."""
+    marker = "Mk-7f3e9-SECRET"
+    values = {
+        "ds4_hf_token": [marker],
+        "ds4_extra_env": f"OPENAI_API_KEY={marker}",
+        "ds4_proxy_env": [f"http://u:{marker}@proxy:3128"],
+        "ds4_hf_endpoint": f"http://u:{marker}@hub.example/a b",
+        "ds4_engine_repo": f" https://u:{marker}@forge/ds4.git",
+    }
+    (tmp_path / "vars.json").write_text(json.dumps(values))
+    (tmp_path / "play.yml").write_text(
+        PLAYBOOK.replace("roles: [ds4_gateway]", f"roles: {json.dumps(SITE_ROLES)}").replace(
+            '        gateway_sparks: "{{ sparks }}"\n', ""
+        )
+    )
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    command = ["ansible-playbook", "-vvv", "-i", "localhost,", "-c", "local", "-e", "@vars.json", "play.yml"]
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
+    out = done.stdout + done.stderr
+    assert done.returncode == 2 and "ds4_extra_env must be a mapping" in out, out[-3000:]
+    assert marker not in out.replace("@vars.json", "")

@@ -1,9 +1,12 @@
 """Launch settings -> environment file and ds4-server arguments: module_utils/ds4_launch.py and its module."""
 
+import hashlib
 import json
+import stat
 import subprocess
 
 import pytest
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_digest import keyed
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_launch import (
     LaunchConfigError,
     launch_config,
@@ -219,19 +222,18 @@ def test_settings_are_returned_normalised():
             {"extra_args": ["--cors\n--port"]},
             "ds4_extra_args items must not contain control characters such as a newline: '--cors\\n--port'",
         ),
-        ({"extra_env": ["A=1"]}, "ds4_extra_env must be a mapping of variable names to strings: ['A=1']"),
+        # Nothing of ds4_extra_env is shown: a value, or a name that is no variable name, may be a secret.
+        ({"extra_env": ["A=1"]}, "ds4_extra_env must be a mapping of variable names to strings, not a list"),
+        ({"extra_env": "A=1"}, "ds4_extra_env must be a mapping of variable names to strings, not a str"),
         (
             {"extra_env": {"cuda_visible_devices": "0"}},
-            "ds4_extra_env names must be UPPERCASE letters, digits and _, not starting with a digit: "
-            "'cuda_visible_devices'",
+            "ds4_extra_env names must be UPPERCASE letters, digits and _, not starting with a digit: 1 of 1 "
+            "are not (not shown: one may be a secret)",
         ),
         (
-            {"extra_env": {"1X": "0"}},
-            "ds4_extra_env names must be UPPERCASE letters, digits and _, not starting with a digit: '1X'",
-        ),
-        (
-            {"extra_env": {"A-B": "0"}},
-            "ds4_extra_env names must be UPPERCASE letters, digits and _, not starting with a digit: 'A-B'",
+            {"extra_env": {"1X": "0", "A-B": "0", "OK": "1"}},
+            "ds4_extra_env names must be UPPERCASE letters, digits and _, not starting with a digit: 2 of 3 "
+            "are not (not shown: one may be a secret)",
         ),
         (
             {"extra_env": {"DS4_LOCK_FILE": "/tmp/x"}},
@@ -378,16 +380,34 @@ def test_module_keeps_a_string_extra_args_for_its_own_message(monkeypatch):
     assert result["msg"] == "ds4_extra_args must be a list of strings: '--cors,--port=1'"
 
 
+KEY = b"k" * 32
+
+
 def test_the_public_view_tells_a_secret_changed_without_showing_it():
-    cfg = launch_config(settings(extra_env={"OPENAI_API_KEY": "sk-live-1", "LOG_LEVEL": "info"}))
+    cfg = launch_config(settings(extra_env={"OPENAI_API_KEY": "sk-live-1", "LOG_LEVEL": "info"}), KEY)
     assert "OPENAI_API_KEY=sk-live-1\n" in cfg["env_content"]
     public = cfg["public"]
     assert "sk-live-1" not in repr(public)
-    assert public["env"]["OPENAI_API_KEY"].startswith("sha256:") and public["env"]["LOG_LEVEL"].startswith(
-        "sha256:"
-    )
+    # Keyed by the Spark's key: a weak value cannot be found by hashing candidates.
+    assert public["env"]["OPENAI_API_KEY"] == keyed("sk-live-1", KEY)
+    assert hashlib.sha256(b"sk-live-1").hexdigest()[:12] not in repr(public)
     assert public["settings"]["extra_env"] == {k: public["env"][k] for k in ("LOG_LEVEL", "OPENAI_API_KEY")}
     assert public["args"] == cfg["args"]
-    other = launch_config(settings(extra_env={"OPENAI_API_KEY": "sk-live-2", "LOG_LEVEL": "info"}))["public"]
+    extra_env = {"OPENAI_API_KEY": "sk-live-2", "LOG_LEVEL": "info"}
+    other = launch_config(settings(extra_env=extra_env), KEY)["public"]
     assert other["env"]["OPENAI_API_KEY"] != public["env"]["OPENAI_API_KEY"]
     assert other["env"]["LOG_LEVEL"] == public["env"]["LOG_LEVEL"]
+
+
+def test_module_keys_the_digests_with_the_spark_s_key_made_once(tmp_path):
+    key = tmp_path / "ds4-fleet" / "digest.key"
+    args = {**MINIMAL, "extra_env": {"OPENAI_API_KEY": "sk-live-1"}, "digest_key": str(key)}
+    # Bad settings are refused before anything is made; check mode makes nothing either.
+    assert _run_module({**args, "port": 70000})["failed"] and not key.parent.exists()
+    checked = _run_module({**args, "_ansible_check_mode": True})
+    assert checked["changed"] is False and not key.parent.exists()
+    made = _run_module(args)
+    assert made["changed"] is True and stat.S_IMODE(key.stat().st_mode) == 0o600
+    assert made["public"]["env"]["OPENAI_API_KEY"] == keyed("sk-live-1", key.read_bytes())
+    again = _run_module(args)
+    assert again["changed"] is False and again["public"] == made["public"]

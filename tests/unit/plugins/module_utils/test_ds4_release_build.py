@@ -160,7 +160,7 @@ def test_a_password_in_the_repository_url_is_never_logged_and_the_log_is_private
             progress_file=str(tmp_path / "progress.json"),
         )
     log = logs / "build-v0.6.5.log"
-    assert "cloning tag v0.6.5 of http://builder:***@127.0.0.1:9/Entrpi/ds4.git failed" in str(info.value)
+    assert "cloning tag v0.6.5 of http://***@127.0.0.1:9/Entrpi/ds4.git failed" in str(info.value)
     for text in (str(info.value), log.read_text(), (tmp_path / "progress.json").read_text()):
         assert "s3cret-token" not in text
     # Git was given the URL without its user information: no output of it can hold the password.
@@ -172,13 +172,15 @@ def test_a_password_in_the_repository_url_is_never_logged_and_the_log_is_private
 @pytest.mark.parametrize(
     ("url", "shown"),
     [
-        ("https://user:tok@github.com/Entrpi/ds4.git", "https://user:***@github.com/Entrpi/ds4.git"),
+        ("https://user:tok@github.com/Entrpi/ds4.git", "https://***@github.com/Entrpi/ds4.git"),
+        # A token given as the user, as GitHub's own URLs take it.
+        ("https://ghp_tok@github.com/Entrpi/ds4.git", "https://***@github.com/Entrpi/ds4.git"),
         ("https://github.com/Entrpi/ds4.git", "https://github.com/Entrpi/ds4.git"),
         ("git@github.com:Entrpi/ds4.git", "git@github.com:Entrpi/ds4.git"),
         ("/srv/git/ds4.git", "/srv/git/ds4.git"),
     ],
 )
-def test_public_url_masks_only_a_password(url, shown):
+def test_public_url_masks_the_userinfo(url, shown):
     assert public_url(url) == shown
 
 

@@ -8,16 +8,20 @@ itself in a playbook, and the site scenario every role's bad values through site
 from __future__ import annotations
 
 import copy
+import json
 import re
+from pathlib import Path
 
+import jinja2
 import pytest
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_redact import SECRET_BEARING
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_settings import (
     MASK,
     check,
     gateway_keys,
     gateway_problems,
 )
-from settings_cases import BAD, CATALOG, DEFAULTS, OPTIONS, load
+from settings_cases import BAD, CATALOG, DEFAULTS, OPTIONS, REPO, load
 
 CASES = [
     pytest.param(name, value, id=f"{name}-{i}")
@@ -173,8 +177,10 @@ def test_the_gateway_keys_are_the_lists_then_the_files_each_once():
 GATEWAY = {"ds4_gateway_api_keys": ["k" * 16], "ds4_gateway_tls_cert": "", "ds4_gateway_tls_key": ""}
 
 
-def gateway(changes=None, text="", files=(), sparks=("spark01",)):
-    return gateway_problems(dict(GATEWAY, **(changes or {})), text, lambda path: path in files, list(sparks))
+def gateway(changes=None, text="", files=(), sparks=("spark01",), addresses=None):
+    return gateway_problems(
+        dict(GATEWAY, **(changes or {})), text, lambda path: path in files, list(sparks), addresses
+    )
 
 
 def test_usable_gateway_settings_are_accepted():
@@ -209,3 +215,108 @@ def test_a_gateway_without_a_key_a_certificate_pair_or_a_spark_is_refused():
         'ds4_gateway_tls_cert names no file on this controller: "/gone.pem"',
         "ds4_target_hosts (sparks) names no host: the gateway would have no Spark to send requests to",
     ]
+
+
+# A marker secret in every shape a secret-bearing setting may be given in, each one refused or not.
+MARKER = "Mk-7f3e9-SECRET"
+MARKER_INT = 73556081
+MARKED = [
+    MARKER,
+    f"{MARKER}\n",
+    f"A={MARKER}",
+    [MARKER],
+    [f"A={MARKER}"],
+    {"KEY": MARKER},
+    {"KEY": f"{MARKER}\n"},
+    {"KEY": [MARKER]},
+    {"KEY": {"inner": MARKER}},
+    {MARKER: "v"},
+    {"DS4_LOCK_FILE": MARKER},
+    {"https_proxy": f"http://u:{MARKER}@proxy:3128 "},
+    {"HTTP": f"http://u:{MARKER}@proxy:3128"},
+    MARKER_INT,
+    [MARKER_INT],
+    {"KEY": MARKER_INT, "bad": True},
+    f"https://user:{MARKER}@huggingface.co/a b",
+    f"https://{MARKER}@huggingface.co\n",
+    f"ftp://user:{MARKER}@host/LATEST",
+    f" https://u:{MARKER}@forge/ds4.git",
+    f"http://u:{MARKER}@mirror:8080",
+    f"http://u:{MARKER}@x/$LATEST",
+]
+
+
+@pytest.mark.parametrize("name", sorted(SECRET_BEARING))
+def test_no_refusal_ever_shows_a_secret_bearing_value(name):
+    """Every bad value of every secret-bearing setting, and the marker in every shape, alone and with a
+    token over plain http (a second rule that shows the endpoint): the marker is never in a message."""
+    for value in [*BAD[name], *MARKED]:
+        for extra in ({}, {"ds4_hf_token": "hf_token", "ds4_hf_token_over_http": False}):
+            refused = check(OPTIONS, {**DEFAULTS, **extra, name: value})
+            text = "\n".join(refused)
+            assert MARKER not in text and str(MARKER_INT) not in text, (value, refused)
+            # The URLs in BAD carry the word "secret" as their password.
+            assert ":secret@" not in text and ":pw@" not in text, (value, refused)
+
+
+def test_a_url_refused_for_another_reason_is_shown_with_its_userinfo_masked():
+    refused = check(OPTIONS, dict(DEFAULTS, ds4_hf_endpoint=f"https://u:{MARKER}@hub.example/a b"))
+    assert refused == [
+        "ds4_hf_endpoint must be an http or https URL without spaces, quotes, backslashes, %, $ or control "
+        'characters; got "https://***@hub.example/a b"'
+    ]
+
+
+@pytest.mark.parametrize(
+    ("interval", "rendered"), [(0.5, "inter 500ms"), (2, "inter 2000ms"), (1.25, "inter 1250ms")]
+)
+def test_a_check_interval_reaches_haproxy_as_whole_milliseconds(interval, rendered):
+    """HAProxy refuses "inter 0.5s": the template writes the accepted interval in milliseconds, exactly."""
+    assert check(OPTIONS, dict(DEFAULTS, ds4_gateway_check_interval=interval)) == []
+    # The template the role uses by default, wherever the role's default says it is.
+    default = load("roles", "ds4_gateway", "defaults", "main.yml")["ds4_gateway_config_template"]
+    template = Path(default.replace("{{ role_path }}", str(REPO / "roles" / "ds4_gateway"))).read_text()
+    line = next(line for line in template.splitlines() if "default-server check" in line)
+    text = (
+        jinja2.Environment()
+        .from_string(line)
+        .render(ds4_gateway_check_interval=interval, ds4_gateway_check_fall=2, ds4_gateway_check_rise=1)
+    )
+    assert f" {rendered} " in text
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["10.0.0.5", "fd00::5", "spark01", "spark-01.lab.example", "spark_01"],
+)
+def test_a_spark_reached_at_a_host_name_or_an_address_is_accepted(address):
+    assert gateway(addresses={"spark01": ("ansible_host", address)}) == []
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "10.0.0.5\n    server evil 203.0.113.9:80",
+        "10.0.0.5 backup",
+        "10.0.0.5:8000",
+        "",
+        "-spark",
+        "spark#1",
+        "[fd00::5]",
+        42,
+        ["10.0.0.5"],
+    ],
+)
+@pytest.mark.parametrize("variable", ["ansible_host", "ds4_gateway_backend_address"])
+def test_a_spark_address_haproxy_would_read_otherwise_is_refused(variable, address):
+    """The address goes into HAProxy's server line: a newline or a word would be configuration."""
+    refused = gateway(addresses={"spark01": (variable, address)})
+    assert refused == [
+        f"{variable} of spark01 must be a host name, an IPv4 or an IPv6 address (it is the gateway's "
+        f"server line for the Spark); got {json.dumps(address)}"
+    ]
+
+
+def test_a_spark_name_haproxy_would_read_otherwise_is_refused():
+    refused = gateway(sparks=("spark 01",), addresses={"spark 01": ("inventory name", "spark 01")})
+    assert refused[0].startswith("the inventory name of spark 01 must be a HAProxy name")
