@@ -66,6 +66,8 @@ def new_state() -> dict:
         "restarts": 0,
         "last_restart_at": None,
         "last_restart_reason": None,
+        # Lines of the engine's /metrics the textfile left out (ds4_metrics.engine_series), all runs.
+        "metrics_dropped": 0,
     }
 
 
@@ -75,7 +77,7 @@ def load_state(data) -> dict:
     if isinstance(data, dict):
         for key, initial in state.items():
             value = data.get(key)
-            if key in ("runs", "failures", "restarts"):
+            if key in ("runs", "failures", "restarts", "metrics_dropped"):
                 if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
                     state[key] = value
             elif key in ("first_failure_at", "last_restart_at"):

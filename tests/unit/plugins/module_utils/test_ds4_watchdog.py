@@ -223,6 +223,7 @@ METRICS = (
 
 class Engine(Handler):
     inflight = 0
+    extra = ""  # lines appended to /metrics
     hung = threading.Event()
     release = threading.Event()
 
@@ -230,7 +231,9 @@ class Engine(Handler):
         if self.hung.is_set():
             self.release.wait(5)
             return
-        body = (METRICS.format(n=self.inflight) + "ds4_uptime_seconds 12.5 1700000000000\n").encode()
+        body = (
+            METRICS.format(n=self.inflight) + "ds4_uptime_seconds 12.5 1700000000000\n" + self.extra
+        ).encode()
         self.answer(200, body)
 
 
@@ -239,6 +242,7 @@ def engine():
     Engine.hung.clear()
     Engine.release.clear()
     Engine.inflight = 0
+    Engine.extra = ""
     with local_http(Engine) as url:
         yield url
         Engine.release.set()
@@ -371,6 +375,19 @@ def test_script_leaves_a_busy_engine_alone_and_copies_its_metrics(host, engine):
     assert samples["ds4_requests_inflight"] == 1 and samples["ds4_spark_engine_up"] == 1
     # The engine's timestamp is dropped: node_exporter refuses them in textfiles.
     assert samples["ds4_uptime_seconds"] == 12.5
+
+
+def test_script_leaves_out_and_counts_the_engines_lines_that_break_the_format(host, engine):
+    Engine.extra = "ds4_tokens_total{model=deepseek} 5\n# TYPE ds4_requests_inflight counter\n"
+    text = watch(host, engine)[2]
+    assert "model=deepseek" not in text and text.count("# TYPE ds4_requests_inflight") == 1
+    assert series(text)["ds4_spark_metrics_dropped_total"] == 2
+    assert "# TYPE ds4_spark_metrics_dropped_total counter" in text
+    # A counter: each run's dropped lines are added to the last, kept in the state file.
+    samples = series(watch(host, engine)[2])
+    assert samples["ds4_spark_metrics_dropped_total"] == 4 and samples["ds4_requests_inflight"] == 0
+    Engine.extra = ""
+    assert series(watch(host, engine)[2])["ds4_spark_metrics_dropped_total"] == 4
 
 
 def test_script_never_probes_or_touches_a_unit_at_its_start_limit(host, engine):
