@@ -15,6 +15,7 @@ role installs this file beside ds4-watchdog.
 from __future__ import annotations
 
 import calendar
+import math
 import os
 import re
 import time
@@ -335,6 +336,69 @@ def weights_verified(weights: dict | None, stat=os.stat) -> list[dict]:
     return found
 
 
+# GPU health, read by the watchdog on each run: `nvidia-smi` with GPU_FIELDS, in this order.
+THROTTLE_REASONS = ("hw_thermal_slowdown", "sw_thermal_slowdown", "sw_power_cap", "hw_power_brake_slowdown")
+GPU_FIELDS = (
+    "index",
+    "temperature.gpu",
+    "power.draw",
+    "power.limit",
+    "clocks.sm",
+    "clocks.max.sm",
+    "clocks_event_reasons.active",
+    *(f"clocks_event_reasons.{reason}" for reason in THROTTLE_REASONS),
+)
+# With `nounits`: degrees C, W, MHz (as the real tool printed them on an H200, driver 580).
+_GPU_SCALES = (
+    ("temperature_celsius", 1.0),
+    ("power_draw_watts", 1.0),
+    ("power_limit_watts", 1.0),
+    ("sm_clock_hertz", 1e6),
+    ("sm_clock_max_hertz", 1e6),
+)
+
+
+def gpu_command() -> list[str]:
+    return ["nvidia-smi", "--query-gpu=" + ",".join(GPU_FIELDS), "--format=csv,noheader,nounits"]
+
+
+def parse_gpus(text: str) -> list[dict]:
+    """Each GPU of gpu_command's output: {"gpu": its index, temperature_celsius, power_draw_watts,
+    power_limit_watts, sm_clock_hertz, sm_clock_max_hertz, "clocks_event_reasons": the active reasons'
+    bit mask, "reasons": {reason: 1 active, 0 not}}.
+
+    A field the GPU does not report (`[N/A]`, `[Not Supported]`, anything that is no number or state) is
+    None, never 0: a GB10 has no power limit to report. A line without every field is no GPU.
+    """
+    gpus = []
+    for line in text.splitlines():
+        fields = [field.strip() for field in line.split(",")]
+        if len(fields) != len(GPU_FIELDS) or not fields[0].isdigit():
+            continue
+        gpu = {"gpu": fields[0]}
+        for (key, scale), value in zip(_GPU_SCALES, fields[1:6], strict=True):
+            number = _float(value)
+            gpu[key] = None if number is None else number * scale
+        try:
+            gpu["clocks_event_reasons"] = int(fields[6], 16) if fields[6].lower().startswith("0x") else None
+        except ValueError:
+            gpu["clocks_event_reasons"] = None
+        states = {"Active": 1, "Not Active": 0}
+        gpu["reasons"] = {
+            reason: states.get(value) for reason, value in zip(THROTTLE_REASONS, fields[7:], strict=True)
+        }
+        gpus.append(gpu)
+    return gpus
+
+
+def _float(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
 def render(
     *,
     fact: dict | None,
@@ -347,9 +411,10 @@ def render(
     free_bytes: int | None,
     next_bytes: int | None,
     now: float,
+    gpus: list[dict] | None,
 ) -> str:
     """The textfile: our `ds4_spark_*` series, then the engine's own as engine_series checked them ("" when
-    it did not answer)."""
+    it did not answer). `gpus`: parse_gpus of nvidia-smi's answer, None when it gave none."""
     out = Writer()
     fact = fact if isinstance(fact, dict) else {}
     _configured(out, fact)
@@ -357,6 +422,7 @@ def render(
     _unit(out, unit, verdict)
     _watchdog(out, watchdog, watchdog_enabled)
     _weights(out, weights, free_bytes, next_bytes)
+    _gpus(out, gpus)
     out.add("metrics_timestamp_seconds", "gauge", "When these series were written.", now)
     return out.text() + engine_text
 
@@ -493,3 +559,36 @@ def _weights(out: Writer, weights: list[dict], free_bytes: int | None, next_byte
         "Space a next model generation needs beside the current one.",
         next_bytes,
     )
+
+
+def _gpus(out: Writer, gpus: list[dict] | None) -> None:
+    out.add(
+        "gpu_query_success", "gauge", "1 when nvidia-smi answered the watchdog's query.", gpus is not None
+    )
+    helps = {
+        "temperature_celsius": "GPU temperature.",
+        "power_draw_watts": "GPU power draw.",
+        "power_limit_watts": "GPU power limit (not reported by a GB10).",
+        "sm_clock_hertz": "Current SM clock.",
+        "sm_clock_max_hertz": "Highest SM clock the GPU can run.",
+    }
+    for key, help_text in helps.items():
+        for gpu in gpus or []:
+            out.add(f"gpu_{key}", "gauge", help_text, gpu[key], {"gpu": gpu["gpu"]})
+    for gpu in gpus or []:
+        out.add(
+            "gpu_clocks_event_reasons",
+            "gauge",
+            "Bit mask of what holds the GPU's clocks down now (NVML's clocks event reasons; 1 is idle).",
+            gpu["clocks_event_reasons"],
+            {"gpu": gpu["gpu"]},
+        )
+    for gpu in gpus or []:
+        for reason, active in gpu["reasons"].items():
+            out.add(
+                "gpu_clocks_event_active",
+                "gauge",
+                "1 while a thermal or power limit holds the GPU's clocks down (throttling).",
+                active,
+                {"gpu": gpu["gpu"], "reason": reason},
+            )

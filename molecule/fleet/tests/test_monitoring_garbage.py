@@ -7,6 +7,8 @@ series with it, so that Ds4EngineDown still fires when that engine stops. A file
 parse, and a Spark whose ds4 series are gone, are alerts of their own (Ds4MetricsUnparsable,
 Ds4MetricsMissing): they wait 5 minutes before firing, which their promtool cases
 (ds4-alerts-metrics.promtool.yml) show; here each is seen pending on the real condition, and gone after.
+So is a GPU the GPU stand-in reports throttled (Ds4GpuThrottled, after 10 minutes), from the GPU's health
+that the watchdog reads with nvidia-smi on each run.
 """
 
 import json
@@ -19,6 +21,7 @@ from waits import wait_for
 API = "http://127.0.0.1:9091/api/v1"
 HOLD_DIR = "/run/ds4-standin"  # where the stand-in engine reads metrics-extra.txt
 TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
+THROTTLE_FILE = "/etc/ds4-standin/gpu-throttle"  # makes the GPU stand-in report these reasons active
 # An unquoted label value and a second TYPE for a family: each made node_exporter drop all of ds4.prom.
 GARBAGE = "ds4_tokens_total{model=deepseek} 5\n# TYPE ds4_requests_inflight counter\n<html>502</html>\n"
 
@@ -167,5 +170,40 @@ def test_a_spark_without_its_ds4_series_is_an_alert(prometheus, sparks):
     wait_for(
         "Ds4MetricsMissing gone once the watchdog writes again",
         lambda: not alerts(prometheus, "Ds4MetricsMissing", "pending"),
+        timeout=60,
+    )
+
+
+def test_each_sparks_gpu_health_is_read_and_a_throttled_gpu_is_an_alert(prometheus, sparks):
+    temperatures = wait_for(
+        "each Spark's GPU temperature",
+        lambda: (
+            len(by_spark(prometheus, "ds4_spark_gpu_temperature_celsius")) == 3
+            and by_spark(prometheus, "ds4_spark_gpu_temperature_celsius")
+        ),
+        timeout=60,
+    )
+    assert temperatures == dict.fromkeys(NAMES, "40")
+    # A GB10 reports no power limit: no series, rather than a limit of 0 W.
+    assert query(prometheus, "ds4_spark_gpu_power_limit_watts") == []
+    assert by_spark(prometheus, "ds4_spark_gpu_clocks_event_active == 1") == {}
+    spark = sparks["spark01"]
+    spark.check_output(f"printf 'sw_power_cap\\n' > {THROTTLE_FILE}")
+    try:
+        pending = wait_for(
+            "Ds4GpuThrottled pending for spark01",
+            lambda: alerts(prometheus, "Ds4GpuThrottled", "pending"),
+            timeout=60,
+        )
+        assert pending == ["spark01"]
+        active = query(prometheus, "ds4_spark_gpu_clocks_event_active == 1")
+        assert [(r["metric"]["spark"], r["metric"]["reason"]) for r in active] == [
+            ("spark01", "sw_power_cap")
+        ]
+    finally:
+        spark.check_output(f"rm -f {THROTTLE_FILE}")
+    wait_for(
+        "Ds4GpuThrottled gone once the GPU runs free",
+        lambda: not alerts(prometheus, "Ds4GpuThrottled", "pending"),
         timeout=60,
     )
