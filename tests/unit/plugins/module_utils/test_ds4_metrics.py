@@ -180,6 +180,21 @@ def test_samples_of_a_family_after_another_family_began_are_dropped():
     )
 
 
+def test_help_or_type_of_a_family_after_another_family_began_is_dropped():
+    text = "# HELP ds4_x X.\nds4_y 1\n# TYPE ds4_x gauge\nds4_x 2\n"
+    assert engine_series(text) == (
+        "ds4_y 1\n",
+        [
+            "line 3: a TYPE line for ds4_x apart from the family's other lines: # TYPE ds4_x gauge",
+            "line 4: a sample of ds4_x apart from the family's other lines: ds4_x 2",
+        ],
+    )
+
+
+def test_carriage_returns_at_the_ends_of_lines_are_taken_off():
+    assert engine_series("# TYPE ds4_x gauge\r\nds4_x 1\r\n") == ("# TYPE ds4_x gauge\nds4_x 1\n", [])
+
+
 def test_a_series_given_twice_is_dropped_the_second_time():
     # node_exporter fills a label a sample lacks with "": the same series as an empty value.
     text = 'ds4_x{a="1",b=""} 1\nds4_x{b="",a="1"} 2\nds4_x{a="1"} 3\nds4_x 4\nds4_x{c=""} 5\n'
