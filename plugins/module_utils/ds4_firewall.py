@@ -12,6 +12,7 @@ One that listens on loopback needs none: nothing but the Spark reaches it, whate
 from __future__ import annotations
 
 import ipaddress
+from typing import Any
 
 
 class FirewallError(ValueError):
@@ -34,7 +35,7 @@ def firewall_sources(gateways, allow):
     return {"v4": list(dict.fromkeys(v4)), "v6": list(dict.fromkeys(v6))}
 
 
-def beyond_loopback(host) -> bool:
+def beyond_loopback(host: Any) -> bool:
     """Whether an engine listening on `host` (ds4_host) may be reached from another machine: anything but a
     loopback address (127.0.0.0/8, ::1) or the name localhost. A wildcard (0.0.0.0, ::), any other address
     and any other name (which may resolve to any address) are beyond loopback."""

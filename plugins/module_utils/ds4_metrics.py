@@ -5,24 +5,21 @@ update check leave on the host: the local facts `ds4` (release, commit, model se
 update check's last result) and `ds4_weights` (the verified weights), the unit's state and restarts, and
 the watchdog's own state. It also copies the engine's own `/metrics` (the series named `ds4_*`), which it
 has just read to probe the engine: Prometheus reads them through node_exporter, and the engine's port
-stays on loopback.
+stays on loopback. node_exporter drops a textfile whole for one line it cannot parse, so the engine's
+lines are checked against the text format first (check_exposition) and a bad one is dropped and counted.
 
-Our series are named `ds4_spark_*`, so they never collide with the engine's. Standard library only, and
-ds4_drain.py (the engine's own series are read as it reads them), which the role installs beside.
+Our series are named `ds4_spark_*`, so they never collide with the engine's. Standard library only: the
+role installs this file beside ds4-watchdog.
 """
 
 from __future__ import annotations
 
 import calendar
+import math
 import os
 import re
 import time
 from typing import Any
-
-try:
-    from ansible_collections.ds4.fleet.plugins.module_utils.ds4_drain import split_sample
-except ImportError:  # on the Spark, installed beside ds4-watchdog and ds4_drain.py, outside any package
-    from ds4_drain import split_sample  # type: ignore[import-not-found,no-redef]
 
 PREFIX = "ds4_spark_"
 _NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
@@ -64,32 +61,237 @@ class Writer:
         return "\n".join(lines) + "\n" if lines else ""
 
 
-def engine_series(text: str) -> str:
-    """The engine's `/metrics` reduced to its own `ds4_*` series (their HELP and TYPE lines included).
+def engine_series(text: str | None) -> tuple[str, list[str]]:
+    """The engine's `/metrics` reduced to its own `ds4_*` series, checked, and the lines it dropped.
 
-    Anything else (other names, a `ds4_spark_*` name that would collide with ours, OpenMetrics' `# EOF`,
-    malformed lines) is left out, so that one odd line cannot make node_exporter reject the whole file.
+    Every line is checked against the text format first (check_exposition): a malformed line, a second
+    HELP or TYPE, a family's sample apart from its group or a series given twice is dropped and said in
+    the list returned ("line N: why: the line"), for the textfile's ds4_spark_metrics_dropped_total; the
+    rest is written anew, so one bad line cannot make node_exporter reject the whole file. Of the good
+    lines, other names (a library's `go_*`, a `ds4_spark_*` name that would collide with ours) are left
+    out without counting, and so are the timestamps, which node_exporter refuses in textfiles.
     """
-    kept = []
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line:
+    families, dropped = check_exposition(text or "")
+    lines = []
+    for family in families:
+        samples = [line for line in family.samples if _ours(line.split("{", 1)[0].split(" ", 1)[0])]
+        if not _ours(family.name) or not samples:
             continue
-        if line.startswith("#"):
-            parts = line.split(None, 3)
-            if len(parts) >= 3 and parts[1] in ("HELP", "TYPE") and _ours(parts[2]):
-                kept.append(line)
-            continue
-        sample = split_sample(line)
-        if sample is None or not _ours(sample[0]):
-            continue
-        # node_exporter refuses timestamps in textfiles: the value alone.
-        kept.append(f"{sample[1]} {sample[2]}")
-    return "\n".join(kept) + "\n" if kept else ""
+        if family.help is not None:
+            lines.append(f"# HELP {family.name} {family.help}".rstrip(" "))
+        if family.kind is not None:
+            lines.append(f"# TYPE {family.name} {family.kind}")
+        lines += samples
+    return ("\n".join(lines) + "\n" if lines else ""), dropped
 
 
 def _ours(name: str) -> bool:
     return bool(_NAME.match(name)) and name.startswith("ds4_") and not name.startswith(PREFIX)
+
+
+# --- the Prometheus text exposition format, version 0.0.4 ---------------------------------------------
+# As Prometheus documents it and node_exporter's parser (Go's expfmt) reads it. Where that parser takes
+# more than the documented format (hexadecimal floats, `_` between digits, a type in capitals), the
+# documented form alone passes: a line dropped here costs one series, a line node_exporter refuses costs
+# the whole file.
+_NAME_START = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+_LABEL = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+_FLOAT = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|(?i:inf|infinity))|(?i:nan)")
+_TIMESTAMP = re.compile(r"-?[0-9]+")
+_BLANKS = re.compile(r"[ \t]+")
+KINDS = ("counter", "gauge", "histogram", "summary", "untyped")
+# The samples a histogram or summary family `x` holds besides `x` itself.
+_MEMBERS = {"histogram": ("_bucket", "_sum", "_count"), "summary": ("_sum", "_count")}
+_NAME_RULE = "a metric name that is not [a-zA-Z_:][a-zA-Z0-9_:]*"
+
+
+class _Bad(ValueError):
+    """A line that breaks the format; its message says how."""
+
+
+class Family:
+    """A metric family as checked: its name, TYPE and HELP (None when not given) and its sample lines,
+    written anew (`name{label="value",...} value`, no timestamp)."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.kind: str | None = None
+        self.help: str | None = None
+        self.samples: list[str] = []
+        self.series: set[tuple] = set()
+        self.closed = False  # a line of another family followed its group
+
+
+def check_exposition(text: str) -> tuple[list[Family], list[str]]:
+    """The families of a Prometheus text exposition, in order, and the lines that break it.
+
+    A line is dropped, and said as `line N: why: the line`, when it is no valid sample, HELP or TYPE
+    line (names, quoted and escaped label values, a float value, an integer timestamp); when it is a
+    second HELP or TYPE of its family, or one after the family's first sample; when it belongs to a
+    family whose group of lines another family's line already ended; when it repeats a series (a label
+    with an empty value counts as absent, as node_exporter fills one in); or when a histogram's `le` or
+    a summary's `quantile` is not a float. What is kept reads as it would with the dropped lines taken
+    out. Comments and blank lines are skipped.
+    """
+    families: dict[str, Family] = {}
+    current: Family | None = None
+    dropped = []
+    for number, raw in enumerate(text.split("\n"), 1):
+        line = raw.strip(" \t\r")
+        if not line:
+            continue
+        try:
+            if line.startswith("#"):
+                current = _meta(line, families, current)
+            else:
+                current = _sample(line, families, current)
+        except _Bad as exc:
+            dropped.append(f"line {number}: {exc}: {line}")
+    return list(families.values()), dropped
+
+
+def _family(name: str, families: dict, current: Family | None) -> Family:
+    """The family a name belongs to (a histogram's or summary's member, its own, or a new one), now the
+    current one."""
+    family = _find(name, families)
+    if family is None:
+        family = families[name] = Family(name)
+    if family is not current and current is not None:
+        current.closed = True
+    return family
+
+
+def _meta(line: str, families: dict, current: Family | None) -> Family | None:
+    parts = _BLANKS.split(line[1:].lstrip(" \t"), maxsplit=2)
+    if parts[0] not in ("HELP", "TYPE") or len(parts) < 2:
+        return current  # a comment
+    keyword, name = parts[0], parts[1]
+    rest = parts[2] if len(parts) > 2 else ""
+    if not _NAME.match(name):
+        raise _Bad(_NAME_RULE)
+    if keyword == "TYPE":
+        if not rest:
+            raise _Bad("a TYPE line without a type")
+        if rest not in KINDS:
+            raise _Bad("a type that is not counter, gauge, histogram, summary or untyped")
+    else:
+        _check_escapes(rest, "\\n", "an escape other than \\\\ and \\n in a HELP text")
+    family = _find(name, families)
+    if family is not None:
+        if (family.kind if keyword == "TYPE" else family.help) is not None or family.samples:
+            raise _Bad(f"a second {keyword} line for {family.name}, or one after its samples")
+        if family.closed and family is not current:
+            raise _Bad(f"a {keyword} line for {family.name} apart from the family's other lines")
+    family = _family(name, families, current)
+    if keyword == "TYPE":
+        family.kind = rest
+    else:
+        family.help = rest
+    return family
+
+
+def _find(name: str, families: dict) -> Family | None:
+    """The family a name belongs to: its own, or a histogram's or summary's it is a member of."""
+    if name in families:
+        return families[name]
+    for kind, suffixes in _MEMBERS.items():
+        base = next((name[: -len(end)] for end in suffixes if name.endswith(end)), None)
+        if base in families and families[base].kind == kind:
+            return families[base]
+    return None
+
+
+def _sample(line: str, families: dict, current: Family | None) -> Family:
+    match = _NAME_START.match(line)
+    name = match.group() if match else ""
+    rest = line[len(name) :]
+    if not name or (rest and rest[0] not in " \t{"):
+        raise _Bad(_NAME_RULE)
+    rest = rest.lstrip(" \t")
+    labels: list[tuple[str, str]] = []
+    if rest.startswith("{"):
+        labels, rest = _labels(rest[1:])
+    fields = _BLANKS.split(rest.strip(" \t")) if rest.strip(" \t") else []
+    if not fields:
+        raise _Bad("no value")
+    if not _FLOAT.fullmatch(fields[0]):
+        raise _Bad("a value that is not a float")
+    if len(fields) > 1 and not _TIMESTAMP.fullmatch(fields[1]):
+        raise _Bad("a timestamp that is not an integer")
+    if len(fields) > 2:
+        raise _Bad("more after the timestamp")
+    family = _find(name, families)
+    if family is not None and family is not current and family.closed:
+        raise _Bad(f"a sample of {family.name} apart from the family's other lines")
+    if family is not None:
+        for label, kind in (("le", "histogram"), ("quantile", "summary")):
+            value = dict(labels).get(label)
+            if family.kind == kind and value is not None and not _FLOAT.fullmatch(value):
+                raise _Bad(f"{'an' if label == 'le' else 'a'} {label} label that is not a float")
+    series = (name, tuple(sorted((key, value) for key, value in labels if value)))
+    if family is not None and series in family.series:
+        raise _Bad(f"the series {_line(name, series[1])} a second time")
+    family = _family(name, families, current)
+    family.series.add(series)
+    family.samples.append(f"{_line(name, labels)} {fields[0]}")
+    return family
+
+
+def _line(name: str, labels: Any) -> str:
+    return name + ("{" + ",".join(f'{key}="{value}"' for key, value in labels) + "}" if labels else "")
+
+
+def _labels(text: str) -> tuple[list[tuple[str, str]], str]:
+    """The labels after a sample's `{` (each value as written, escapes kept) and what follows the `}`."""
+    labels: list[tuple[str, str]] = []
+    pos, end = 0, len(text)
+    while True:
+        while pos < end and text[pos] in " \t":
+            pos += 1
+        if pos >= end:
+            raise _Bad("labels without their closing brace")
+        if text[pos] == "}":
+            return labels, text[pos + 1 :]
+        match = _LABEL.match(text, pos)
+        if not match:
+            raise _Bad("a label name that is not [a-zA-Z_][a-zA-Z0-9_]*")
+        name, pos = match.group(), match.end()
+        while pos < end and text[pos] in " \t":
+            pos += 1
+        if pos >= end or text[pos] != "=":
+            raise _Bad("a label without = and a value")
+        pos += 1
+        while pos < end and text[pos] in " \t":
+            pos += 1
+        if pos >= end or text[pos] != '"':
+            raise _Bad("a label value not in double quotes")
+        start = pos = pos + 1
+        while pos < end and text[pos] != '"':
+            pos += 2 if text[pos] == "\\" else 1
+        if pos >= end:
+            raise _Bad("a label value without its closing quote")
+        value = text[start:pos]
+        _check_escapes(value, '\\"n', 'an escape other than \\\\, \\" and \\n in a label value')
+        if name.startswith("__"):
+            raise _Bad("a label name beginning with __, which is reserved")
+        if any(name == seen for seen, _ in labels):
+            raise _Bad(f"the label {name} twice")
+        labels.append((name, value))
+        pos += 1
+        while pos < end and text[pos] in " \t":
+            pos += 1
+        if pos < end and text[pos] == ",":
+            pos += 1
+        elif pos < end and text[pos] != "}":
+            raise _Bad("labels not separated by commas")
+
+
+def _check_escapes(text: str, allowed: str, message: str) -> None:
+    pos = text.find("\\")
+    while pos >= 0:
+        if pos + 1 >= len(text) or text[pos + 1] not in allowed:
+            raise _Bad(message)
+        pos = text.find("\\", pos + 2)
 
 
 def parse_time(text: Any) -> float | None:
@@ -135,6 +337,69 @@ def weights_verified(weights: dict | None, stat: Any = os.stat) -> list[dict]:
     return found
 
 
+# GPU health, read by the watchdog on each run: `nvidia-smi` with GPU_FIELDS, in this order.
+THROTTLE_REASONS = ("hw_thermal_slowdown", "sw_thermal_slowdown", "sw_power_cap", "hw_power_brake_slowdown")
+GPU_FIELDS = (
+    "index",
+    "temperature.gpu",
+    "power.draw",
+    "power.limit",
+    "clocks.sm",
+    "clocks.max.sm",
+    "clocks_event_reasons.active",
+    *(f"clocks_event_reasons.{reason}" for reason in THROTTLE_REASONS),
+)
+# With `nounits`: degrees C, W, MHz (as the real tool printed them on an H200, driver 580).
+_GPU_SCALES = (
+    ("temperature_celsius", 1.0),
+    ("power_draw_watts", 1.0),
+    ("power_limit_watts", 1.0),
+    ("sm_clock_hertz", 1e6),
+    ("sm_clock_max_hertz", 1e6),
+)
+
+
+def gpu_command() -> list[str]:
+    return ["nvidia-smi", "--query-gpu=" + ",".join(GPU_FIELDS), "--format=csv,noheader,nounits"]
+
+
+def parse_gpus(text: str) -> list[dict]:
+    """Each GPU of gpu_command's output: {"gpu": its index, temperature_celsius, power_draw_watts,
+    power_limit_watts, sm_clock_hertz, sm_clock_max_hertz, "clocks_event_reasons": the active reasons'
+    bit mask, "reasons": {reason: 1 active, 0 not}}.
+
+    A field the GPU does not report (`[N/A]`, `[Not Supported]`, anything that is no number or state) is
+    None, never 0: a GB10 has no power limit to report. A line without every field is no GPU.
+    """
+    gpus = []
+    for line in text.splitlines():
+        fields = [field.strip() for field in line.split(",")]
+        if len(fields) != len(GPU_FIELDS) or not fields[0].isdigit():
+            continue
+        gpu: dict[str, Any] = {"gpu": fields[0]}
+        for (key, scale), value in zip(_GPU_SCALES, fields[1:6], strict=True):
+            number = _float(value)
+            gpu[key] = None if number is None else number * scale
+        try:
+            gpu["clocks_event_reasons"] = int(fields[6], 16) if fields[6].lower().startswith("0x") else None
+        except ValueError:
+            gpu["clocks_event_reasons"] = None
+        states = {"Active": 1, "Not Active": 0}
+        gpu["reasons"] = {
+            reason: states.get(value) for reason, value in zip(THROTTLE_REASONS, fields[7:], strict=True)
+        }
+        gpus.append(gpu)
+    return gpus
+
+
+def _float(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
 def render(
     *,
     fact: dict | None,
@@ -143,16 +408,17 @@ def render(
     watchdog: dict,
     watchdog_enabled: bool,
     verdict: str,
-    engine_text: str | None,
+    engine_text: str,
     free_bytes: int | None,
     next_bytes: int | None,
     now: float,
+    gpus: list[dict] | None,
     firewall: dict | None = None,
 ) -> str:
-    """The textfile: our `ds4_spark_*` series, then the engine's own when it answered.
-
-    `firewall`: {"loaded": bool, "restores": int} while the engine firewall's unit is active, else None
-    (no firewall series)."""
+    """The textfile: our `ds4_spark_*` series, then the engine's own as engine_series checked them ("" when
+    it did not answer). `gpus`: parse_gpus of nvidia-smi's answer, None when it gave none. `firewall`:
+    {"loaded": bool, "restores": int} while the engine firewall's unit is active, else None (no firewall
+    series)."""
     out = Writer()
     fact = fact if isinstance(fact, dict) else {}
     _configured(out, fact)
@@ -162,11 +428,9 @@ def render(
     _weights(out, weights, free_bytes, next_bytes)
     if firewall is not None:
         _firewall(out, firewall)
+    _gpus(out, gpus)
     out.add("metrics_timestamp_seconds", "gauge", "When these series were written.", now)
-    text = out.text()
-    if engine_text:
-        text += engine_series(engine_text)
-    return text
+    return out.text() + engine_text
 
 
 def _configured(out: Writer, fact: dict) -> None:
@@ -272,6 +536,12 @@ def _watchdog(out: Writer, watchdog: dict, enabled: bool) -> None:
         watchdog.get("last_restart_at"),
     )
     out.add(
+        "metrics_dropped_total",
+        "counter",
+        "Lines of the engine's /metrics left out of this file for breaking the Prometheus text format.",
+        int(watchdog.get("metrics_dropped") or 0),
+    )
+    out.add(
         "watchdog_probe_failures",
         "gauge",
         "Probes in a row the engine did not answer.",
@@ -312,3 +582,36 @@ def _weights(out: Writer, weights: list[dict], free_bytes: int | None, next_byte
         "Space a next model generation needs beside the current one.",
         next_bytes,
     )
+
+
+def _gpus(out: Writer, gpus: list[dict] | None) -> None:
+    out.add(
+        "gpu_query_success", "gauge", "1 when nvidia-smi answered the watchdog's query.", gpus is not None
+    )
+    helps = {
+        "temperature_celsius": "GPU temperature.",
+        "power_draw_watts": "GPU power draw.",
+        "power_limit_watts": "GPU power limit (not reported by a GB10).",
+        "sm_clock_hertz": "Current SM clock.",
+        "sm_clock_max_hertz": "Highest SM clock the GPU can run.",
+    }
+    for key, help_text in helps.items():
+        for gpu in gpus or []:
+            out.add(f"gpu_{key}", "gauge", help_text, gpu[key], {"gpu": gpu["gpu"]})
+    for gpu in gpus or []:
+        out.add(
+            "gpu_clocks_event_reasons",
+            "gauge",
+            "Bit mask of what holds the GPU's clocks down now (NVML's clocks event reasons; 1 is idle).",
+            gpu["clocks_event_reasons"],
+            {"gpu": gpu["gpu"]},
+        )
+    for gpu in gpus or []:
+        for reason, active in gpu["reasons"].items():
+            out.add(
+                "gpu_clocks_event_active",
+                "gauge",
+                "1 while a thermal or power limit holds the GPU's clocks down (throttling).",
+                active,
+                {"gpu": gpu["gpu"], "reason": reason},
+            )

@@ -459,6 +459,7 @@ RULES = {
     # ds4_gateway (the keys' form and the files are checked with the inventory, in its preflight)
     "ds4_gateway_address": _matching(re.compile(r"\*|[0-9A-Fa-f.:]+"), "* or an IP address"),
     "ds4_gateway_port": _between(1, 65535, "a TCP port"),
+    "ds4_gateway_metrics_port": _between(1, 65535, "a TCP port"),
     "ds4_gateway_api_keys": _secret_words,
     "ds4_gateway_api_keys_file": _optional_controller_file,
     "ds4_gateway_tls_cert": _optional_controller_file,

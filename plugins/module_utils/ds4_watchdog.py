@@ -79,6 +79,8 @@ def new_state() -> dict:
         "last_restart_at": None,
         "last_restart_reason": None,
         "firewall_restores": 0,
+        # Lines of the engine's /metrics the textfile left out (ds4_metrics.engine_series), all runs.
+        "metrics_dropped": 0,
     }
 
 
@@ -88,7 +90,7 @@ def load_state(data: Any) -> dict:
     if isinstance(data, dict):
         for key, initial in state.items():
             value = data.get(key)
-            if key in ("runs", "failures", "restarts", "firewall_restores"):
+            if key in ("runs", "failures", "restarts", "firewall_restores", "metrics_dropped"):
                 if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
                     state[key] = value
             elif key in ("first_failure_at", "last_restart_at"):

@@ -216,6 +216,7 @@ BAD = {
     # ds4_gateway
     "ds4_gateway_address": ["", "any", "0.0.0.0 ", "::1\n"],
     "ds4_gateway_port": [0, 65536, *WHOLE],
+    "ds4_gateway_metrics_port": [0, 65536, *WHOLE],
     "ds4_gateway_api_keys": ["key", ["k\n"]],
     "ds4_gateway_api_keys_file": ["keys\n", " keys", ["keys"]],
     "ds4_gateway_tls_cert": ["cert.pem\n", ["cert.pem"]],

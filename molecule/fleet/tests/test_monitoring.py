@@ -120,7 +120,7 @@ def test_promtool_accepts_the_configuration_and_the_rules(prometheus):
             config.stdout + config.stderr
         )
         rules = prometheus.run(f"promtool check rules {REMOTE}/{directory}/ds4-alerts.yml")
-        assert rules.rc == 0 and "SUCCESS: 11 rules found" in rules.stdout, rules.stdout + rules.stderr
+        assert rules.rc == 0 and "SUCCESS: 14 rules found" in rules.stdout, rules.stdout + rules.stderr
 
 
 def test_promtool_rule_tests_pass_on_the_default_timings(prometheus):

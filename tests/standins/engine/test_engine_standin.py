@@ -530,6 +530,13 @@ def test_server_answers_the_contract_endpoints(good, models, engine_env, start):
     assert reported["backpressure"]["queue_depth"] == 0
     assert reported["cache"]["banks_live"] >= 1
     assert re.search(r"^ds4_requests_inflight 0$", http("GET", f"{base}/metrics")[2], re.M)
+    # A test's garbage, appended while its file exists.
+    extra = Path(engine_env["DS4_STANDIN_HOLD_DIR"]) / "metrics-extra.txt"
+    extra.write_text("ds4_bad{model=x} 1\n")
+    text = http("GET", f"{base}/metrics")[2]
+    assert text.startswith("# HELP ds4_requests_inflight ") and text.endswith("\nds4_bad{model=x} 1\n")
+    extra.unlink()
+    assert "ds4_bad" not in http("GET", f"{base}/metrics")[2]
 
     unknown = '{"error": {"message": "unknown endpoint", "type": "invalid_request_error"}}'
     for method, path in (("GET", "/health"), ("GET", "/"), ("POST", "/v1/embeddings")):

@@ -92,6 +92,20 @@ GB10_VALUES = {
     "utilization.gpu": "0 %",
     "compute_mode": "Default",
     "fan.speed": "[N/A]",
+    # GPU health, as the watchdog reads it. Power draw and the SM clock are reported (public DCGM and
+    # llama.cpp reports of GB10 units: 15-36 W, ~2.4 GHz under load); the power limit is not. The idle
+    # figures, the maximum clock and the reasons' layout (as the H200 prints them) are guesses.
+    "power.draw": "11.70 W",
+    "power.limit": "[N/A]",
+    "clocks.current.sm": "208 MHz",
+    "clocks.max.sm": "2418 MHz",
+    "clocks_event_reasons.active": "0x0000000000000001",
+    "clocks_event_reasons.gpu_idle": "Active",
+    "clocks_event_reasons.sw_power_cap": "Not Active",
+    "clocks_event_reasons.hw_slowdown": "Not Active",
+    "clocks_event_reasons.hw_thermal_slowdown": "Not Active",
+    "clocks_event_reasons.hw_power_brake_slowdown": "Not Active",
+    "clocks_event_reasons.sw_thermal_slowdown": "Not Active",
 }
 RTX_PRO_6000_VALUES = {
     "index": "0",

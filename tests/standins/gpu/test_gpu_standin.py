@@ -142,6 +142,40 @@ def test_gb10_installer_query_and_toolkit(root):
     )
 
 
+HEALTH = (
+    "--query-gpu=index,temperature.gpu,power.draw,power.limit,clocks.sm,clocks.max.sm,"
+    "clocks_event_reasons.active,clocks_event_reasons.hw_thermal_slowdown,"
+    "clocks_event_reasons.sw_thermal_slowdown,clocks_event_reasons.sw_power_cap,"
+    "clocks_event_reasons.hw_power_brake_slowdown"
+)
+
+
+def test_gb10_reports_its_health_and_a_throttled_gpu_when_told(root):
+    install(root, "gb10")
+    out = run(root, "nvidia-smi", HEALTH, "--format=csv,noheader,nounits").stdout
+    idle = b"0, 40, 11.70, [N/A], 208, 2418, 0x0000000000000001, "
+    assert out == idle + b"Not Active, Not Active, Not Active, Not Active\n"
+    (root / "etc/ds4-standin/gpu-throttle").write_text("hw_thermal_slowdown\nsw_power_cap\n")
+    out = run(root, "nvidia-smi", HEALTH, "--format=csv,noheader,nounits").stdout
+    hot = b"0, 96, 11.70, [N/A], 1209, 2418, 0x000000000000004C, "
+    assert out == hot + b"Active, Not Active, Active, Not Active\n"
+    (root / "etc/ds4-standin/gpu-throttle").write_text("overclocked\n")
+    result = run(root, "nvidia-smi", HEALTH, "--format=csv")
+    assert result.returncode == 1 and b"unknown reasons: overclocked" in result.stderr
+    install(root, "none")
+    assert not (root / "etc/ds4-standin").exists()
+
+
+def test_h200_health_reads_as_the_real_one_did(h200):
+    # As the real H200 printed it (2026-12-02, driver 580.159.04), but for its temperature and power.
+    out = run(h200, "nvidia-smi", HEALTH, "--format=csv,noheader,nounits").stdout.decode()
+    assert re.fullmatch(
+        r"0, \d+, \d+\.\d\d, 700\.00, 345, 1980, 0x0000000000000001, Not Active, Not Active, Not Active, "
+        r"Not Active\n",
+        out,
+    ), out
+
+
 def test_invalid_field_is_refused_as_the_real_tool_does(root):
     install(root, "gb10")
     result = run(root, "nvidia-smi", "--query-gpu=name,bogus_field", "--format=csv")

@@ -36,6 +36,9 @@ HOLD_DIR = "/run/ds4-standin"
 HOLD_LIMIT_S = 600
 HOLD_POLL_S = 0.05
 STANDIN_HOLDS = "/standin/holds"
+# Stand-in only: the text of this file in DS4_STANDIN_HOLD_DIR, when it exists, is appended as it is to
+# every /metrics answer, so that a test makes the engine print lines that break the text format.
+METRICS_EXTRA = "metrics-extra.txt"
 
 
 def server_options(build: common.Build) -> list[Option]:
@@ -273,6 +276,14 @@ def metrics_text(stats: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def metrics_extra() -> str:
+    try:
+        with open(os.path.join(os.environ.get("DS4_STANDIN_HOLD_DIR") or HOLD_DIR, METRICS_EXTRA)) as extra:
+            return extra.read()
+    except FileNotFoundError:
+        return ""
+
+
 def text_of(content) -> str:
     """Message content as text: a string, or a list of parts carrying `text`."""
     if isinstance(content, str):
@@ -342,7 +353,8 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 self.send_body(200, stats_text(stats).encode(), "text/plain; charset=utf-8")
         elif path == "/metrics":
-            body = metrics_text(self.state.inflight_report(self.headers.get("User-Agent", ""))).encode()
+            text = metrics_text(self.state.inflight_report(self.headers.get("User-Agent", "")))
+            body = (text + metrics_extra()).encode()
             self.send_body(200, body, "text/plain; version=0.0.4; charset=utf-8")
         elif path == STANDIN_HOLDS:
             self.send_json(200, self.state.open_holds())

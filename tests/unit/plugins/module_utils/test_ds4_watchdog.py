@@ -31,6 +31,7 @@ MODULES = [
     ROOT / "plugins/module_utils" / name for name in ("ds4_watchdog.py", "ds4_metrics.py", "ds4_drain.py")
 ]
 DEFAULTS = ROOT / "roles/ds4_service/defaults/main.yml"
+GPU_STANDIN = ROOT / "tests/standins/gpu/install.py"
 
 ACTIVE = {
     "ActiveState": "active",
@@ -254,6 +255,7 @@ METRICS = (
 
 class Engine(Handler):
     inflight = 0
+    extra = ""  # lines appended to /metrics
     hung = threading.Event()
     release = threading.Event()
 
@@ -261,7 +263,9 @@ class Engine(Handler):
         if self.hung.is_set():
             self.release.wait(5)
             return
-        body = (METRICS.format(n=self.inflight) + "ds4_uptime_seconds 12.5 1700000000000\n").encode()
+        body = (
+            METRICS.format(n=self.inflight) + "ds4_uptime_seconds 12.5 1700000000000\n" + self.extra
+        ).encode()
         self.answer(200, body)
 
 
@@ -270,6 +274,7 @@ def engine():
     Engine.hung.clear()
     Engine.release.clear()
     Engine.inflight = 0
+    Engine.extra = ""
     with local_http(Engine) as url:
         yield url
         Engine.release.set()
@@ -294,6 +299,12 @@ def host(tmp_path):
     fake.write_text(FAKE_NFT.format(python=sys.executable))
     fake.chmod(0o755)
     (bin_dir / "unit.json").write_text(json.dumps(ACTIVE))
+    # A GB10's nvidia-smi (the GPU stand-in), on PATH after the fakes.
+    subprocess.run(
+        [sys.executable, str(GPU_STANDIN), "--root", str(tmp_path / "gpu"), "--persona", "gb10"],
+        check=True,
+        capture_output=True,
+    )
     facts = tmp_path / "facts"
     facts.mkdir()
     gguf = tmp_path / "gguf"
@@ -353,7 +364,10 @@ def watch(host, url, *args):
         "1000",
         *args,
     ]
-    env = {"PATH": f"{host / 'bin'}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}"}
+    path = os.pathsep.join(
+        (str(host / "bin"), str(host / "gpu/usr/bin"), os.environ.get("PATH", "/usr/bin:/bin"))
+    )
+    env = {"PATH": path}
     proc = subprocess.run(command, env=env, cwd=host, capture_output=True, text=True, timeout=30)
     assert proc.stderr == ""
     return proc.returncode, proc.stdout.splitlines(), textfile.read_text() if textfile.exists() else None
@@ -405,6 +419,19 @@ def test_script_leaves_a_busy_engine_alone_and_copies_its_metrics(host, engine):
     assert samples["ds4_requests_inflight"] == 1 and samples["ds4_spark_engine_up"] == 1
     # The engine's timestamp is dropped: node_exporter refuses them in textfiles.
     assert samples["ds4_uptime_seconds"] == 12.5
+
+
+def test_script_leaves_out_and_counts_the_engines_lines_that_break_the_format(host, engine):
+    Engine.extra = "ds4_tokens_total{model=deepseek} 5\n# TYPE ds4_requests_inflight counter\n"
+    text = watch(host, engine)[2]
+    assert "model=deepseek" not in text and text.count("# TYPE ds4_requests_inflight") == 1
+    assert series(text)["ds4_spark_metrics_dropped_total"] == 2
+    assert "# TYPE ds4_spark_metrics_dropped_total counter" in text
+    # A counter: each run's dropped lines are added to the last, kept in the state file.
+    samples = series(watch(host, engine)[2])
+    assert samples["ds4_spark_metrics_dropped_total"] == 4 and samples["ds4_requests_inflight"] == 0
+    Engine.extra = ""
+    assert series(watch(host, engine)[2])["ds4_spark_metrics_dropped_total"] == 4
 
 
 def test_script_never_probes_or_touches_a_unit_at_its_start_limit(host, engine):
@@ -472,6 +499,26 @@ def test_script_writes_what_the_spark_runs(host, engine):
     assert len(names) == len(set(names))
     assert stat.S_IMODE((host / "ds4.prom").stat().st_mode) == 0o644
     assert sorted(p.name for p in host.iterdir() if p.name.startswith(".")) == []
+
+
+def test_script_writes_the_gpus_health_and_its_throttling(host, engine):
+    samples = series(watch(host, engine)[2])
+    assert samples["ds4_spark_gpu_query_success"] == 1
+    assert samples['ds4_spark_gpu_temperature_celsius{gpu="0"}'] == 40
+    assert samples['ds4_spark_gpu_power_draw_watts{gpu="0"}'] == 11.7
+    assert samples['ds4_spark_gpu_sm_clock_max_hertz{gpu="0"}'] == 2418e6
+    # A GB10 reports no power limit: no series, rather than a limit of 0 W.
+    assert not [key for key in samples if "power_limit" in key]
+    assert samples['ds4_spark_gpu_clocks_event_active{gpu="0",reason="hw_thermal_slowdown"}'] == 0
+    (host / "gpu/etc/ds4-standin/gpu-throttle").write_text("sw_thermal_slowdown\n")
+    samples = series(watch(host, engine)[2])
+    assert samples['ds4_spark_gpu_clocks_event_active{gpu="0",reason="sw_thermal_slowdown"}'] == 1
+    assert samples['ds4_spark_gpu_temperature_celsius{gpu="0"}'] == 96
+    # The driver gone: said, and no GPU series.
+    (host / "gpu/etc/ds4-standin/gpu.json").unlink()
+    code, _, text = watch(host, engine)
+    assert code == 0 and series(text)["ds4_spark_gpu_query_success"] == 0
+    assert "ds4_spark_gpu_temperature_celsius" not in text
 
 
 def test_a_changed_model_file_is_no_longer_verified(host, engine):
