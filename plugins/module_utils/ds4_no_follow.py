@@ -145,7 +145,12 @@ def owned_dir(path, uid, gid, mode, check_mode=False):
                 _check_parent(fd, shown, trusted)
         changed, before, after = set_attributes(fd, uid, gid, mode, check_mode)
         made = bool(created)
-        return {"changed": changed or made, "created": created, "before": None if made else before, "after": after}
+        return {
+            "changed": changed or made,
+            "created": created,
+            "before": None if made else before,
+            "after": after,
+        }
     finally:
         os.close(fd)
 

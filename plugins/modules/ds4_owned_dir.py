@@ -12,7 +12,8 @@ description:
     to a user other than root (the engine's KV banks, the weights directory of C(ds4_weights_owner)).
   - Walks from C(/) one component at a time (C(openat) with C(O_NOFOLLOW)) and refuses a symbolic link at
     any component, and any existing directory on the way that is owned by neither root nor O(owner), or
-    that its group or others may write: such a user could swap what lies below for a link to C(/etc).
+    that its group or others may write, since such a user could swap what lies below for a link to
+    C(/etc).
   - Missing directories on the way are made by root, mode C(0755); the directory itself is chowned and
     chmodded through the descriptor that opened it (C(fchown), C(fchmod)), never by path.
   - Where a path may be at all (never a directory the system or the roles keep for root) is the settings
@@ -122,7 +123,9 @@ def main():
     after = result["after"]
     out = {"changed": result["changed"], "path": p["path"], "created": result["created"], **after}
     if module._diff:
-        before = dict(result["before"] or {}, path=p["path"], state="directory" if result["before"] else "absent")
+        before = dict(
+            result["before"] or {}, path=p["path"], state="directory" if result["before"] else "absent"
+        )
         out["diff"] = {"before": before, "after": dict(after, path=p["path"], state="directory")}
     module.exit_json(**out)
 

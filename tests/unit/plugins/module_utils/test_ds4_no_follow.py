@@ -60,7 +60,11 @@ def _owner(path):
 def test_a_missing_directory_is_made_and_handed_over_its_parents_root_s(root_dir):
     target = root_dir / "a" / "b" / "kv"
     result = owned_dir(str(target), NOBODY, NOGROUP, 0o750)
-    assert result["changed"] and result["created"] == [str(root_dir / "a"), str(root_dir / "a/b"), str(target)]
+    assert result["changed"] and result["created"] == [
+        str(root_dir / "a"),
+        str(root_dir / "a/b"),
+        str(target),
+    ]
     assert _owner(target) == (NOBODY, NOGROUP, 0o750)
     assert _owner(root_dir / "a") == (0, 0, 0o755) and _owner(root_dir / "a/b") == (0, 0, 0o755)
     again = owned_dir(str(target), NOBODY, NOGROUP, 0o750)
