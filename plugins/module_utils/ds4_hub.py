@@ -44,6 +44,11 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_transfer import 
     RangesIgnored,
     Transfer,
 )
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import (
+    UnsafePath,
+    open_file,
+    set_attributes,
+)
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_weight_files import part_name, sidecar_name
 
 # Large reads keep the per-chunk Python work small next to the bytes, when a file in place is hashed.
@@ -60,21 +65,17 @@ def free_bytes(path):
     return st.f_bavail * st.f_frsize
 
 
-def hash_path(path, chunk_size=CHUNK, progress=None):
-    """The sha256 of a file, reported as state "hashing" on `progress`."""
+def hash_fd(fd, chunk_size=CHUNK, progress=None):
+    """The sha256 of the open file `fd`, reported as state "hashing" on `progress`."""
     hasher = hashlib.sha256()
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        size = os.fstat(fd).st_size
+    size = os.fstat(fd).st_size
 
-        def report(done):
-            now = time.monotonic()
-            if progress is not None and progress.due(now):
-                progress.report("hashing", done, now)
+    def report(done):
+        now = time.monotonic()
+        if progress is not None and progress.due(now):
+            progress.report("hashing", done, now)
 
-        hash_into(fd, 0, size, hasher, chunk_size, report)
-    finally:
-        os.close(fd)
+    hash_into(fd, 0, size, hasher, chunk_size, report)
     return hasher.hexdigest()
 
 
@@ -100,6 +101,9 @@ class HubFile:
         hash_window=HASH_WINDOW,
         peers=(),
         session=None,
+        uid=None,
+        gid=None,
+        mode=None,
     ):
         if "/" in ref.name or ref.name.startswith("."):
             raise HubError(f"file {ref.name!r} must be a plain file name: dest is the directory it goes in")
@@ -123,6 +127,8 @@ class HubFile:
         # Content GETs: without the token (Transfer adds it for the hub's own origin only).
         self._content_session = (lambda: session) if session is not None else new_session
         self._peer_session = (lambda: session) if session is not None else lambda: new_session(direct=True)
+        # The file's owner, group and mode once verified (None: as it is), set through its descriptor.
+        self.uid, self.gid, self.mode = uid, gid, mode
         self.attempts = 0
         self._moved_from = {}
         self.warnings = []
@@ -194,7 +200,28 @@ class HubFile:
     # -- the state machine ---------------------------------------------------------------------------
 
     def ensure(self, check_mode=False):
-        st = stat_or_none(self.path)
+        """Bring the file to a verified state. A file already there (adopted, fetched before) is opened
+        once, never through a link but the one the roles make for a file used in place, and hashed,
+        stat-ed, chowned and chmodded through that one descriptor: whatever lies at its path meanwhile
+        is never what gets owned."""
+        try:
+            fd = open_file(self.path, follow_last_link=True)
+        except FileNotFoundError:
+            fd = None
+        except UnsafePath as e:
+            raise HubError(str(e)) from e
+        try:
+            return self._ensure(fd, check_mode)
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+    def _own(self, fd, check_mode, changed):
+        """Whether anything changed, with the owner, group and mode set through `fd` where they differ."""
+        return set_attributes(fd, self.uid, self.gid, self.mode, check_mode)[0] or changed
+
+    def _ensure(self, fd, check_mode):
+        st = os.fstat(fd) if fd is not None else None
         record = read_record(self.sidecar, st) if st else None
         self.before = {
             "path": self.path,
@@ -202,7 +229,8 @@ class HubFile:
             "sha256": (record or {}).get("sha256"),
         }
         if self._record_covers(record):
-            return self._verified(record, "the verification record matches the file", changed=False)
+            changed = self._own(fd, check_mode, False)
+            return self._verified(record, "the verification record matches the file", changed=changed)
         try:
             meta = self._metadata()
         except HubError as e:
@@ -214,12 +242,14 @@ class HubFile:
                 and record.get("revision") == self.ref.revision
             ):
                 self.warnings.append(f"kept the verified {self.ref.name} without checking the hub: {e}")
-                return self._verified(record, "the hub could not be reached", changed=False)
+                changed = self._own(fd, check_mode, False)
+                return self._verified(record, "the hub could not be reached", changed=changed)
             raise
         size, sha256 = self._target(meta)
         if record and record.get("sha256") == sha256 and record["size"] == size:
+            changed = self._own(fd, check_mode, False)
             return self._verified(
-                record, "the hub's metadata matches the record", changed=False, commit=meta.commit
+                record, "the hub's metadata matches the record", changed=changed, commit=meta.commit
             )
 
         if st and st.st_size == size:
@@ -233,8 +263,9 @@ class HubFile:
                     msg=f"would hash {self.path} ({describe_bytes(size)}) and record it",
                 )
             progress = Progress(self.progress_path, self.ref.name, size, self.progress_interval, 0)
-            if hash_path(self.path, self.chunk_size, progress) == sha256:
-                write_record(self.sidecar, os.stat(self.path), self.ref, sha256, meta.commit)
+            if hash_fd(fd, self.chunk_size, progress) == sha256:
+                set_attributes(fd, self.uid, self.gid, self.mode)
+                write_record(self.sidecar, os.fstat(fd), self.ref, sha256, meta.commit)
                 progress.report("done", size)
                 return self._result(
                     "hashed",
@@ -286,11 +317,11 @@ class HubFile:
             )
 
         started = time.monotonic()
-        outcome = self._fill_part(meta, state)
+        outcome, st = self._fill_part(meta, state)
         os.replace(self.part, self.path)
         state.remove()
         fsync_dir(self.dest_dir)
-        record = write_record(self.sidecar, os.stat(self.path), self.ref, sha256, meta.commit)
+        record = write_record(self.sidecar, st, self.ref, sha256, meta.commit)
         self.progress.report("done", size)
         elapsed = time.monotonic() - started
         fetched = outcome["bytes_fetched"]
@@ -310,7 +341,9 @@ class HubFile:
         )
 
     def _fill_part(self, meta, state):
-        """Fill the part under an exclusive lock, never through a link; the transfer's outcome."""
+        """Fill the part under an exclusive lock, never through a link, and give it its owner and mode
+        through the same descriptor before it takes the file's name; the transfer's outcome and the
+        part's stat."""
         try:
             # Never through a link: the bytes would land wherever it points.
             fd = os.open(self.part, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
@@ -327,10 +360,12 @@ class HubFile:
             except BlockingIOError as e:
                 raise HubError(f"another run is already fetching {self.part}") from e
             outcome = self._fill(fd, meta, state)
+            set_attributes(fd, self.uid, self.gid, self.mode)
             os.fsync(fd)
+            st = os.fstat(fd)
         finally:
             os.close(fd)
-        return outcome
+        return outcome, st
 
     def _transfer(self, fd, state, location, **kw):
         kw = {

@@ -47,9 +47,18 @@ def _write_json(path, doc):
 
 
 def read_record(path, st):
-    """The verification record beside a file, or None when absent, unreadable or about another file."""
+    """The verification record beside a file, or None when absent, unreadable, about another file, or
+    not this process's own: the weights' owner may write in their directory, and a record of theirs could
+    vouch for any file they link in (a link, or a record that others may write, is no record either)."""
     try:
-        with open(path, encoding="utf-8") as f:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, encoding="utf-8") as f:
+            own = os.fstat(f.fileno())
+            if own.st_uid != os.geteuid() or own.st_mode & 0o022:
+                return None
             record = json.load(f)
     except (OSError, ValueError):
         return None

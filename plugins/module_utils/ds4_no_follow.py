@@ -1,8 +1,28 @@
-"""Reading the files a run keeps on a Spark for itself (its lock, its record), never through a link."""
+"""Files and directories of a Spark reached without following a link an untrusted user could have made.
+
+A root-run role must never write, chown or chmod through a link it did not make (issue 26). Each path here
+is walked from / one component at a time with openat (O_NOFOLLOW), and whatever is changed is changed
+through the descriptor that was opened and checked, never by path again:
+
+- read_text: a run's own files (its lock, its record);
+- owned_dir: a directory handed to a user (the KV banks to the service user, the weights to
+  ds4_weights_owner), made and chowned by a walk that refuses a link at any component and any parent a
+  third user could change;
+- open_file and set_attributes: a weight file (adopted from an installer's ~/gguf or fetched), hashed,
+  stat-ed, chowned and chmodded through one descriptor.
+"""
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class UnsafePath(Exception):
+    """A path refused: a link at a component, a parent a third user may change, a non-directory."""
 
 
 def read_text(path):
@@ -14,3 +34,158 @@ def read_text(path):
         return None
     with os.fdopen(fd, encoding="utf-8") as handle:
         return handle.read()
+
+
+def _components(path):
+    if not isinstance(path, str) or not path.startswith("/") or os.path.normpath(path) != path:
+        raise UnsafePath(f"{path!r} is not a normalised absolute path")
+    return [part for part in path.split("/") if part]
+
+
+def _what_is(dir_fd, name):
+    """Why a component could not be opened as a directory: a link or not a directory."""
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        return "cannot be examined"
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symbolic link"
+    return "is not a directory"
+
+
+def _open_dir_at(dir_fd, name, shown):
+    """The directory `name` in `dir_fd`, never through a link; None when it does not exist."""
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise UnsafePath(f"{shown} {_what_is(dir_fd, name)}: refusing to go through it") from e
+        raise
+
+
+def _check_parent(fd, shown, trusted_uids):
+    """A directory on the way: only root (or the user it is handed to) may change what it holds."""
+    st = os.fstat(fd)
+    if st.st_uid not in trusted_uids:
+        raise UnsafePath(
+            f"{shown} belongs to uid {st.st_uid}, neither root nor the directory's owner to be: that user "
+            "could swap what lies below it"
+        )
+    if st.st_mode & 0o022:
+        raise UnsafePath(
+            f"{shown} is writable by its group or by others (mode {stat.S_IMODE(st.st_mode):04o}): they "
+            "could swap what lies below it"
+        )
+
+
+def _attributes(st):
+    return {"uid": st.st_uid, "gid": st.st_gid, "mode": f"{stat.S_IMODE(st.st_mode):04o}"}
+
+
+def set_attributes(fd, uid=None, gid=None, mode=None, check_mode=False):
+    """Owner, group and mode of the open file or directory `fd`, set through it (fchown, fchmod) where
+    they differ; None leaves one as it is. Returns (changed, before, after), each {uid, gid, mode}."""
+    st = os.fstat(fd)
+    before = _attributes(st)
+    want_uid = st.st_uid if uid is None else uid
+    want_gid = st.st_gid if gid is None else gid
+    want_mode = stat.S_IMODE(st.st_mode) if mode is None else mode
+    after = {"uid": want_uid, "gid": want_gid, "mode": f"{want_mode:04o}"}
+    changed = before != after
+    if changed and not check_mode:
+        if (want_uid, want_gid) != (st.st_uid, st.st_gid):
+            os.fchown(fd, want_uid, want_gid)
+        # After the chown, which clears the set-id bits of a file.
+        if want_mode != stat.S_IMODE(os.fstat(fd).st_mode):
+            os.fchmod(fd, want_mode)
+    return changed, before, after
+
+
+def owned_dir(path, uid, gid, mode, check_mode=False):
+    """Make `path` a directory owned by uid:gid with `mode`, walking from / through descriptors.
+
+    Each existing component above it must be a directory, not a link, owned by root or by `uid` itself
+    (a user's own home, for a directory handed to that user), and not writable by its group or others;
+    a missing one is made by root, mode 0755. The directory itself must not be a link; it is made if
+    missing and chowned and chmodded through the descriptor that opened it. Raises UnsafePath naming the
+    component. Returns {changed, created: [paths made], before, after} (before is None when it was
+    made; in check mode nothing changes and a missing path is reported as to be made)."""
+    parts = _components(path)
+    if not parts:
+        raise UnsafePath("/ is never handed to a user")
+    trusted = {0, uid}
+    fd = os.open("/", _DIR_FLAGS)
+    created = []
+    try:
+        _check_parent(fd, "/", trusted)
+        shown = ""
+        for index, name in enumerate(parts):
+            shown += "/" + name
+            last = index == len(parts) - 1
+            child = _open_dir_at(fd, name, shown)
+            if child is None:
+                created.append(shown)
+                if check_mode:
+                    created += ["/" + "/".join(parts[: i + 1]) for i in range(index + 1, len(parts))]
+                    after = {"uid": uid, "gid": gid, "mode": f"{mode:04o}"}
+                    return {"changed": True, "created": created, "before": None, "after": after}
+                os.mkdir(name, 0o700, dir_fd=fd)
+                child = _open_dir_at(fd, name, shown)
+                if child is None:
+                    raise UnsafePath(f"{shown} vanished as soon as it was made")
+                if not last:
+                    # Made by root for root, until the walk reaches the directory handed over.
+                    os.fchown(child, 0, 0)
+                    os.fchmod(child, 0o755)
+            os.close(fd)
+            fd = child
+            if not last:
+                _check_parent(fd, shown, trusted)
+        changed, before, after = set_attributes(fd, uid, gid, mode, check_mode)
+        made = bool(created)
+        return {
+            "changed": changed or made,
+            "created": created,
+            "before": None if made else before,
+            "after": after,
+        }
+    finally:
+        os.close(fd)
+
+
+def open_file(path, follow_last_link=False):
+    """A descriptor of the regular file `path`, read-only, walked from / with no link at any component.
+
+    With `follow_last_link`, a link at the last component (one the roles make: a weight file used in
+    place, linked into ds4_gguf_dir) is followed once, to an absolute target walked the same way.
+    Raises FileNotFoundError when nothing is there, UnsafePath for a link or a non-regular file."""
+    parts = _components(path)
+    fd = os.open("/", _DIR_FLAGS)
+    try:
+        shown = ""
+        for name in parts[:-1]:
+            shown += "/" + name
+            child = _open_dir_at(fd, name, shown)
+            if child is None:
+                raise FileNotFoundError(errno.ENOENT, "no such directory", shown)
+            os.close(fd)
+            fd = child
+        try:
+            found = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=fd)
+        except OSError as e:
+            if e.errno != errno.ELOOP:
+                raise
+            if not follow_last_link:
+                raise UnsafePath(f"{path} is a symbolic link: refusing to go through it") from e
+            target = os.readlink(parts[-1], dir_fd=fd)
+            if not target.startswith("/"):
+                raise UnsafePath(f"{path} is a link to a relative path ({target}): refusing it") from e
+            return open_file(os.path.normpath(target))
+    finally:
+        os.close(fd)
+    if not stat.S_ISREG(os.fstat(found).st_mode):
+        os.close(found)
+        raise UnsafePath(f"{path} is not a regular file")
+    return found

@@ -51,6 +51,14 @@ SYSTEM_TREES = (
 )  # fmt: skip
 # Directories the roles create, own or chown: each is confined, and none may hold another.
 MANAGED_DIRS = ("ds4_root", "ds4_gguf_dir", "ds4_kv_disk_dir", "ds4_engine_build_log_dir")
+# Where a directory handed to a user other than root may lie (issue 26): an allow-list, since a deny-list
+# of the system's directories always misses one (/usr/local/lib/ds4, from which the root-run watchdog
+# imports Python; /var/lib/dpkg; /root/.ssh). Strictly below ds4's own data directory, or below a
+# dedicated mount; the weights also below the home of ds4_weights_owner (/home/NAME, never root's).
+HANDED_ROOTS = ("/var/lib/ds4", "/srv", "/data", "/mnt")
+# What the roles keep for root inside those roots: the running service's snapshot for a rollback.
+ROOT_KEPT = ("/var/lib/ds4/rollback",)
+_HOME = re.compile(r"/home/(?!root/)([a-z_][a-z0-9_-]*)/[^/].*")
 
 _PATH_CHARS = re.compile(r"/[A-Za-z0-9._+@/-]*")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -146,12 +154,33 @@ def managed_dir_problem(value):
     return None
 
 
+def handed_dir_problem(value, home=False):
+    """What is wrong with a directory the roles hand to a user other than root, or None: strictly below
+    one of HANDED_ROOTS (and, with `home`, below a user's /home/NAME), never in what the roles keep for
+    root there. The host walks to it without links and chowns it through a descriptor (ds4_owned_dir)."""
+    problem = path_problem(value)
+    if problem:
+        return problem
+    roots = ", ".join(f"{root}/..." for root in HANDED_ROOTS) + (", /home/OWNER/..." if home else "")
+    below = any(value.startswith(root + "/") for root in HANDED_ROOTS) or (home and _HOME.fullmatch(value))
+    if not below:
+        return f"a directory of its own below {roots} (it is handed to a user other than root)"
+    for kept in ROOT_KEPT:
+        if value == kept or value.startswith(kept + "/"):
+            return f"a directory of its own, not {kept}, which the roles keep for root"
+    return None
+
+
 def _managed_dir(value):
     return managed_dir_problem(value)
 
 
+def _gguf_dir(value):
+    return managed_dir_problem(value) or handed_dir_problem(value, home=True)
+
+
 def _kv_disk_dir(value):
-    return None if value == "" else managed_dir_problem(value)
+    return None if value == "" else managed_dir_problem(value) or handed_dir_problem(value)
 
 
 def _path(value):
@@ -376,7 +405,7 @@ RULES = {
     ),
     "ds4_release_commit": _matching(_COMMIT, "empty or a full commit id, 40 hex digits"),
     "ds4_cuda_arch": _matching(_CUDA_ARCH, "empty or a CUDA arch like sm_121 or sm_90a"),
-    "ds4_gguf_dir": _managed_dir,
+    "ds4_gguf_dir": _gguf_dir,
     "ds4_hf_endpoint": _url(("http", "https"), "an http or https URL"),
     "ds4_hf_token": _token,
     "ds4_proxy_env": _proxy_env,
@@ -518,6 +547,18 @@ def _confined_dirs(values):
     return out
 
 
+def _weights_home(values):
+    """The weights below a home only below their owner's: another user could swap what lies below it."""
+    path, owner = values.get("ds4_gguf_dir"), values.get("ds4_weights_owner")
+    match = _HOME.fullmatch(path) if isinstance(path, str) and isinstance(owner, str) else None
+    if not match or match.group(1) == owner:
+        return []
+    return [
+        f"ds4_gguf_dir may be below /home/{match.group(1)} only when ds4_weights_owner is {match.group(1)} "
+        f"(a home is its user's to change), not {owner}; got {json.dumps(path)}"
+    ]
+
+
 def _start_limit(values):
     names = ("ds4_start_limit_interval", "ds4_start_limit_burst", "ds4_restart_sec")
     if not all(isinstance(values.get(n), int) for n in names):
@@ -643,6 +684,7 @@ def problems(values, secret_names=()):
         if what:
             out.append(f"{name} must be {what}; got {show(name, values[name], secret_names)}")
     out += _confined_dirs(values)
+    out += _weights_home(values)
     out += _start_limit(values)
     out += _watchdog_timeout(values)
     out += _token_transport(values, secret_names)

@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import grp
 import os
+import pwd
+import re
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import HubFile
@@ -40,6 +43,11 @@ description:
     commit, asks the hub. A changed file no longer matches its record and is hashed again.
   - Refuses before the first byte when the free space of O(dest) is short of the bytes to fetch.
   - Writes its progress to O(progress_file) for a poller; see docs/weights.md for the format.
+  - A file already there (adopted from an installer, fetched before) is opened once, never through a link
+    but the one the roles make for a file used in place (followed once, to a target with no link at any
+    component), and hashed, stat-ed, chowned and chmodded through that descriptor; a fetched part gets
+    its owner and mode through its own descriptor before it takes the file's name. Nothing is changed by
+    path, so a link swapped in meanwhile is never what gets owned.
 version_added: 0.1.0
 attributes:
   check_mode:
@@ -104,10 +112,18 @@ options:
         link; several fill it. 1 fetches the file as one stream.
     type: int
     default: 16
+  owner:
+    description: The verified file's owner, by name; omitted, it stays as it is.
+    type: str
+  group:
+    description: The verified file's group, by name; omitted, it stays as it is.
+    type: str
+  mode:
+    description: The verified file's mode, octal in quotes; omitted, it stays as it is.
+    type: str
 extends_documentation_fragment:
   - ds4.fleet.module
   - ds4.fleet.hub
-  - ansible.builtin.files
 """
 
 EXAMPLES = r"""
@@ -207,6 +223,15 @@ shortfall_bytes:
 """
 
 
+def _id(module, lookup, field, name, what):
+    if name is None:
+        return None
+    try:
+        return getattr(lookup(name), field)
+    except KeyError:
+        module.fail_json(msg=f"{what} {name} does not exist on this host")
+
+
 def _ensure(module, progress_file):
     """Bring the file to a verified state; a failure fails the module, warnings and all."""
     p = module.params
@@ -225,6 +250,9 @@ def _ensure(module, progress_file):
             timeout=p["timeout"],
             connections=p["connections"],
             peers=p["peers"],
+            uid=_id(module, pwd.getpwnam, "pw_uid", p["owner"], "user"),
+            gid=_id(module, grp.getgrnam, "gr_gid", p["group"], "group"),
+            mode=int(p["mode"], 8) if p["mode"] is not None else None,
         )
         result = hub_file.ensure(check_mode=module.check_mode)
     except (HubError, OSError) as e:
@@ -257,15 +285,19 @@ def main():
             timeout=dict(type="float", default=30.0),
             connections=dict(type="int", default=CONNECTIONS),
             peers=dict(type="list", elements="str", default=[]),
+            owner=dict(type="str"),
+            group=dict(type="str"),
+            mode=dict(type="str"),
         ),
         supports_check_mode=True,
-        add_file_common_args=True,
     )
     if REQUESTS_IMPORT_ERROR:
         module.fail_json(
             msg=missing_required_lib("requests (python3-requests)"), exception=REQUESTS_IMPORT_ERROR
         )
     p = module.params
+    if p["mode"] is not None and not re.fullmatch(r"0?[0-7]{3,4}", p["mode"]):
+        module.fail_json(msg=f'mode must be an octal mode in quotes, such as "0644"; got {p["mode"]!r}')
     if p["connections"] < 1:
         module.fail_json(msg=f"connections must be 1 or more, got {p['connections']}")
     if not os.path.isdir(p["dest"]):
@@ -275,10 +307,6 @@ def main():
     for warning in result.pop("warnings"):
         module.warn(warning)
     before = result.pop("before")
-    if os.path.exists(result["path"]):
-        # A file used in place is linked into dest; its owner and mode are the target's, not the link's.
-        file_args = module.load_file_common_arguments(module.params, path=os.path.realpath(result["path"]))
-        result["changed"] = module.set_fs_attributes_if_different(file_args, result["changed"])
     if module._diff:
         after = {"path": result["path"], "size": result["size"], "sha256": result["sha256"]}
         result["diff"] = {"before": before, "after": after}

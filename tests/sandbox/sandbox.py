@@ -314,8 +314,13 @@ def ensure_spark(
         publish = f"127.0.0.1:{ssh_port}:22" if ssh_port else "127.0.0.1::22"
         extra = []
         if small_disk:
-            # Plays a Spark whose weights filesystem is nearly full, for the preflight's disk refusal.
-            extra = ["--mount", f"type=tmpfs,destination=/var/lib/ds4,tmpfs-size={small_disk}"]
+            # Plays a Spark whose weights filesystem is nearly full, for the preflight's disk refusal. Root's
+            # and 0755, as a real mount is: a tmpfs is 1777 by default, which the weights directory's walk
+            # (ds4_owned_dir) rightly refuses as a parent others could write.
+            extra = [
+                "--mount",
+                f"type=tmpfs,destination=/var/lib/ds4,tmpfs-size={small_disk},tmpfs-mode=0755",
+            ]
         # NET_ADMIN lets a host load nftables rules into its own network namespace (the engine firewall).
         extra += [f"--cap-add={cap}" for cap in cap_add]
         # Reachable by its host name on the network, as a Spark is on a site's (the gateway's backends).

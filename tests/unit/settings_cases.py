@@ -89,6 +89,21 @@ BAD_DIR = [
     "/opt/ds\x1b4",
     ["/opt/ds4"],
 ]
+# Directories handed to a user other than root (issue 26): each of these, accepted by the deny-list that
+# came before the allow-list, would have been chowned to that user.
+HANDED_DIR = [
+    "/usr/local/lib/ds4",
+    "/var/lib/dpkg",
+    "/root/.ssh",
+    "/var/lib/ds4-fleet",
+    "/var/lib/prometheus/node-exporter",
+    "/var/lib/ds4",
+    "/var/lib/ds4/rollback",
+    "/opt/models",
+    "/home/bob/models",
+    "/home/root/models",
+    "/mnt",
+]
 WHOLE = ["many", 1.5, [], True, "1\n"]
 SECONDS = ["soon", -1, 0, True, []]
 
@@ -98,7 +113,7 @@ BAD = {
     "ds4_release": ["", "0.6.5", "v0.6", "v0.6.5\n", "v0.6.5;id", "v01.6.5", "latest", 65],
     "ds4_release_commit": ["abc", "a" * 40 + "\n", "g" * 40, "a" * 41],
     "ds4_cuda_arch": ["sm121", "sm_121\n", "compute_121", "sm_1210"],
-    "ds4_gguf_dir": BAD_DIR,
+    "ds4_gguf_dir": [*BAD_DIR, *HANDED_DIR],
     "ds4_model_generation": ["", "v4", "0731\n", 731],
     "ds4_speculation": ["eagle", "", "DSPARK"],
     "ds4_hf_endpoint": [
@@ -163,7 +178,7 @@ BAD = {
     "ds4_weights_peer_interface": ["eth 0", "enp1s0f0np0\n", "a-very-long-interface-name", ["eth0"]],
     # ds4_service
     "ds4_ctx": [0, -1, *WHOLE],
-    "ds4_kv_disk_dir": [d for d in BAD_DIR if d != ""],
+    "ds4_kv_disk_dir": [*(d for d in BAD_DIR if d != ""), *HANDED_DIR],
     "ds4_kv_disk_space_mb": [0, *WHOLE],
     "ds4_mem_floor_gb": [-1, "four", 1.5, True],
     "ds4_extra_args": ["--cors", ["--port", "9000"], ["-m", "/x.gguf"], ["--ok\n"], [True]],

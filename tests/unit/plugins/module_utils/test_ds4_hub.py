@@ -409,3 +409,65 @@ def test_a_link_at_a_record_is_replaced_never_followed(tmp_path):
     ds4_hub_progress.write_progress(str(record), state="fetching")
     assert target.read_text() == "keep\n"
     assert json.loads(record.read_text())["state"] == "fetching"
+
+
+# --- issue 26 point 6: an adopted file is opened once, then hashed, stat-ed, chowned through that descriptor
+
+
+def test_an_adopted_file_is_owned_through_the_descriptor_that_was_hashed(
+    hub, hub_files, tmp_path, monkeypatch
+):
+    if os.geteuid() != 0:
+        pytest.skip("chowning to another user needs root")
+    path = tmp_path / DRAFTER
+    path.write_bytes(hub_files[DRAFTER]["path"].read_bytes())
+    path.chmod(0o600)
+    hashed, owned = [], []
+    real_hash_into, real_fchown = ds4_hub.hash_into, os.fchown
+
+    def hash_into(fd, *args, **kwargs):
+        hashed.append(os.fstat(fd).st_ino)
+        return real_hash_into(fd, *args, **kwargs)
+
+    def fchown(fd, uid, gid):
+        owned.append(os.fstat(fd).st_ino)
+        real_fchown(fd, uid, gid)
+
+    monkeypatch.setattr(ds4_hub, "hash_into", hash_into)
+    monkeypatch.setattr(os, "fchown", fchown)
+    for name in ("chown", "lchown", "chmod", "lchmod"):
+        monkeypatch.setattr(os, name, lambda *a, **k: pytest.fail("changed by path"), raising=False)
+    result = hub_file(hub, hub_files, DRAFTER, tmp_path, uid=65534, gid=65534, mode=0o644).ensure()
+    assert (result["action"], result["changed"]) == ("hashed", True)
+    assert hashed == owned == [path.stat().st_ino]
+    assert (path.stat().st_uid, path.stat().st_gid, path.stat().st_mode & 0o777) == (65534, 65534, 0o644)
+
+
+def test_a_link_beyond_the_roles_own_is_refused_before_hash_or_chown(hub, hub_files, tmp_path):
+    # The roles link a file used in place into the directory; its owner swaps the file for a link.
+    installer = tmp_path / "home" / "gguf"
+    installer.mkdir(parents=True)
+    victim = tmp_path / "victim"
+    victim.write_bytes(hub_files[DRAFTER]["path"].read_bytes())
+    victim.chmod(0o600)
+    (installer / DRAFTER).symlink_to(victim)
+    dest = tmp_path / "gguf"
+    dest.mkdir()
+    (dest / DRAFTER).symlink_to(installer / DRAFTER)
+    with pytest.raises(ds4_hub.HubError, match=rf"{DRAFTER} is a symbolic link: refusing to go through it"):
+        hub_file(hub, hub_files, DRAFTER, dest, uid=65534, gid=65534, mode=0o644).ensure()
+    assert victim.stat().st_mode & 0o777 == 0o600 and not (dest / f".{DRAFTER}.verified.json").exists()
+    # The roles' own link to the installer's file itself is followed, once.
+    (installer / DRAFTER).unlink()
+    victim.rename(installer / DRAFTER)
+    assert hub_file(hub, hub_files, DRAFTER, dest).ensure()["action"] == "hashed"
+
+
+def test_a_record_root_did_not_write_is_not_trusted(hub, hub_files, tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("a record of another user needs root to make")
+    hub_file(hub, hub_files, DRAFTER, tmp_path).ensure()
+    # The weights' owner may write in the directory: a record of theirs could name any file they link in.
+    os.chown(tmp_path / f".{DRAFTER}.verified.json", 65534, 65534)
+    assert hub_file(hub, hub_files, DRAFTER, tmp_path).ensure()["action"] == "hashed"
+    assert hub_file(hub, hub_files, DRAFTER, tmp_path).ensure()["action"] == "verified"

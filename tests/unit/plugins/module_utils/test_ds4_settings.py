@@ -267,6 +267,24 @@ def test_a_url_refused_for_another_reason_is_shown_with_its_userinfo_masked():
     ]
 
 
+def test_a_directory_handed_to_a_user_must_lie_below_an_allowed_root():
+    """Issue 26: an allow-list, not a deny-list; each refusal names the variable and what is accepted."""
+    refused = check(OPTIONS, dict(DEFAULTS, ds4_kv_disk_dir="/usr/local/lib/ds4"))
+    assert refused == [
+        "ds4_kv_disk_dir must be a directory of its own below /var/lib/ds4/..., /srv/..., /data/..., "
+        '/mnt/... (it is handed to a user other than root); got "/usr/local/lib/ds4"'
+    ]
+    refused = check(OPTIONS, dict(DEFAULTS, ds4_kv_disk_dir="/var/lib/ds4/rollback"))
+    assert refused == [
+        "ds4_kv_disk_dir must be a directory of its own, not /var/lib/ds4/rollback, which the roles keep "
+        'for root; got "/var/lib/ds4/rollback"'
+    ]
+    assert check(OPTIONS, dict(DEFAULTS, ds4_gguf_dir="/home/spark/gguf")) == [
+        "ds4_gguf_dir may be below /home/spark only when ds4_weights_owner is spark (a home is its user's to "
+        'change), not root; got "/home/spark/gguf"'
+    ]
+
+
 @pytest.mark.parametrize(
     ("interval", "rendered"), [(0.5, "inter 500ms"), (2, "inter 2000ms"), (1.25, "inter 1250ms")]
 )
@@ -320,3 +338,15 @@ def test_a_spark_address_haproxy_would_read_otherwise_is_refused(variable, addre
 def test_a_spark_name_haproxy_would_read_otherwise_is_refused():
     refused = gateway(sparks=("spark 01",), addresses={"spark 01": ("inventory name", "spark 01")})
     assert refused[0].startswith("the inventory name of spark 01 must be a HAProxy name")
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"ds4_kv_disk_dir": "/srv/ds4/kv", "ds4_gguf_dir": "/srv/ds4/gguf"},
+        {"ds4_kv_disk_dir": "/mnt/nvme", "ds4_gguf_dir": "/data/gguf"},
+        {"ds4_gguf_dir": "/home/spark/gguf", "ds4_weights_owner": "spark"},
+    ],
+)
+def test_a_directory_below_an_allowed_root_is_accepted(changes):
+    assert check(OPTIONS, dict(DEFAULTS, **changes)) == []

@@ -147,3 +147,22 @@ def test_a_failed_fetch_still_says_what_went_wrong_before(args, hub, capsys, mon
     rc, out = run(args(DRAFTER, retries=0, peers=["http://127.0.0.1:1"]), capsys)
     assert rc == 1 and "HTTP 500" in out["msg"]
     assert any("the peer http://127.0.0.1:1 failed" in w for w in warned), warned
+
+
+def test_the_owner_and_mode_are_set_through_the_hashed_file_never_by_path(
+    args, hub_files, tmp_path, capsys, monkeypatch
+):
+    """Issue 26: an adopted file was hashed, then stat-ed and chowned by path; its owner could swap in a
+    link between the steps. Now one descriptor from the hash to the chown."""
+    if os.geteuid() != 0:
+        pytest.skip("chowning to another user needs root")
+    path = tmp_path / DRAFTER
+    path.write_bytes(hub_files[DRAFTER]["path"].read_bytes())
+    for name in ("chown", "lchown", "chmod", "lchmod"):
+        monkeypatch.setattr(os, name, lambda *a, **k: pytest.fail("changed by path"), raising=False)
+    rc, out = run(args(DRAFTER, owner="nobody", group="nogroup", mode="0640"), capsys)
+    assert rc == 0 and out["action"] == "hashed" and out["changed"] is True, out
+    st = path.stat()
+    assert (st.st_uid, st.st_mode & 0o777) == (65534, 0o640)
+    rc, out = run(args(DRAFTER, owner="nobody", group="nogroup", mode="0640"), capsys)
+    assert rc == 0 and out["action"] == "verified" and out["changed"] is False, out
