@@ -113,17 +113,19 @@ def test_a_check_mode_upgrade_changes_nothing(name, check_mode_upgrade):
 
 @pytest.fixture(scope="module")
 def second_run(sparks):
-    """site.yml again on both Sparks, with converge's settings: (the run, each one's engine before)."""
-    pids = {name: exec_pid(spark) for name, spark in sparks.items()}
-    return site(BOTH), pids
+    """site.yml again on both Sparks, with converge's settings: (the run, each one's engine before it, and
+    right after it: later tests may restart an engine)."""
+    before = {name: exec_pid(spark) for name, spark in sparks.items()}
+    run = site(BOTH)
+    return run, before, {name: exec_pid(spark) for name, spark in sparks.items()}
 
 
-def test_a_second_run_changes_nothing_and_restarts_nothing(host, name, second_run):
-    run, pids = second_run
+def test_a_second_run_changes_nothing_and_restarts_nothing(name, second_run):
+    run, before, after = second_run
     assert run.rc == 0, run
     assert run.changed(name) == 0, run
     assert run.said(NOTHING_TO_CHANGE, name), "a converged Spark's run ends early"
-    assert exec_pid(host) == pids[name]
+    assert after[name] == before[name]
 
 
 def test_a_drifted_file_and_a_stopped_engine_are_found_and_fixed_with_the_same_settings(host, spark01):
