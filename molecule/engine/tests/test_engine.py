@@ -1,19 +1,17 @@
 """The engine role on a sandbox Spark: after converge, v0.5.6 and v0.6.5 are built side by side.
 
-The tests run in file order and build on each other's state. Runs that must be refused or must fail are
-nested `ansible-playbook` runs of build.yml, whose exit status and messages are asserted, so that they
-fail the scenario only when the expectation is wrong.
+Each test starts from converge's state (the two releases, no current or previous link) and leaves it so:
+the links are taken away after each test, and a test that builds or removes a release puts the releases
+back as they were, so that any one passes alone and in any order. Runs that must be refused or must fail
+are nested `ansible-playbook` runs of build.yml (molecule/shared/nested.py), whose exit status and results
+are asserted, so that they fail the scenario only when the expectation is wrong.
 """
 
 import json
-import os
-import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from nested import play as nested_play
 
 SCENARIO = Path(__file__).resolve().parents[1]
 PROJECT = SCENARIO.parents[1]
@@ -30,42 +28,8 @@ PROGRAMS = ("ds4", "ds4-server", "ds4-bench")
 
 
 def play(*args, playbook="build.yml"):
-    """Run a playbook of this scenario on its Spark (-v, so that every result is printed); (exit status,
-    results by task name, output)."""
-    ansible = shutil.which(
-        "ansible-playbook", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
-    )
-    # Molecule forces colour on, which would wrap every status word in escape codes.
-    env = {key: value for key, value in os.environ.items() if key != "ANSIBLE_FORCE_COLOR"}
-    env.update(ANSIBLE_CALLBACK_RESULT_FORMAT="json", ANSIBLE_NOCOLOR="1")
-    proc = subprocess.run(
-        [ansible, "-v", "-i", os.environ["MOLECULE_INVENTORY_FILE"], str(SCENARIO / playbook), *args],
-        env=env,
-        # One stream, in order: a failed result may go to stderr (Molecule's display_failed_stderr).
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        # A guard against a hang, not an expectation of speed: a loaded 2-core machine has taken minutes.
-        timeout=1800,
-    )
-    output = proc.stdout
-    # With the JSON result format a host's result follows ` => ` (per item: ` => (item=...) => `).
-    results, task, decoder = {}, None, json.JSONDecoder()
-    for match in re.finditer(
-        r"^TASK \[(?:[^\]]* : )?([^\]]*)\]|^(\w+): \[spark01\][^\n]*? => (\{)", output, re.M
-    ):
-        if match.group(1) is not None:
-            task = match.group(1)
-        elif " => (item=" not in match.group(0):
-            # The callback drops `failed` from the result; the line's status word keeps it.
-            result = decoder.raw_decode(output, match.start(3))[0]
-            results[task] = dict(result, failed=match.group(2) == "fatal")
-    return proc.returncode, results, output
-
-
-def recap_changed(output):
-    line = next(line for line in output.splitlines() if line.startswith("spark01 ") and "changed=" in line)
-    return int(line.split("changed=")[1].split()[0])
+    """Run a playbook of this scenario on its Spark, with Molecule's settings: a nested.Run."""
+    return nested_play(SCENARIO / playbook, *args, project_config=False)
 
 
 def stamp(host, tag):
@@ -89,10 +53,22 @@ def activate(host, current, previous=None):
     )
 
 
-def failure(results):
-    failed = [(task, result) for task, result in results.items() if result.get("failed")]
-    assert len(failed) == 1, results
-    return failed[0]
+def failure(run):
+    """The task that failed, the only one: (its name, its result)."""
+    failed = run.failures("spark01")
+    assert len(failed) == 1, run
+    return failed[0].name, failed[0].data
+
+
+@pytest.fixture(autouse=True)
+def as_converge_left_it(host):
+    """After each test: no current or previous link, as converge left the Spark (the engine role only reads
+    them), and the releases it built (none with these) back as they were."""
+    releases = set(host.check_output(f"ls {RELEASES}").split())
+    yield
+    host.check_output(f"rm -f {ROOT}/current {ROOT}/previous")
+    for tag in set(host.check_output(f"ls {RELEASES}").split()) - releases:
+        host.check_output(f"rm -rf {RELEASES}/{tag} {LOGS}/build-{tag}.log {LOGS}/.build-{tag}.progress.json")
 
 
 @pytest.mark.parametrize(
@@ -121,21 +97,21 @@ def test_a_rerun_changes_nothing_and_runs_no_make(host):
     watched = [f"{RELEASES}/{tag}/.ds4-build.json" for tag in ("v0.5.6", "v0.6.5")]
     watched += [f"{LOGS}/build-{tag}.log" for tag in ("v0.5.6", "v0.6.5")]
     before = mtimes(host, *watched)
-    rc, results, output = play(playbook="converge.yml")
-    assert rc == 0 and recap_changed(output) == 0, output
-    assert results[WAIT]["results"][0]["built"] is False
+    run = play(playbook="converge.yml")
+    assert run.rc == 0 and run.changed("spark01") == 0, run
+    assert all(result.data["results"][0]["built"] is False for result in run.of("spark01", WAIT)), run
     # Every build rewrites its log before make starts: unchanged logs mean no make ran.
     assert mtimes(host, *watched) == before
 
 
 def test_check_mode_reports_the_build_and_builds_nothing(host):
-    rc, results, output = play("--check", "-e", "ds4_release=v0.6.3")
-    assert rc == 0, output
-    said = results["Say what this run does with the engine releases"]["msg"]
+    run = play("--check", "-e", "ds4_release=v0.6.3")
+    assert run.rc == 0, run
+    said = run.result("Say what this run does with the engine releases").msg
     assert said.startswith(
         f"v0.6.3 (commit {TAGS['v0.6.3']}, make cuda CUDA_ARCH=sm_121, CUDA 13.0): build, "
     )
-    assert results[START]["changed"] is True
+    assert run.result(START).changed is True
     assert not host.file(f"{RELEASES}/v0.6.3").exists and not host.file(f"{LOGS}/build-v0.6.3.log").exists
 
 
@@ -143,9 +119,9 @@ def test_a_failed_build_leaves_the_running_release_intact_and_reports_the_log(ho
     activate(host, "v0.6.5", "v0.5.6")
     before = {tag: stamp(host, tag) for tag in ("v0.5.6", "v0.6.5")}
     host.check_output("mkdir -p /root/code/ds4 && echo clone > /root/code/ds4/marker")
-    rc, results, output = play("-e", "ds4_release=v0.6.7")
-    assert rc != 0, output
-    task, result = failure(results)
+    run = play("-e", "ds4_release=v0.6.7")
+    assert run.rc != 0, run
+    task, result = failure(run)
     assert task == WAIT
     log = f"{LOGS}/build-v0.6.7.log"
     assert result["results"][0]["log_path"] == log
@@ -165,9 +141,9 @@ def test_a_failed_build_leaves_the_running_release_intact_and_reports_the_log(ho
 
 
 def test_a_tag_resolving_to_another_commit_is_refused_before_any_build(host):
-    rc, results, output = play("-e", "ds4_release=v0.6.5.1", "-e", f"ds4_release_commit={TAGS['v0.6.5']}")
-    assert rc != 0, output
-    task, result = failure(results)
+    run = play("-e", "ds4_release=v0.6.5.1", "-e", f"ds4_release_commit={TAGS['v0.6.5']}")
+    assert run.rc != 0, run
+    task, result = failure(run)
     assert task == "Resolve the release tag and plan the build"
     assert result["msg"].startswith(
         f"release tag v0.6.5.1 in {REPO} resolves to commit {TAGS['v0.6.5.1']}, "
@@ -178,34 +154,49 @@ def test_a_tag_resolving_to_another_commit_is_refused_before_any_build(host):
 
 
 def test_an_unknown_tag_is_named_with_the_repository(host):
-    rc, results, output = play("-e", "ds4_release=v0.9.9")
-    assert rc != 0, output
-    assert failure(results)[1]["msg"] == (
+    run = play("-e", "ds4_release=v0.9.9")
+    assert run.rc != 0, run
+    assert failure(run)[1]["msg"] == (
         f"release tag v0.9.9 (ds4_release) does not exist in {REPO} (ds4_engine_repo)"
     )
 
 
 def test_the_running_release_is_never_rebuilt_in_place(host):
+    activate(host, "v0.6.5", "v0.5.6")
     before = stamp(host, "v0.6.5")
-    rc, results, output = play("-e", "ds4_release=v0.6.5", "-e", "ds4_cuda_arch=sm_120")
-    assert rc != 0, output
-    task, result = failure(results)
+    run = play("-e", "ds4_release=v0.6.5", "-e", "ds4_cuda_arch=sm_120")
+    assert run.rc != 0, run
+    task, result = failure(run)
     assert task == "Resolve the release tag and plan the build"
     assert result["msg"].startswith("release v0.6.5 is the running release (current) and must be rebuilt")
     assert stamp(host, "v0.6.5") == before
 
 
-def test_old_releases_go_but_never_the_running_or_the_rollback_one(host):
+@pytest.fixture
+def v056_kept_aside(host):
+    """v0.5.6 as converge built it, put back after the test that lets the role remove it."""
+    aside = "/root/v0.5.6-aside"
+    host.check_output(
+        f"rm -rf {aside} && mkdir {aside} && cp -a {RELEASES}/v0.5.6 {LOGS}/build-v0.5.6.log {aside}/"
+    )
+    yield
+    host.check_output(
+        f"rm -rf {RELEASES}/v0.5.6 && cp -a {aside}/v0.5.6 {RELEASES}/"
+        f" && cp -a {aside}/build-v0.5.6.log {LOGS}/ && rm -rf {aside}"
+    )
+
+
+def test_old_releases_go_but_never_the_running_or_the_rollback_one(host, v056_kept_aside):
     activate(host, "v0.6.5", "v0.5.6")
-    rc, _, output = play("-e", "ds4_release=v0.6.5.1", "-e", "ds4_releases_keep=2")
-    assert rc == 0, output
+    run = play("-e", "ds4_release=v0.6.5.1", "-e", "ds4_releases_keep=2")
+    assert run.rc == 0, run
     # v0.5.6 is beyond the newest two, but it is the rollback release.
     assert host.check_output(f"ls {RELEASES}").split() == ["v0.5.6", "v0.6.5", "v0.6.5.1"]
     assert stamp(host, "v0.6.5.1")["commit"] == TAGS["v0.6.5.1"]
     activate(host, "v0.6.5")
     built = mtimes(host, f"{LOGS}/build-v0.6.5.1.log")
-    rc, results, output = play("-e", "ds4_release=v0.6.5.1", "-e", "ds4_releases_keep=2")
-    assert rc == 0 and recap_changed(output) == 1, output
+    run = play("-e", "ds4_release=v0.6.5.1", "-e", "ds4_releases_keep=2")
+    assert run.rc == 0 and run.changed("spark01") == 1, run
     assert host.check_output(f"ls {RELEASES}").split() == ["v0.6.5", "v0.6.5.1"]
     assert not host.file(f"{LOGS}/build-v0.5.6.log").exists
     assert mtimes(host, f"{LOGS}/build-v0.6.5.1.log") == built
@@ -213,8 +204,8 @@ def test_old_releases_go_but_never_the_running_or_the_rollback_one(host):
 
 def test_each_build_records_the_gpu_code_it_carries(host):
     # v0.6.8's cuda-spark drops the arch, as the real source's does; the role never relies on it.
-    rc, results, output = play("-e", "ds4_release=v0.6.8")
-    assert rc == 0, output
+    run = play("-e", "ds4_release=v0.6.8")
+    assert run.rc == 0, run
     built = stamp(host, "v0.6.8")
     assert built["build_target"] == SPARK and "make cuda CUDA_ARCH=sm_121 " in built["make_command"]
     assert built["sass_archs"] == {program: ["sm_121"] for program in PROGRAMS}
@@ -225,15 +216,15 @@ def test_each_build_records_the_gpu_code_it_carries(host):
     # The last progress record the wait printed from names the build's last step.
     progress = json.loads(host.file(f"{LOGS}/.build-v0.6.8.progress.json").content_string)
     assert progress["state"] == "building" and progress["message"].startswith("building v0.6.8, ")
-    assert results[WAIT]["results"][0]["built"] is True
+    assert run.result(WAIT).data["results"][0]["built"] is True
 
 
 def test_a_release_whose_makefile_drops_the_arch_is_refused_and_the_running_one_stays(host):
-    activate(host, "v0.6.5", "v0.6.5.1")
-    before = {tag: stamp(host, tag) for tag in ("v0.6.5", "v0.6.5.1", "v0.6.8")}
-    rc, results, output = play("-e", "ds4_release=v0.6.9")
-    assert rc != 0, output
-    task, result = failure(results)
+    activate(host, "v0.6.5", "v0.5.6")
+    before = {tag: stamp(host, tag) for tag in ("v0.5.6", "v0.6.5")}
+    run = play("-e", "ds4_release=v0.6.9")
+    assert run.rc != 0, run
+    task, result = failure(run)
     assert task == WAIT
     message = result["msg"]
     assert message.startswith(

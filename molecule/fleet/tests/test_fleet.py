@@ -1,29 +1,34 @@
 """playbooks/upgrade.yml and playbooks/status.yml on three sandbox Sparks that converge left on v0.6.3.
 
-The tests run in file order and build on each other's state, as an operator's upgrades would:
-1. converge left all three on v0.6.3, serving, and status.yml says so;
-2. a Spark that cannot stage (an unknown tag), alone: the rollout stops before any switch;
-3. v0.6.6 (it answers "Lyon") with spark03 pinned to v0.6.7 (its build fails) and a failure share of 34%:
-   spark03 cannot stage, one of three is under the share, so the rollout goes on; the canary fails its
-   smoke test and the rollout stops there: the canary is rolled back and serves, the others are untouched;
-4. v0.6.5 with spark02 pinned to v0.6.6 by an extra inventory: the canary passes, with a held request in
-   flight that completes across its switch; spark02 fails and is rolled back; spark03 is never switched;
-5. v0.6.5 again, resuming the stopped rollout: all three end on v0.6.5 and serve;
-6. status.yml in check mode reports the same and changes nothing.
-The playbooks run nested, as an operator runs them, with the repository's ansible.cfg; each case asserts
-the exit status, the summary (its JSON), the load balancer hooks' log, what each Spark runs (read on the
-Spark itself) and what status.yml reports.
+Each test starts from converge's state (all three on v0.6.3) and leaves the Sparks on it, except the
+operator's upgrade path, which ends with all three on v0.6.5: it is marked `ends_scenario` and so runs after
+the others whatever the order (conftest.py, molecule/shared/ordering.py).
+- converge left all three on v0.6.3, serving, and status.yml says so;
+- a Spark that cannot stage (an unknown tag), alone: the rollout stops before any switch;
+- v0.6.6 (it answers "Lyon") with spark03 pinned to v0.6.7 (its build fails) and a failure share of 34%:
+  spark03 cannot stage, one of three is under the share, so the rollout goes on; the canary fails its
+  smoke test and the rollout stops there: the canary is rolled back and serves, the others are untouched;
+- status.yml in check mode reports what the Sparks run and changes nothing;
+- the upgrade path, in two steps: (1) v0.6.5 with spark02 pinned to v0.6.6 by an extra inventory: the
+  canary passes, with a held request in flight that completes across its switch; spark02 fails and is
+  rolled back; spark03 is never switched; (2) v0.6.5 again, resuming the stopped rollout: all three end on
+  v0.6.5 and serve.
+The playbooks run nested, as an operator runs them, with the repository's ansible.cfg (molecule/shared/
+nested.py); each case asserts the exit status, the recap's counts and plays by host (the run's jsonl
+events), the summary (its JSON), the load balancer hooks' log, what each Spark runs (read on the Spark
+itself) and what status.yml reports.
 """
 
 import json
 import os
-import re
 import subprocess
 import threading
 from pathlib import Path
 
 import pytest
 import testinfra
+from nested import play as nested_play
+from spark import ask, show
 from waits import wait_for
 
 ROOT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
@@ -46,25 +51,13 @@ def work(tmp_path_factory):
 
 
 def play(playbook, *args, work, extra_inventory=None, env_extra=None):
-    """A playbook of the repository, nested, as an operator runs it; the completed process."""
-    cmd = ["ansible-playbook", "-i", str(INVENTORY)]
-    if extra_inventory:
-        cmd += ["-i", str(extra_inventory)]
-    cmd += [str(ROOT / "playbooks" / playbook), *args]
-    env = {k: v for k, v in os.environ.items() if k not in ("ANSIBLE_FORCE_COLOR",)}
-    env.update(
-        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
-        ANSIBLE_NOCOLOR="1",
-        # One line per result, where the YAML format would wrap a long message.
-        ANSIBLE_CALLBACK_RESULT_FORMAT="json",
-        DS4_FLEET_LB_LOG=str(work / "lb.log"),
-        **(env_extra or {}),
+    """A playbook of the repository, nested, as an operator runs it: a nested.Run."""
+    return nested_play(
+        ROOT / "playbooks" / playbook,
+        *args,
+        inventory=[INVENTORY, extra_inventory] if extra_inventory else INVENTORY,
+        env={"DS4_FLEET_LB_LOG": str(work / "lb.log"), **(env_extra or {})},
     )
-    # A guard against a hang, not an expectation of speed: a fleet upgrade on a loaded 2-core machine has
-    # taken more than ten minutes.
-    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600, check=False)
-    done.stdout += done.stderr
-    return done
 
 
 def status(work, *args):
@@ -72,7 +65,7 @@ def status(work, *args):
     path = work / "status.json"
     path.unlink(missing_ok=True)
     run = play("status.yml", "-e", f"ds4_status_json={path}", *args, work=work)
-    assert run.returncode == 0, run.stdout[-4000:]
+    assert run.rc == 0, run
     return {h["host"]: h for h in json.loads(path.read_text())["hosts"]}, run
 
 
@@ -91,7 +84,7 @@ def upgrade(work, *args, extra_inventory=None, env_extra=None):
         extra_inventory=extra_inventory,
         env_extra=env_extra,
     )  # fmt: skip
-    assert summary.exists(), run.stdout[-4000:]
+    assert summary.exists(), run
     document = json.loads(summary.read_text())
     events = [tuple(line.split()[:2]) for line in (work / "lb.log").read_text().splitlines()]
     return run, document, {h["host"]: h for h in document["hosts"]}, events
@@ -100,22 +93,13 @@ def upgrade(work, *args, extra_inventory=None, env_extra=None):
 def running(host):
     """What a Spark runs, read on it: the release current names, the unit's state and main process, and
     the engine's answer to the smoke question."""
-    show = host.check_output(
-        "systemctl show ds4.service --property=ActiveState,MainPID,ExecMainStartTimestamp"
-    )
-    props = dict(line.split("=", 1) for line in show.splitlines())
-    body = json.dumps(
-        {"model": "deepseek-v4-flash", "max_tokens": 64, "messages": [{"role": "user", "content": QUESTION}]}
-    )
-    answer = host.run(
-        f"curl -fsS --max-time 30 -H 'Content-Type: application/json' -d '{body}' http://127.0.0.1:8000/v1/chat/completions"
-    )
+    props = show(host, "ds4.service", "ActiveState", "MainPID", "ExecMainStartTimestamp")
     return {
         "release": host.check_output("readlink /opt/ds4/current").rsplit("/", 1)[-1],
         "active": props["ActiveState"],
         "pid": props["MainPID"],
         "started": props["ExecMainStartTimestamp"],
-        "answer": json.loads(answer.stdout)["choices"][0]["message"]["content"] if answer.rc == 0 else None,
+        "answer": ask(host, QUESTION, check=False),
     }
 
 
@@ -124,31 +108,14 @@ def fleet(sparks):
 
 
 def recap(run, host):
-    match = re.search(
-        rf"^{host}\s+:\s+ok=\d+\s+changed=\d+\s+unreachable=(\d+)\s+failed=(\d+)", run.stdout, re.M
-    )
-    assert match, run.stdout[-3000:]
-    return int(match[1]), int(match[2])
-
-
-def plays_of(run, host):
-    """The names of the plays in which `host` ran at least one task."""
-    seen, play_name = [], None
-    for line in run.stdout.splitlines():
-        if line.startswith("PLAY ["):
-            play_name = line[6:].split("]")[0]
-        elif (
-            re.match(rf"^(ok|changed|fatal|skipping|included): \[{host}[\]\s]", line)
-            and play_name not in seen
-        ):
-            seen.append(play_name)
-    return seen
+    """(unreachable, failed) of HOST in the run's recap."""
+    return run.unreachable(host), run.failed(host)
 
 
 CLEANUP = "Clean up on the Sparks that switched"
 
 
-# --- 1. the starting point ---
+# --- the starting point ---
 
 
 def test_converge_left_all_three_on_v063_serving(sparks, work):
@@ -168,24 +135,24 @@ def test_converge_left_all_three_on_v063_serving(sparks, work):
         assert record["notes"] == []
 
 
-# --- 2. a Spark that cannot stage ---
+# --- a Spark that cannot stage ---
 
 
 def test_a_spark_that_cannot_stage_stops_the_rollout_before_any_switch(sparks, work):
     before = fleet(sparks)
     run, document, summary, events = upgrade(work, "-e", "ds4_release=v0.9.9", "-l", "spark03")
-    assert run.returncode == 2, run.stdout[-4000:]
+    assert run.rc == 2, run
     assert list(summary) == ["spark03"]
     assert summary["spark03"]["upgrade"]["outcome"] == "not staged"
     assert "v0.9.9 (ds4_release) does not exist" in summary["spark03"]["upgrade"]["detail"]
     assert document["stopped"].startswith(
         "the rollout stopped before any switch: 1 of 1 Sparks could not be staged"
     )
-    assert events == [] and "Switch the staged Sparks" not in "".join(plays_of(run, "spark03"))
+    assert events == [] and "Switch the staged Sparks" not in "".join(run.plays_of("spark03"))
     assert fleet(sparks) == before
 
 
-# --- 3. a release that fails on the canary, and a Spark that cannot stage under the allowed share ---
+# --- a release that fails on the canary, and a Spark that cannot stage under the allowed share ---
 
 
 def test_a_release_failing_its_smoke_test_stops_at_the_canary_which_is_rolled_back(sparks, work):
@@ -198,7 +165,7 @@ def test_a_release_failing_its_smoke_test_stops_at_the_canary_which_is_rolled_ba
     run, document, summary, events = upgrade(
         work, "-e", "ds4_upgrade_max_fail_percentage=34", extra_inventory=pinned
     )
-    assert run.returncode == 2, run.stdout[-4000:]
+    assert run.rc == 2, run
     after = fleet(sparks)
 
     # The canary switched, failed its smoke test on the Lyon answer, and was rolled back: it serves v0.6.3.
@@ -217,7 +184,7 @@ def test_a_release_failing_its_smoke_test_stops_at_the_canary_which_is_rolled_ba
     # Out of the load balancer and back in once it served again; the others never left it.
     assert events == [("spark01", "out"), ("spark01", "in")]
     # No cleanup anywhere; each Spark not on v0.6.6 fails in the recap.
-    assert all(CLEANUP not in plays_of(run, name) for name in NAMES)
+    assert all(CLEANUP not in run.plays_of(name) for name in NAMES)
     assert [recap(run, name) for name in NAMES] == [(0, 1)] * 3
 
     report, _ = status(work)
@@ -231,7 +198,7 @@ def test_a_release_failing_its_smoke_test_stops_at_the_canary_which_is_rolled_ba
         assert report[name]["notes"] == []
 
 
-# --- 4. the canary passes, a later Spark fails, with a request in flight on the canary ---
+# --- the operator's upgrade path: a later Spark fails, a request in flight on the canary, then resume ---
 
 
 HOLD_DIR = "/run/ds4-standin"  # where the stand-in engine looks for the file that releases a held request
@@ -293,7 +260,26 @@ def held_request_on_canary(spark01, work, result):
         result["output"], result["done"] = output.rstrip("\n").rsplit("\n", 1)
 
 
-def test_a_later_spark_failing_stops_the_rollout_there_and_a_request_in_flight_completes(sparks, work):
+# --- the report changes nothing ---
+
+
+def test_status_in_check_mode_reports_what_runs_and_changes_nothing(sparks, work):
+    before = fleet(sparks)
+    report, run = status(work, "--check")
+    assert [report[name]["release"] for name in NAMES] == [before[name]["release"] for name in NAMES]
+    assert all(recap(run, name) == (0, 0) for name in NAMES)
+    assert all(run.changed(name) == 0 for name in NAMES), run
+    assert fleet(sparks) == before
+
+
+@pytest.mark.ends_scenario
+def test_the_upgrade_path_a_later_spark_failing_stops_the_rollout_then_a_good_release_resumes_it(
+    sparks, work
+):
+    """Step 1: v0.6.5 with spark02 pinned to v0.6.6: the canary switches with a request in flight that
+    completes, spark02 fails and is rolled back, spark03 is never switched. Step 2: v0.6.5 again resumes
+    the stopped rollout, and all three end on it."""
+    # --- step 1: a later Spark fails, with a request in flight on the canary ---
     pinned = work / "pinned.yml"
     pinned.write_text(
         "sparks:\n  vars:\n    ds4_release: v0.6.5\n  hosts:\n    spark02:\n      ds4_release: v0.6.6\n"
@@ -307,7 +293,7 @@ def test_a_later_spark_failing_stops_the_rollout_there_and_a_request_in_flight_c
     )
     client.join(timeout=600)
     assert not client.is_alive() and "error" not in request, request
-    assert run.returncode == 2, run.stdout[-4000:]
+    assert run.rc == 2, run
     after = fleet(sparks)
 
     # Each Spark is on what the summary says, and the summary says what the Sparks run.
@@ -323,7 +309,7 @@ def test_a_later_spark_failing_stops_the_rollout_there_and_a_request_in_flight_c
     assert after["spark03"] == before["spark03"]
     assert events == [("spark01", "out"), ("spark01", "in"), ("spark02", "out"), ("spark02", "in")]
     # The cleanup ran where the switch succeeded, and only there.
-    assert [CLEANUP in plays_of(run, name) for name in NAMES] == [True, False, False]
+    assert [CLEANUP in run.plays_of(name) for name in NAMES] == [True, False, False]
     assert [recap(run, name) for name in NAMES] == [(0, 0), (0, 1), (0, 1)]
 
     # The request held on the canary after it left the load balancer was answered in full, and the drain
@@ -344,14 +330,10 @@ def test_a_later_spark_failing_stops_the_rollout_there_and_a_request_in_flight_c
     assert [report[name]["update"]["available"] for name in NAMES] == [False, True, True]
     assert all(report[name]["answering"] and report[name]["notes"] == [] for name in NAMES)
 
-
-# --- 5. the stopped rollout resumed with a good release ---
-
-
-def test_a_good_upgrade_resumes_the_rollout_and_ends_with_all_three_on_it(sparks, work):
+    # --- step 2: the stopped rollout resumed with a good release ---
     before = fleet(sparks)
     run, document, summary, events = upgrade(work, "-e", "ds4_release=v0.6.5")
-    assert run.returncode == 0, run.stdout[-4000:]
+    assert run.rc == 0, run
     after = fleet(sparks)
 
     # The canary already ran v0.6.5: switched again in name only, without a restart.
@@ -373,15 +355,3 @@ def test_a_good_upgrade_resumes_the_rollout_and_ends_with_all_three_on_it(sparks
         assert (record["release"], record["service"], record["answering"]) == ("v0.6.5", "active", True)
         assert record["update"]["available"] is False and record["notes"] == []
         assert record["previous"] == "v0.6.3"
-
-
-# --- 6. the report changes nothing ---
-
-
-def test_status_in_check_mode_reports_the_same_and_changes_nothing(sparks, work):
-    before = fleet(sparks)
-    report, run = status(work, "--check")
-    assert [report[name]["release"] for name in NAMES] == ["v0.6.5"] * 3
-    assert all(recap(run, name) == (0, 0) for name in NAMES)
-    assert not re.search(r"^spark0\d\s+:.*changed=[1-9]", run.stdout, re.M)
-    assert fleet(sparks) == before

@@ -1,6 +1,6 @@
 """playbooks/monitoring.yml and a real Prometheus (Debian's package) scraping the three Sparks.
 
-Runs after test_fleet.py, on the fleet it leaves serving (whatever release each Spark runs then). The
+Reads the fleet as test_fleet.py's tests leave it, serving, whatever release each Spark runs then. The
 configuration is generated twice on the controller: with the defaults, for promtool's checks and its rule
 tests (ds4-alerts.promtool.yml: the timing of each alert), and with seconds instead of minutes, for one
 live run in spark01: Prometheus scrapes each Spark's node_exporter by its container name, sees what each

@@ -1,21 +1,21 @@
 """ds4_service on a sandbox Spark: after prepare (a staged release and an installer's nohup server) and
 converge, the engine runs as ds4.service.
 
-The tests run in file order and some build on each other's state (the operator's drop-in, the start
-limit). Runs that must be refused are nested `ansible-playbook` runs of converge.yml, whose exit status
-and messages are asserted, so that they fail the scenario only when the expectation is wrong.
+Each test starts from converge's state and leaves the Spark in it (what a test changes, a drop-in, a pending
+restart, the update feed, it puts back), so that any one passes alone and in any order (pytest --reverse,
+molecule/shared/ordering.py). Runs that must be refused are nested `ansible-playbook` runs of converge.yml
+(molecule/shared/nested.py), whose exit status and results are asserted, so that they fail the scenario
+only when the expectation is wrong.
 """
 
 import json
-import os
 import re
-import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from nested import play as nested_play
+from spark import journal, main_pid, show
 from waits import wait_for
 
 SCENARIO = Path(__file__).resolve().parents[1]
@@ -33,43 +33,13 @@ STATE = "/var/lib/ds4/update-check.json"
 WRITTEN = (ENV_FILE, UNIT, "/etc/ansible/facts.d/ds4.fact", f"{DROPINS}/00-ds4-fleet-supervision.conf")
 
 
-def play(*args):
-    """Run converge.yml again on the Spark; (exit status, output)."""
-    ansible = shutil.which(
-        "ansible-playbook", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
-    )
-    proc = subprocess.run(
-        [ansible, "-i", os.environ["MOLECULE_INVENTORY_FILE"], str(SCENARIO / "converge.yml"), *args],
-        env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"),
-        capture_output=True,
-        text=True,
-        # A guard against a hang, not an expectation of speed: a loaded 2-core machine has taken minutes.
-        timeout=1800,
-    )
-    # Molecule's environment may force colour all the same.
-    return proc.returncode, re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + proc.stderr)
-
-
-def recap_changed(output):
-    line = next(line for line in output.splitlines() if line.startswith("spark01 ") and "changed=" in line)
-    return int(line.split("changed=")[1].split()[0])
-
-
-def show(host, unit, *props):
-    out = host.check_output(f"systemctl show {unit} " + " ".join(f"--property={p}" for p in props))
-    return dict(line.split("=", 1) for line in out.splitlines())
-
-
-def main_pid(host):
-    return int(show(host, "ds4.service", "MainPID")["MainPID"])
+def play(*args, **kwargs):
+    """Run converge.yml again on the Spark, with Molecule's settings: a nested.Run."""
+    return nested_play(SCENARIO / "converge.yml", *args, project_config=False, **kwargs)
 
 
 def answers(host):
     return host.run(f"curl -fsS --max-time 5 {API}/v1/models").rc == 0
-
-
-def journal(host, unit, since):
-    return host.check_output(f"journalctl --no-pager -o cat -u {unit} --since @{since}")
 
 
 def environment(host, pid):
@@ -271,6 +241,13 @@ def test_the_update_check_timer_is_scheduled(host):
     assert "ds4-update-check.timer" in host.check_output("systemctl list-timers --all --no-pager")
 
 
+@pytest.fixture
+def feed_back(host):
+    """After the test, the feed names the release that runs again, and the check has read it."""
+    yield
+    run_check(host, RELEASE)
+
+
 def run_check(host, feed):
     """Serve `feed` as the release feed, run the check as the timer would; (state, its journal lines)."""
     host.check_output(f"curl -fsS -X PUT --data-binary @- {FEED} <<'EOF'\n{feed}\nEOF")
@@ -291,7 +268,7 @@ def run_check(host, feed):
         ("v0.6.5.1", True, "update available: v0.6.5.1 (running v0.6.5)"),
     ],
 )
-def test_the_update_check_compares_full_versions(host, feed, available, line):
+def test_the_update_check_compares_full_versions(host, feed_back, feed, available, line):
     state, lines = run_check(host, feed)
     assert (state["status"], state["latest"], state["update_available"]) == ("ok", feed, available)
     assert line in lines
@@ -309,8 +286,9 @@ def test_the_update_check_compares_full_versions(host, feed, available, line):
         ("v0.6.9\n" + "x" * 8192, "larger than"),
     ],
 )
-def test_a_bad_feed_is_logged_and_never_reads_as_an_update(host, feed, why):
-    last_ok = json.loads(host.file(STATE).content_string)["last_ok"]
+def test_a_bad_feed_is_logged_and_never_reads_as_an_update(host, feed_back, feed, why):
+    # A good answer first, whatever ran before: the one that must stay known.
+    last_ok = run_check(host, RELEASE)[0]["last_ok"]
     state, lines = run_check(host, feed)
     assert state["status"] == "error" and state["update_available"] is False and state["latest"] is None
     assert why in state["error"] and "update check failed:" in lines and why in lines
@@ -318,7 +296,7 @@ def test_a_bad_feed_is_logged_and_never_reads_as_an_update(host, feed, why):
     assert state["last_ok"] == last_ok and last_ok is not None
 
 
-def test_an_unreachable_feed_is_logged_and_never_reads_as_an_update(host):
+def test_an_unreachable_feed_is_logged_and_never_reads_as_an_update(host, feed_back):
     override = "/run/systemd/system/ds4-update-check.service.d"
     host.check_output(
         f"mkdir -p {override} && printf '[Service]\\nEnvironment=DS4_UPDATE_URL=http://forge:9/LATEST\\n'"
@@ -330,7 +308,6 @@ def test_an_unreachable_feed_is_logged_and_never_reads_as_an_update(host):
         host.check_output(f"rm -rf {override} && systemctl daemon-reload")
     assert state["status"] == "error" and state["update_available"] is False
     assert "cannot reach feed" in state["error"] and "update check failed: cannot reach feed" in lines
-    run_check(host, "v0.6.5")
 
 
 def test_an_operator_drop_in_survives_a_reconverge_that_changes_and_restarts_nothing(host):
@@ -339,12 +316,15 @@ def test_an_operator_drop_in_survives_a_reconverge_that_changes_and_restarts_not
         f"printf '[Service]\\nEnvironment=DS4_SERVER_MAX_CLIENTS=8\\n' > {dropin}"
         " && systemctl daemon-reload && systemctl restart ds4"
     )
-    pid, written = main_pid(host), mtimes(host)
-    rc, output = play()
-    assert rc == 0 and recap_changed(output) == 0, output
-    assert main_pid(host) == pid and mtimes(host) == written
-    assert host.file(dropin).content_string == "[Service]\nEnvironment=DS4_SERVER_MAX_CLIENTS=8\n"
-    assert "DS4_SERVER_MAX_CLIENTS=8" in environment(host, pid)
+    try:
+        pid, written = main_pid(host), mtimes(host)
+        run = play()
+        assert run.rc == 0 and run.changed("spark01") == 0, run
+        assert main_pid(host) == pid and mtimes(host) == written
+        assert host.file(dropin).content_string == "[Service]\nEnvironment=DS4_SERVER_MAX_CLIENTS=8\n"
+        assert "DS4_SERVER_MAX_CLIENTS=8" in environment(host, pid)
+    finally:
+        host.check_output(f"rm -f {dropin} && systemctl daemon-reload && systemctl restart ds4")
 
 
 def test_check_mode_reports_changes_and_a_pending_restart_and_changes_nothing(host):
@@ -355,13 +335,29 @@ def test_check_mode_reports_changes_and_a_pending_restart_and_changes_nothing(ho
         'started=$(date -d "$(systemctl show -P ExecMainStartTimestamp ds4)" +%s)'
         f' && touch -d "@$((started + 2))" {ENV_FILE}'
     )
-    pid, written = main_pid(host), mtimes(host)
-    rc, output = play("--check", "--diff", "-e", "ds4_port=8001")
-    assert rc == 0, output
-    assert "+ExecStart=" in output and "--port 8001" in output
-    assert "ds4 runs since before its environment or unit was last written" in " ".join(output.split())
-    assert "RUNNING HANDLER [ds4.fleet.ds4_service : Restart ds4]" in output
-    assert main_pid(host) == pid and mtimes(host) == written
+    try:
+        pid, written = main_pid(host), mtimes(host)
+        run = play("--check", "--diff", "-e", "ds4_port=8001")
+        assert run.rc == 0, run
+        # The unit's diff: an ExecStart line with the new port, which it had not.
+        # A result's diff is one mapping or a list of them.
+        diffs = [
+            diff
+            for result in run.of("spark01")
+            for diff in (lambda d: d if isinstance(d, list) else [d])(result.data.get("diff") or [])
+        ]
+        assert any(
+            "ExecStart=" in str(diff.get("after", ""))
+            and "--port 8001" in str(diff.get("after", ""))
+            and "--port 8001" not in str(diff.get("before", ""))
+            for diff in diffs
+        ), diffs
+        assert run.said("ds4 runs since before its environment or unit was last written"), run
+        assert "Restart ds4" in [task.rsplit(" : ", 1)[-1] for task in run.tasks], run.tasks
+        assert main_pid(host) == pid and mtimes(host) == written
+    finally:
+        # The engine newer than its settings again: the next run has no restart pending.
+        host.check_output("systemctl restart ds4")
 
 
 @pytest.mark.parametrize(
@@ -375,11 +371,10 @@ def test_check_mode_reports_changes_and_a_pending_restart_and_changes_nothing(ho
 )
 def test_invalid_values_are_refused_before_anything_is_written(host, extra, said):
     pid, written = main_pid(host), mtimes(host)
-    rc, output = play(*extra)
-    assert rc != 0 and recap_changed(output) == 0, output
-    flat = " ".join(output.split())
+    run = play(*extra)
+    assert run.rc != 0 and run.changed("spark01") == 0, run
     for text in said:
-        assert text in flat, output
+        assert run.said(text), run
     assert main_pid(host) == pid and mtimes(host) == written
 
 
@@ -390,9 +385,9 @@ def test_a_forbidden_take_over_is_refused_and_leaves_the_other_server_running(ho
     )
     other = wait_for("the other server", lambda: host.run("pgrep -f -- '--port 8002'").stdout.split())
     try:
-        rc, output = play("-e", "ds4_take_over_installer=false")
-        assert rc != 0, output
-        assert "ds4_take_over_installer is false, so it is left running" in " ".join(output.split())
+        run = play("-e", "ds4_take_over_installer=false")
+        assert run.rc != 0, run
+        assert run.said("ds4_take_over_installer is false, so it is left running"), run
         assert host.run(f"kill -0 {other[0]}").rc == 0
     finally:
         host.run(f"kill -TERM {other[0]}")

@@ -1,13 +1,16 @@
-"""ds4.service's start-up, after test_service.py: a run that restarts the engine while it is still starting
-after a crash, then a fresh start of the whole Spark (last: the container restarts), where the GPU's
-device nodes must exist before the engine starts. Durations are read from systemd's journal and
-properties, so that a slow machine running the playbooks cannot make them pass or fail.
+"""ds4.service's start-up, on test_service.py's Spark: a run that restarts the engine while it is still
+starting after a crash (then converge's settings again), and a fresh start of the whole Spark (the
+container restarts), where the GPU's device nodes must exist before the engine starts. Durations are
+read from systemd's journal and properties, so that a slow machine running the playbooks cannot make them
+pass or fail.
 """
 
 import subprocess
 import time
 
-from test_service import DROPINS, answers, journal, main_pid, play, show, wait_for
+from spark import journal, main_pid, show
+from test_service import DROPINS, answers, play
+from waits import wait_for
 
 # converge.yml's ds4_start_timeout and ds4_stop_timeout.
 START_TIMEOUT = 60
@@ -64,10 +67,13 @@ def test_a_run_that_restarts_the_engine_while_it_starts_after_a_crash_does_not_w
         )
         since = int(time.time())
         # A changed setting: the run restarts the engine, which is still starting.
-        rc, output = play("-e", "ds4_mem_floor_gb=5")
-        assert rc == 0, output
+        run = play("-e", "ds4_mem_floor_gb=5")
+        assert run.rc == 0, run
     finally:
         host.check_output(f"rm -f {slow} && systemctl daemon-reload")
+        # Converge's settings again (the engine restarts on them), whatever failed above.
+        back = play()
+    assert back.rc == 0, back
     assert show(host, "ds4.service", "ActiveState")["ActiveState"] == "active" and answers(host)
     (stopping, stopped, started), *_ = restarts(host, since)
     # The interrupted start stopped at once, not after TimeoutStopSec (30 s), and the new one was ready

@@ -1,26 +1,35 @@
 """site.yml on sandbox Sparks, asserted on the hosts. After converge both serve v0.6.3 on the legacy
-generation. The tests run in file order and build on each other's state: each nested `ansible-playbook
-site.yml` is a run whose exit status and message are asserted, so that an expected failure (the smoke
-test of v0.6.6) fails the scenario only when the expectation is wrong.
+generation.
+
+Each test starts from converge's state and leaves it as it found it (a test that changes a Spark runs
+site.yml again to put it back), except the operator's upgrade path at the end, which leaves both Sparks on
+v0.6.5: it is marked `ends_scenario` and so runs after the others whatever the order (conftest.py). Runs
+that several tests read (a second run, a check-mode upgrade) are made once, on both Sparks at once, by
+module-scoped fixtures. Each nested `ansible-playbook site.yml` is a run whose exit status and results
+(ansible.posix.jsonl events, molecule/shared/nested.py) are asserted, so that an expected failure (the
+smoke test of v0.6.6) fails the scenario only when the expectation is wrong.
 """
 
 import difflib
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+import testinfra
+from nested import PROJECT, play
+from spark import ask, release
 
-PROJECT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(PROJECT / "tests" / "unit"))
 from settings_cases import site_rounds  # noqa: E402
 
 ROOT = "/opt/ds4"
 GGUF = "/var/lib/ds4/gguf"
+PREFIX = f"mol-{os.environ.get('MOLECULE_SCENARIO_NAME', 'site')}-"
+NAMES = ("spark01", "spark02")
+BOTH = ",".join(NAMES)
 LEGACY = {
     "DeepSeek-V4-Flash-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8-chat-v2-imatrix.gguf",
     "DSpark-drafter-Q2K-Q8.gguf",
@@ -30,52 +39,24 @@ GEN_0731 = {
     "DSpark-drafter-Q2K-Q8-0731.gguf",
 }
 UPGRADE = ["-e", "ds4_release=v0.6.5", "-e", "ds4_model_generation=0731"]
+# The message of the task that says whether the run goes on.
+NOTHING_TO_CHANGE = "Nothing to change: the Spark is as the last finished run left it"
 
 
-def site(limit, *args, env_extra=None):
-    """Run site.yml on one Spark of this scenario; (exit status, output)."""
-    ansible = shutil.which(
-        "ansible-playbook", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
-    )
-    env = {key: value for key, value in os.environ.items() if key != "ANSIBLE_FORCE_COLOR"}
-    env.update(ANSIBLE_NOCOLOR="1", ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"), **(env_extra or {}))
-    proc = subprocess.run(
-        [ansible, "-i", os.environ["MOLECULE_INVENTORY_FILE"], str(PROJECT / "site.yml"), "-l", limit,
-         "-e", "ds4_release=v0.6.3", "-e", "ds4_model_generation=legacy", *args],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1800,
+def site(limit, *args, **kwargs):
+    """site.yml on LIMIT (one Spark or both) with converge's settings and ARGS: a nested.Run."""
+    return play(
+        PROJECT / "site.yml", "-l", limit, "-e", "ds4_release=v0.6.3", "-e", "ds4_model_generation=legacy",
+        *args, **kwargs,
     )  # fmt: skip
-    return proc.returncode, proc.stdout
 
 
-def flat(output):
-    """The output with its line breaks and indents as single spaces: the YAML callback wraps long messages."""
-    return " ".join(output.split())
-
-
-def changed(output, name):
-    line = next(line for line in output.splitlines() if line.startswith(f"{name} ") and "changed=" in line)
-    return int(line.split("changed=")[1].split()[0])
-
-
-def release(host, link="current"):
-    return host.run(f"readlink {ROOT}/{link}").stdout.strip().rsplit("/", 1)[-1]
+def exec_pid(host):
+    return host.check_output("systemctl show ds4 -p ExecMainPID --value")
 
 
 def models(host):
     return {name for name in host.check_output(f"ls {GGUF}").split() if name.endswith(".gguf")}
-
-
-def answer(host):
-    body = json.dumps(
-        {
-            "model": "deepseek-v4-flash",
-            "max_tokens": 64,
-            "messages": [{"role": "user", "content": "What is the capital of France?"}],
-        }
-    )
-    out = host.check_output(f"curl -fsS --max-time 30 -H 'Content-Type: application/json' -d '{body}' "
-                            "http://127.0.0.1:8000/v1/chat/completions")  # fmt: skip
-    return json.loads(out)["choices"][0]["message"]["content"]
 
 
 def state(host):
@@ -87,14 +68,19 @@ def state(host):
     )
 
 
+@pytest.fixture(scope="module")
+def sparks():
+    return {name: testinfra.get_host(f"podman://{PREFIX}{name}") for name in NAMES}
+
+
 @pytest.fixture
 def name(host):
-    return host.backend.get_hostname().removeprefix("mol-site-")
+    return host.backend.get_hostname().removeprefix(PREFIX)
 
 
 @pytest.fixture
 def spark01(name):
-    """The refusal tests change nothing by design and read no host state: one Spark proves them."""
+    """The tests of one Spark's own story (drift, settings, refusals, the lock) read no other: spark01."""
     if name != "spark01":
         pytest.skip("run on spark01 only")
     return name
@@ -106,73 +92,83 @@ def test_fresh_provision_serves_the_release_and_model_it_names(host):
     assert models(host) == LEGACY
     description = host.check_output("systemctl show ds4 -p Description --value")
     assert "v0.6.3" in description and "chat-v2-imatrix.gguf" in description
-    assert "Paris" in answer(host)
+    assert "Paris" in ask(host)
     assert host.socket("tcp://127.0.0.1:8000").is_listening
 
 
-def test_a_check_mode_upgrade_changes_nothing(host, name):
-    before = state(host)
-    rc, out = site(name, "--check", "--diff", *UPGRADE)
-    assert rc == 0, out
-    assert "Point current at v0.6.5" in out
-    assert state(host) == before
+@pytest.fixture(scope="module")
+def check_mode_upgrade(sparks):
+    """The upgrade in check mode on both Sparks: (the run, each one's state before, and after)."""
+    before = {name: state(spark) for name, spark in sparks.items()}
+    run = site(BOTH, "--check", "--diff", *UPGRADE)
+    return run, before, {name: state(spark) for name, spark in sparks.items()}
 
 
-NOTHING_TO_CHANGE = "Nothing to change: the Spark is as the last finished run left it"
+def test_a_check_mode_upgrade_changes_nothing(name, check_mode_upgrade):
+    run, before, after = check_mode_upgrade
+    assert run.rc == 0, run
+    assert run.of(name, "Point current at v0.6.5"), run
+    assert after[name] == before[name]
 
 
-def test_a_second_run_changes_nothing_and_restarts_nothing(host, name):
-    pid = host.check_output("systemctl show ds4 -p ExecMainPID --value")
-    rc, out = site(name)
-    assert rc == 0, out
-    assert changed(out, name) == 0, out
-    assert NOTHING_TO_CHANGE in flat(out), "a converged Spark's run ends early"
-    assert host.check_output("systemctl show ds4 -p ExecMainPID --value") == pid
+@pytest.fixture(scope="module")
+def second_run(sparks):
+    """site.yml again on both Sparks, with converge's settings: (the run, each one's engine before it, and
+    right after it: later tests may restart an engine)."""
+    before = {name: exec_pid(spark) for name, spark in sparks.items()}
+    run = site(BOTH)
+    return run, before, {name: exec_pid(spark) for name, spark in sparks.items()}
 
 
-def test_a_drifted_file_is_found_and_fixed_with_the_same_settings(host, spark01):
+def test_a_second_run_changes_nothing_and_restarts_nothing(name, second_run):
+    run, before, after = second_run
+    assert run.rc == 0, run
+    assert run.changed(name) == 0, run
+    assert run.said(NOTHING_TO_CHANGE, name), "a converged Spark's run ends early"
+    assert after[name] == before[name]
+
+
+def test_a_drifted_file_and_a_stopped_engine_are_found_and_fixed_with_the_same_settings(host, spark01):
     """However short a run with nothing to do, it still looks: a line added to the engine's environment
-    file is taken out again, and the engine restarts on the file as written."""
-    pid = host.check_output("systemctl show ds4 -p ExecMainPID --value")
-    host.check_output("echo DS4_DRIFTED=1 >> /etc/ds4/ds4.env")
-    rc, out = site(spark01)
-    assert rc == 0, out
+    file is taken out again, the stopped engine is started, on the file as written. The first difference
+    found is named (files are compared before units); that a stopped unit alone is found and named is
+    test_ds4_applied.py's (tests/unit/plugins/module_utils)."""
+    pid = exec_pid(host)
+    host.check_output("echo DS4_DRIFTED=1 >> /etc/ds4/ds4.env && systemctl stop ds4")
+    run = site(spark01)
+    assert run.rc == 0, run
     drift = "The whole run follows: file /etc/ds4/ds4.env changed since the last finished run"
-    assert drift in flat(out), out
-    assert changed(out, spark01) > 0, out
+    assert run.said(drift, spark01), run
+    assert run.changed(spark01) > 0, run
     assert "DS4_DRIFTED" not in host.file("/etc/ds4/ds4.env").content_string
-    assert host.check_output("systemctl show ds4 -p ExecMainPID --value") != pid
-    assert "Paris" in answer(host)
-    rc, out = site(spark01)
-    assert rc == 0 and changed(out, spark01) == 0 and NOTHING_TO_CHANGE in flat(out), out
-
-
-def test_a_stopped_engine_is_found_and_started(host, spark01):
-    host.check_output("systemctl stop ds4")
-    rc, out = site(spark01)
-    assert rc == 0, out
-    assert "The whole run follows: unit ds4.service changed since the last finished run" in flat(out), out
-    assert host.service("ds4").is_running and "Paris" in answer(host)
+    assert exec_pid(host) != pid
+    assert host.service("ds4").is_running and "Paris" in ask(host)
 
 
 def test_a_changed_setting_reaches_its_file_and_back(host, spark01):
     dropin = "/etc/systemd/system/ds4.service.d/00-ds4-fleet-supervision.conf"
-    rc, out = site(spark01, "-e", "ds4_restart_sec=31")
-    assert rc == 0, out
-    assert "The whole run follows: the settings or the collection differ" in flat(out), out
-    assert changed(out, spark01) > 0, out
-    assert "RestartSec=31" in host.file(dropin).content_string
-    rc, out = site(spark01)
-    assert rc == 0, out
-    assert changed(out, spark01) > 0, out
+    back = None
+    try:
+        run = site(spark01, "-e", "ds4_restart_sec=31")
+        assert run.rc == 0, run
+        assert run.said("The whole run follows: the settings or the collection differ", spark01), run
+        assert run.changed(spark01) > 0, run
+        assert "RestartSec=31" in host.file(dropin).content_string
+        back = site(spark01)
+    finally:
+        # Converge's settings again, whatever failed above.
+        back = back or site(spark01)
+    assert back.rc == 0, back
+    assert back.changed(spark01) > 0, back
     assert "RestartSec=31" not in host.file(dropin).content_string
 
 
-def test_with_skipping_turned_off_every_task_runs_and_changes_nothing(host, spark01):
-    rc, out = site(spark01, "-e", "ds4_skip_when_unchanged=false")
-    assert rc == 0, out
-    assert changed(out, spark01) == 0 and NOTHING_TO_CHANGE not in flat(out), out
-    assert "TASK [ds4_preflight : " in out and "TASK [ds4_activate : " in out, out
+def test_with_skipping_turned_off_every_task_runs_and_changes_nothing(spark01):
+    run = site(spark01, "-e", "ds4_skip_when_unchanged=false")
+    assert run.rc == 0, run
+    assert run.changed(spark01) == 0 and not run.said(NOTHING_TO_CHANGE), run
+    roles = {result.role.rsplit(".", 1)[-1] for result in run.of(spark01) if result.role}
+    assert {"ds4_preflight", "ds4_activate"} <= roles, roles
 
 
 def untouched(host):
@@ -198,14 +194,11 @@ def assert_untouched(host, before):
     )
 
 
-def refusals(output):
-    """The refused variables' messages, from the json callback's report of the settings check."""
-    report = json.loads(output[output.index("{") :])
-    for play in report["plays"]:
-        for task in play["tasks"]:
-            for result in task["hosts"].values():
-                if result.get("refused"):
-                    return result["refused"]
+def refusals(run):
+    """The refused variables' messages, from the settings check's result."""
+    for result in run.results:
+        if result.data.get("refused"):
+            return result.data["refused"]
     return []
 
 
@@ -217,9 +210,9 @@ def test_bad_settings_are_refused_by_name_before_anything_changes(host, spark01,
     extra = tmp_path / "bad.json"
     extra.write_text(json.dumps(bad))
     before = untouched(host)
-    rc, out = site(spark01, "-e", f"@{extra}", env_extra={"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json"})
-    assert rc != 0, out
-    refused = refusals(out)
+    run = site(spark01, "-e", f"@{extra}")
+    assert run.rc != 0, run
+    refused = refusals(run)
     named = {message.split(" ")[0].split("[")[0].split("=")[0] for message in refused}
     assert len(bad) > 20 and sorted(set(bad) - named) == [], refused
     assert_untouched(host, before)
@@ -229,6 +222,7 @@ SECRET = "sk-live-Quux0ZPb9"
 
 
 def test_a_secret_is_shown_at_no_verbosity_nor_in_a_diff(host, spark01):
+    """What an operator reads: the default callback's text at -vvv, all of it."""
     # The sandbox's hub is plain http: the token may go there only because this says so.
     settings = {
         "ds4_extra_env": {"OPENAI_API_KEY": SECRET},
@@ -237,12 +231,15 @@ def test_a_secret_is_shown_at_no_verbosity_nor_in_a_diff(host, spark01):
     }
     env = json.dumps(settings)
     before = untouched(host)
-    rc, out = site(spark01, "--check", "--diff", "-vvv", "-e", env)
-    assert rc == 0, out
+    run = site(spark01, "--check", "--diff", "-vvv", "-e", env, callback=None)
+    out = run.output + run.stderr
+    assert run.rc == 0, run
     assert SECRET not in out
     assert "OPENAI_API_KEY=hmac-sha256:" in out, "the diff shows the variable, its value as a keyed digest"
-    rc, out = site(spark01, "-vvv", "-e", json.dumps({"ds4_extra_env": {"OPENAI_API_KEY": SECRET + "\n"}}))
-    assert rc != 0 and "ds4_extra_env value of OPENAI_API_KEY must not contain control characters" in out
+    bad = json.dumps({"ds4_extra_env": {"OPENAI_API_KEY": SECRET + "\n"}})
+    run = site(spark01, "-vvv", "-e", bad, callback=None)
+    out = run.output + run.stderr
+    assert run.rc != 0 and "ds4_extra_env value of OPENAI_API_KEY must not contain control characters" in out
     assert SECRET not in out
     assert_untouched(host, before)
 
@@ -266,63 +263,72 @@ def test_a_run_on_a_spark_another_run_holds_waits_then_refuses_naming_it(host, s
     try:
         hold_lock(host, socket.gethostname(), other.pid)
         before = untouched(host)
-        rc, out = site(spark01, "-e", "ds4_run_lock_wait=3")
-        flat = " ".join(out.split())
-        assert rc != 0
-        assert (
+        run = site(spark01, "-e", "ds4_run_lock_wait=3")
+        assert run.rc != 0, run
+        assert run.said(
             f"another ds4-fleet run holds this Spark: carol on {socket.gethostname()} (pid {other.pid}, "
-            "Provision the ds4 engine on each Spark, since 2026-12-01 09:00:00 UTC); waited 3 s" in flat
-        ), out
+            "Provision the ds4 engine on each Spark, since 2026-12-01 09:00:00 UTC); waited 3 s"
+        ), run
         assert_untouched(host, before)
     finally:
         other.kill()
         other.wait()
     # Now the holder is gone without releasing (a killed run): the next run takes the Spark over.
-    rc, out = site(spark01)
-    assert rc == 0, out
-    assert changed(out, spark01) == 0, out
+    run = site(spark01)
+    assert run.rc == 0, run
+    assert run.changed(spark01) == 0, run
     assert host.run(f"test -e {LOCK}").rc != 0, "the run released the Spark at its end"
 
 
 def test_a_run_held_from_another_controller_is_never_taken_over(host, spark01):
     hold_lock(host, "another-controller", 4242)
     try:
-        rc, out = site(spark01, "-e", "ds4_run_lock_wait=2")
-        assert rc != 0 and "carol on another-controller (pid 4242" in out, out
-        assert f"remove {LOCK} on the Spark" in " ".join(out.split())
+        run = site(spark01, "-e", "ds4_run_lock_wait=2")
+        assert run.rc != 0 and run.said("carol on another-controller (pid 4242"), run
+        assert run.said(f"remove {LOCK} on the Spark"), run
         assert json.loads(host.file(LOCK).content_string)["controller"] == "another-controller"
     finally:
         host.run(f"rm -f {LOCK}")
 
 
-def test_a_release_that_fails_its_smoke_test_is_rolled_back(host, name):
-    rc, out = site(name, "-e", "ds4_release=v0.6.6")
-    assert rc != 0
-    assert 'Activation of v0.6.6 failed at "Ask the engine the smoke question' in out, out
-    assert "'The capital of France is Lyon.'" in out
-    assert "Rolled back to v0.6.3" in out and "it serves again" in out
-    assert "Last lines of the engine's log:" in out
-    assert release(host) == "v0.6.3"
-    assert host.run(f"test -e {ROOT}/previous").rc != 0, "a first switch that failed leaves no previous link"
-    assert host.service("ds4").is_running
-    assert "v0.6.3" in host.check_output("systemctl show ds4 -p Description --value")
-    assert "Paris" in answer(host)
-    assert models(host) == LEGACY
+@pytest.mark.ends_scenario
+def test_the_upgrade_path_a_failed_release_rolled_back_then_0731_with_old_weights_by_policy(sparks, tmp_path):
+    """An operator's upgrade path, on both Sparks at once: a release that fails its smoke test is rolled
+    back; then the upgrade to v0.6.5 on 0731, spark01 under ds4_old_weights remove, spark02 under keep."""
+    # Step 1: v0.6.6 answers Lyon; each Spark is rolled back to v0.6.3 and serves again.
+    run = site(BOTH, "-e", "ds4_release=v0.6.6")
+    assert run.rc != 0, run
+    for name, host in sparks.items():
+        assert run.failed(name) == 1, run
+        assert run.said('Activation of v0.6.6 failed at "Ask the engine the smoke question', name), run
+        assert run.said("'The capital of France is Lyon.'", name), run
+        assert run.said("Rolled back to v0.6.3", name) and run.said("it serves again", name), run
+        assert run.said("Last lines of the engine's log:", name), run
+        assert release(host) == "v0.6.3", name
+        assert host.run(f"test -e {ROOT}/previous").rc != 0, (
+            "a first switch that failed leaves no previous link"
+        )
+        assert host.service("ds4").is_running, name
+        assert "v0.6.3" in host.check_output("systemctl show ds4 -p Description --value")
+        assert "Paris" in ask(host)
+        assert models(host) == LEGACY, name
 
-
-@pytest.mark.parametrize("policy", ["remove", "keep"])
-def test_the_upgrade_to_0731_serves_the_new_pair_and_treats_old_weights_by_policy(host, name, policy):
-    # spark01 upgrades under remove, spark02 under keep.
-    if (name, policy) not in (("spark01", "remove"), ("spark02", "keep")):
-        pytest.skip(f"{name} upgrades under the other policy")
-    rc, out = site(name, *UPGRADE, "-e", f"ds4_old_weights={policy}")
-    assert rc == 0, out
-    assert release(host) == "v0.6.5"
-    assert release(host, "previous") == "v0.6.3"
-    assert "Paris" in answer(host)
-    description = host.check_output("systemctl show ds4 -p Description --value")
-    assert "v0.6.5" in description and "imatrix-0731.gguf" in description
-    expected = GEN_0731 if policy == "remove" else GEN_0731 | LEGACY
-    assert models(host) == expected
-    env = host.file("/etc/ds4/ds4.env").content_string
-    assert "DS4_DSPARK_MODEL=/var/lib/ds4/gguf/DSpark-drafter-Q2K-Q8-0731.gguf" in env
+    # Step 2: the upgrade to 0731, each Spark under its policy (host variables of an added inventory:
+    # -e would set one for both).
+    policy = {"spark01": "remove", "spark02": "keep"}
+    policies = tmp_path / "policies.yml"
+    policies.write_text(
+        "all:\n  hosts:\n" + "".join(f"    {n}:\n      ds4_old_weights: {p}\n" for n, p in policy.items())
+    )
+    run = site(BOTH, *UPGRADE, inventory=[os.environ["MOLECULE_INVENTORY_FILE"], policies])
+    assert run.rc == 0, run
+    for name, host in sparks.items():
+        assert release(host) == "v0.6.5", name
+        assert release(host, "previous") == "v0.6.3", name
+        assert "Paris" in ask(host)
+        description = host.check_output("systemctl show ds4 -p Description --value")
+        assert "v0.6.5" in description and "imatrix-0731.gguf" in description
+        expected = GEN_0731 if policy[name] == "remove" else GEN_0731 | LEGACY
+        assert models(host) == expected, name
+        env = host.file("/etc/ds4/ds4.env").content_string
+        assert "DS4_DSPARK_MODEL=/var/lib/ds4/gguf/DSpark-drafter-Q2K-Q8-0731.gguf" in env

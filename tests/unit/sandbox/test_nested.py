@@ -1,0 +1,101 @@
+"""molecule/shared/nested.py and ordering.py, which every scenario's tests use: a nested playbook's jsonl
+events read back as results by host and task, and a scenario's tests run last to first with the ones that
+end it still last. The playbook runs on this machine (connection local), as a scenario's would on a Spark."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import nested
+from nested import play
+
+PLAYBOOK = """
+- name: The first play
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Say what is to change
+      ansible.builtin.debug:
+        msg: "Nothing to change: the Spark is as\\nthe last run left it"
+    - name: Change something
+      ansible.builtin.debug:
+        msg: changed
+      changed_when: true
+      notify: Restart it
+  handlers:
+    - name: Restart it
+      ansible.builtin.debug:
+        msg: restarted
+- name: The second play
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Fail saying why
+      ansible.builtin.fail:
+        msg: 'Activation of v1 failed at "Ask". Rolled back'
+"""
+
+
+def test_a_run_is_read_back_by_host_task_and_play(tmp_path):
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(PLAYBOOK)
+    printed = []
+    run = play(playbook, "-c", "local", "-v", inventory="localhost,", on_line=printed.append)
+    assert run.rc == 2, run
+    assert (run.changed("localhost"), run.failed("localhost"), run.count("localhost", "ok")) == (1, 1, 3)
+    assert run.plays == ["The first play", "The second play"]
+    assert run.plays_of("localhost") == run.plays
+    assert "Restart it" in run.tasks
+    assert run.result("Change something", "localhost").changed
+    failure = run.result("Fail saying why")
+    assert failure.failed and failure.play == "The second play" and run.failures() == [failure]
+    # Messages as the operator reads them, a wrapped one included; per host or from the whole run.
+    assert run.said("Nothing to change: the Spark is as the last run left it", "localhost")
+    assert run.said('Activation of v1 failed at "Ask"') and not run.said("Activation of v2")
+    # A pattern, line by line as the run said them.
+    assert run.search(r"Spark is (\w+)$")[1] == "as" and run.search(r"Spark is as the") is None
+    # The lines that are not events stay, in order: -v names the configuration file.
+    assert any("config file" in line for line in run.lines)
+    assert len(printed) == len(run.output.splitlines())
+
+
+def test_the_default_callback_gives_the_text_alone(tmp_path):
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(PLAYBOOK)
+    run = play(playbook, "-c", "local", inventory="localhost,", callback=None)
+    assert run.rc == 2 and run.events == [] and "TASK [Say what is to change]" in run.output
+
+
+def test_reverse_runs_the_tests_last_to_first_and_the_end_of_the_scenario_last(tmp_path):
+    (tmp_path / "conftest.py").write_text(
+        "from ordering import pytest_addoption, pytest_collection_modifyitems, pytest_configure  # noqa\n"
+    )
+    (tmp_path / "test_order.py").write_text(
+        textwrap.dedent(
+            """
+            import pytest
+
+            def test_a(): pass
+
+            @pytest.mark.ends_scenario
+            def test_b(): pass
+
+            def test_c(): pass
+            """
+        )
+    )
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]
+    command += ["--collect-only", str(tmp_path)]
+    listed = {}
+    for reverse in (False, True):
+        done = subprocess.run(
+            command + (["--reverse"] if reverse else []),
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env=dict(os.environ, PYTHONPATH=os.path.dirname(nested.__file__)),
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        listed[reverse] = [line.split("::")[-1] for line in done.stdout.splitlines() if "::" in line]
+    assert listed == {False: ["test_a", "test_c", "test_b"], True: ["test_c", "test_a", "test_b"]}
