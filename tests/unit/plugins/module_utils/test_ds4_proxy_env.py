@@ -51,7 +51,7 @@ def no_proxy_around(monkeypatch):
 
 
 @pytest.fixture
-def fake_git(tmp_path, monkeypatch):
+def git_log(tmp_path, monkeypatch):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     git = bin_dir / "git"
@@ -134,7 +134,7 @@ def test_the_settings_check_allows_the_names_the_modules_apply():
     assert rule({"LD_PRELOAD": "x"}) is not None
 
 
-def test_release_plan_gives_git_ls_remote_the_proxy_in_its_environment_alone(fake_git, tmp_path):
+def test_release_plan_gives_git_ls_remote_the_proxy_in_its_environment_alone(git_log, tmp_path):
     proxy_url = f"http://u:{MARKER}@proxy.example:3128"
     rc, out = run_module(
         ds4_release_plan,
@@ -150,13 +150,13 @@ def test_release_plan_gives_git_ls_remote_the_proxy_in_its_environment_alone(fak
         },
     )
     assert rc == 0 and out["commit"] == COMMIT, out
-    [(argv, env)] = git_calls(fake_git)
+    [(argv, env)] = git_calls(git_log)
     assert "ls-remote" in argv and MARKER not in argv
     assert (env["https_proxy"], env["no_proxy"]) == (proxy_url, "127.0.0.1")
     assert MARKER not in json.dumps(out)
 
 
-def test_release_build_clones_through_the_proxy_and_no_log_or_message_holds_it(fake_git, tmp_path):
+def test_release_build_clones_through_the_proxy_and_no_log_or_message_holds_it(git_log, tmp_path):
     nvcc = tmp_path / "cuda" / "bin" / "nvcc"
     nvcc.parent.mkdir(parents=True)
     nvcc.write_text("#!/bin/sh\nexit 0\n")
@@ -179,7 +179,7 @@ def test_release_build_clones_through_the_proxy_and_no_log_or_message_holds_it(f
     )
     # The fake git refuses the clone: the build fails there, having been given the proxy.
     assert rc == 1 and "cloning tag v0.6.5" in out["msg"], out
-    [(argv, env)] = git_calls(fake_git)
+    [(argv, env)] = git_calls(git_log)
     assert "clone" in argv and MARKER not in argv
     assert env["HTTPS_PROXY"] == proxy_url
     assert MARKER not in json.dumps(out)
@@ -244,11 +244,9 @@ PLAYBOOK = """
 """
 
 
-def test_through_ansible_at_vvv_the_proxy_password_is_on_no_command_line(fake_git, tmp_path):
-    """The real path, as the engine's preflight runs it: before, the task's `environment:` put the proxy
-    on the EXEC line that -vvv prints (and ps shows); now it travels in the module's arguments."""
-    (tmp_path / "play.yml").write_text(PLAYBOOK)
-    proxy_url = f"http://u:{MARKER}@proxy.example:3128"
+def play_at_vvv(tmp_path, playbook, proxy_url):
+    """ansible-playbook -vvv of PLAYBOOK on localhost with ds4_proxy_env holding PROXY_URL: its output."""
+    (tmp_path / "play.yml").write_text(playbook)
     (tmp_path / "vars.json").write_text(
         json.dumps({"root": str(tmp_path / "ds4"), "ds4_proxy_env": {"https_proxy": proxy_url}})
     )
@@ -269,7 +267,22 @@ def test_through_ansible_at_vvv_the_proxy_password_is_on_no_command_line(fake_gi
     done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     out = done.stdout + done.stderr
     assert done.returncode == 0 and COMMIT in out, out[-3000:]
+    return out
+
+
+def test_through_ansible_at_vvv_the_proxy_password_is_on_no_command_line(git_log, tmp_path):
+    """The real path, as the engine's preflight runs it: the task's `environment:` puts the proxy on the
+    EXEC line that -vvv prints (and ps shows), as the roles did before; `proxy_env` keeps it inside the
+    module's arguments."""
+    proxy_url = f"http://u:{MARKER}@proxy.example:3128"
+    option = '        proxy_env: "{{ ds4_proxy_env }}"'
+    keyword = PLAYBOOK.replace(option, '      environment: "{{ ds4_proxy_env }}"')
+    exec_lines = [line for line in play_at_vvv(tmp_path, keyword, proxy_url).splitlines() if "EXEC " in line]
+    # The detector sees the leak where there is one.
+    assert any(MARKER in line for line in exec_lines)
+    git_log.unlink()
+    out = play_at_vvv(tmp_path, PLAYBOOK, proxy_url)
     assert "EXEC /bin/sh -c" in out
     assert MARKER not in out
-    [(argv, git_env)] = git_calls(fake_git)
+    [(argv, git_env)] = git_calls(git_log)
     assert MARKER not in argv and git_env["https_proxy"] == proxy_url
