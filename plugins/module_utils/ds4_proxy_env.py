@@ -39,6 +39,11 @@ def proxy_secrets(value):
     return {item for item in secrets if item}
 
 
+def without_proxy(environ):
+    """ENVIRON (a mapping) without any proxy variable, for a process not trusted with the proxy's login."""
+    return {name: value for name, value in environ.items() if name.lower() not in PROXY_NAMES}
+
+
 def apply_proxy_env(proxy_env, environ=None, no_log_values=None):
     """Set PROXY_ENV (a mapping of the standard proxy variables to strings) in ENVIRON (the process's
     own, os.environ, by default), after adding each value's secrets to NO_LOG_VALUES (a module's set).

@@ -18,10 +18,10 @@ description:
   - Never builds into, replaces or removes the release the C(current) or C(previous) link names; a
     release that would need it fails instead.
   - With O(build_user), the engine's own code never runs as root. The clone (as root, the only user whose
-    environment holds a credential of O(repo)) is handed to that user, all but its C(.git), in a tree only
-    it may enter; C(make) runs as that user; then each of its processes is ended, the tree is made root's
-    and writable by no one else (no set-user-ID bits, a link to a file outside refused), and the built
-    programs are checked as that user.
+    environment holds a credential of O(repo) and the proxy of O(proxy_env)) is handed to that user, all
+    but its C(.git), in a tree only it may enter; C(make) runs as that user, with no proxy variable; then
+    each of its processes is ended, the tree is made root's and writable by no one else (no set-user-ID
+    bits, a link to a file outside refused), and the built programs are checked as that user.
   - A credential in O(repo) (C(https://user:token@host/...)) is given to git only in its environment; it
     is in no command line, and the clone, the build log and the stamp record the URL without it.
   - Records the commit the tag resolved to in O(tags_record), which M(ds4.fleet.ds4_release_plan) holds
