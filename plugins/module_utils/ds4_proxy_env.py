@@ -12,11 +12,13 @@ readable only by its own user and root.
 from __future__ import annotations
 
 import os
+import re
 from urllib.parse import unquote, urlsplit
 
 # The standard names, in lower case; each may also be given in upper case (ds4_settings holds
 # ds4_proxy_env to the same names).
 PROXY_NAMES = ("http_proxy", "https_proxy", "no_proxy", "all_proxy")
+_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class ProxyEnvError(ValueError):
@@ -51,9 +53,15 @@ def apply_proxy_env(proxy_env, environ=None, no_log_values=None):
     environ = os.environ if environ is None else environ
     for name, value in (proxy_env or {}).items():
         if not isinstance(name, str) or name.lower() not in PROXY_NAMES:
+            # Only a plain variable name is shown: anything else may be a secret written in the wrong place.
+            shown = (
+                name
+                if isinstance(name, str) and _VARIABLE_NAME.fullmatch(name)
+                else "a name that is no variable name"
+            )
             raise ProxyEnvError(
                 f"proxy_env (ds4_proxy_env) may set only {', '.join(PROXY_NAMES)} (lower or upper case), "
-                f"not {name!r}"
+                f"not {shown}"
             )
         if not isinstance(value, str):
             raise ProxyEnvError(f"proxy_env (ds4_proxy_env) {name} must be a string")

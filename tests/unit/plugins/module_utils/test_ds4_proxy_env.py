@@ -117,13 +117,22 @@ def test_the_proxy_is_set_in_the_environment_and_its_password_masked():
     assert {"tok%2Fen", "tok/en"} <= no_log
 
 
-@pytest.mark.parametrize("bad", [{"LD_PRELOAD": "/tmp/x.so"}, {"https_proxy": ["http://proxy:3128"]}])
-def test_another_variable_or_a_value_that_is_no_string_is_refused_before_anything_is_set(bad):
+@pytest.mark.parametrize(
+    "bad, said",
+    [
+        ({"LD_PRELOAD": "/tmp/x.so"}, "not LD_PRELOAD"),
+        ({f"http://u:{MARKER}@proxy:3128": "x"}, "not a name that is no variable name"),
+        ({"https_proxy": ["http://proxy:3128"]}, "https_proxy must be a string"),
+    ],
+)
+def test_another_variable_or_a_value_that_is_no_string_is_refused_before_anything_is_set(bad, said):
     environ = {}
     with pytest.raises(ProxyEnvError) as refused:
         apply_proxy_env({"http_proxy": "http://proxy:3128", **bad}, environ, set())
-    assert environ == {} and "proxy_env (ds4_proxy_env)" in str(refused.value)
-    assert "/tmp/x.so" not in str(refused.value) and "proxy:3128" not in str(refused.value)
+    assert environ == {} and str(refused.value).startswith("proxy_env (ds4_proxy_env)")
+    assert said in str(refused.value)
+    for value in ("/tmp/x.so", "proxy:3128", MARKER):
+        assert value not in str(refused.value)
 
 
 def test_the_settings_check_allows_the_names_the_modules_apply():
