@@ -38,6 +38,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_cubin import (
     check_program,
     cuobjdump_for,
 )
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_proxy_env import without_proxy
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_plan import (
     PROGRAMS,
     RELEASES_DIR,
@@ -158,13 +159,19 @@ class _Log:
         self.note("$ " + " ".join(argv))
         self.progress.write(redact(f"`{' '.join(argv)}`", self.repo))
 
+    def _env(self, env, account):
+        """The environment of a step: the engine's code, run as the build user, is given no proxy (its
+        login is root's, for the clone)."""
+        env = self.env if env is None else env
+        return env if account is None else without_proxy(env)
+
     def run(self, argv, cwd, timeout=None, env=None, account=None):
         self._started(argv)
         try:
             proc = subprocess.Popen(
                 argv,
                 cwd=cwd,
-                env=self.env if env is None else env,
+                env=self._env(env, account),
                 stdin=subprocess.DEVNULL,
                 stdout=self.handle,
                 stderr=subprocess.STDOUT,
@@ -196,7 +203,7 @@ class _Log:
             proc = subprocess.run(
                 argv,
                 cwd=cwd,
-                env=self.env,
+                env=self._env(None, account),
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
                 text=True,

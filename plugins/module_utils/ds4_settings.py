@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.ds4.fleet.plugins.module_utils import ds4_catalog, ds4_launch, ds4_redact
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_proxy_env import PROXY_NAMES
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_version import RELEASE_TAG_RE
 
 MASK = ds4_redact.MASK
@@ -69,7 +70,6 @@ _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 _ACCOUNT = re.compile(r"[a-z_][a-z0-9_-]*\$?")
 _MODE = re.compile(r"0[0-7]{3}")
 _URL_UNSAFE = re.compile(r"[\s\"'\\%$`\x00-\x1f\x7f]")
-_PROXY_NAMES = ("http_proxy", "https_proxy", "no_proxy", "all_proxy")
 _MEMLOCK = re.compile(r"infinity|[0-9]+[KMGT]?")
 # No % (a systemd specifier: %i, %n would name another device than written), no quotes or backslashes.
 _DEVICE = re.compile(r"(char-|block-|/dev/)[^\s\x00-\x1f\x7f%\"'\\]+ [rwm]+")
@@ -242,7 +242,7 @@ def _proxy_env(value):
     if not isinstance(value, dict):
         return what
     for key, item in value.items():
-        if not isinstance(key, str) or key.lower() not in _PROXY_NAMES:
+        if not isinstance(key, str) or key.lower() not in PROXY_NAMES:
             return what
         if not isinstance(item, str) or _URL_UNSAFE.search(item):
             return what

@@ -17,6 +17,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import 
     NoSpaceError,
 )
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_transfer import CONNECTIONS
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_proxy_env import ProxyEnvError, apply_proxy_env
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_weight_files import progress_name
 
 DOCUMENTATION = r"""
@@ -124,6 +125,7 @@ options:
 extends_documentation_fragment:
   - ds4.fleet.module
   - ds4.fleet.hub
+  - ds4.fleet.proxy
 """
 
 EXAMPLES = r"""
@@ -288,6 +290,7 @@ def main():
             owner=dict(type="str"),
             group=dict(type="str"),
             mode=dict(type="str"),
+            proxy_env=dict(type="dict", default={}, no_log=True),
         ),
         supports_check_mode=True,
     )
@@ -302,6 +305,11 @@ def main():
         module.fail_json(msg=f"connections must be 1 or more, got {p['connections']}")
     if not os.path.isdir(p["dest"]):
         module.fail_json(msg=f"dest {p['dest']} is not a directory: create it (with its owner) first")
+    try:
+        # The hub through the proxy (requests reads os.environ); the peers never (a direct session).
+        apply_proxy_env(p["proxy_env"], no_log_values=module.no_log_values)
+    except ProxyEnvError as e:
+        module.fail_json(msg=str(e))
     progress_file = p["progress_file"] or os.path.join(p["dest"], progress_name(p["file"]))
     result = _ensure(module, progress_file)
     for warning in result.pop("warnings"):

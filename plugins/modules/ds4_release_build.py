@@ -18,10 +18,10 @@ description:
   - Never builds into, replaces or removes the release the C(current) or C(previous) link names; a
     release that would need it fails instead.
   - With O(build_user), the engine's own code never runs as root. The clone (as root, the only user whose
-    environment holds a credential of O(repo)) is handed to that user, all but its C(.git), in a tree only
-    it may enter; C(make) runs as that user; then each of its processes is ended, the tree is made root's
-    and writable by no one else (no set-user-ID bits, a link to a file outside refused), and the built
-    programs are checked as that user.
+    environment holds a credential of O(repo) and the proxy of O(proxy_env)) is handed to that user, all
+    but its C(.git), in a tree only it may enter; C(make) runs as that user, with no proxy variable; then
+    each of its processes is ended, the tree is made root's and writable by no one else (no set-user-ID
+    bits, a link to a file outside refused), and the built programs are checked as that user.
   - A credential in O(repo) (C(https://user:token@host/...)) is given to git only in its environment; it
     is in no command line, and the clone, the build log and the stamp record the URL without it.
   - Records the commit the tag resolved to in O(tags_record), which M(ds4.fleet.ds4_release_plan) holds
@@ -70,6 +70,7 @@ options:
 extends_documentation_fragment:
   - ds4.fleet.module
   - ds4.fleet.build
+  - ds4.fleet.proxy
 """
 
 EXAMPLES = r"""
@@ -121,6 +122,10 @@ import json  # noqa: E402
 import os  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_proxy_env import (  # noqa: E402
+    ProxyEnvError,
+    apply_proxy_env,
+)
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_build import (  # noqa: E402
     BuildError,
     build_release,
@@ -193,6 +198,7 @@ def main():
             "progress_file": {"type": "path"},
             "build_user": {"type": "str"},
             "tags_record": {"type": "path", "default": TAGS_RECORD},
+            "proxy_env": {"type": "dict", "default": {}, "no_log": True},
         },
         supports_check_mode=True,
     )
@@ -201,12 +207,14 @@ def main():
     try:
         # A credential in the URL is masked in everything the module returns, its invocation included.
         module.no_log_values.update(remote_of(p["repo"]).secrets)
+        # The clone (its environment is built from os.environ) goes through the proxy.
+        apply_proxy_env(p["proxy_env"], no_log_values=module.no_log_values)
         release = check_release_tag(p["release"])
         commit = check_commit(p["commit"])
         if commit is None:
             raise ReleaseError("the commit the release tag resolved to is required")
         state = release_state(p["root"], release, commit, p["build_target"], p["cuda_version"])
-    except ReleaseError as exc:
+    except (ReleaseError, ProxyEnvError) as exc:
         module.fail_json(msg=str(exc), path=path)
     diff = _stamp_diff(state)
     result = {"path": state["path"], "reason": state["reason"], "stamp": state["stamp"]}

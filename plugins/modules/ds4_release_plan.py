@@ -46,6 +46,7 @@ options:
 extends_documentation_fragment:
   - ds4.fleet.module
   - ds4.fleet.build
+  - ds4.fleet.proxy
 """
 
 EXAMPLES = r"""
@@ -141,6 +142,7 @@ kept:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_proxy_env import ProxyEnvError, apply_proxy_env  # noqa: E402
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_plan import (  # noqa: E402
     TAGS_RECORD,
     ReleaseError,
@@ -168,6 +170,7 @@ def main():
             "cuda_version": {"type": "str", "required": True},
             "keep": {"type": "int", "default": 3},
             "log_dir": {"type": "path", "default": "/var/log/ds4"},
+            "proxy_env": {"type": "dict", "default": {}, "no_log": True},
         },
         supports_check_mode=True,
     )
@@ -180,6 +183,8 @@ def main():
     try:
         # A credential in the URL is masked in everything the module returns, its invocation included.
         module.no_log_values.update(remote_of(p["repo"]).secrets)
+        # git ls-remote (run_command starts from os.environ) goes through the proxy.
+        apply_proxy_env(p["proxy_env"], no_log_values=module.no_log_values)
         release = check_release_tag(p["release"])
         pinned = check_commit(p["commit"])
         git = module.get_bin_path("git", required=True)
@@ -190,7 +195,7 @@ def main():
         plan = plan_release(
             p["root"], release, commit, p["build_target"], p["cuda_version"], p["keep"], p["log_dir"]
         )
-    except ReleaseError as exc:
+    except (ReleaseError, ProxyEnvError) as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(
         changed=False, recorded_commit=recorded, moved=bool(recorded and recorded != commit), **plan

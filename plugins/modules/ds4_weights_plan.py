@@ -17,6 +17,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import 
     fetch_metadata,
     new_session,
 )
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_proxy_env import ProxyEnvError, apply_proxy_env
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_weights_survey import survey
 
 DOCUMENTATION = r"""
@@ -75,6 +76,7 @@ options:
 extends_documentation_fragment:
   - ds4.fleet.module
   - ds4.fleet.hub
+  - ds4.fleet.proxy
 """
 
 EXAMPLES = r"""
@@ -179,6 +181,7 @@ def main():
             endpoint=dict(type="str", default="https://huggingface.co"),
             token=dict(type="str", default="", no_log=True),
             timeout=dict(type="float", default=30.0),
+            proxy_env=dict(type="dict", default={}, no_log=True),
         ),
         supports_check_mode=True,
     )
@@ -187,6 +190,11 @@ def main():
             msg=missing_required_lib("requests (python3-requests)"), exception=REQUESTS_IMPORT_ERROR
         )
     p = module.params
+    try:
+        # requests takes the proxy from os.environ at each request.
+        apply_proxy_env(p["proxy_env"], no_log_values=module.no_log_values)
+    except ProxyEnvError as e:
+        module.fail_json(msg=str(e))
     session = new_session(p["token"])
 
     def size_of(entry):

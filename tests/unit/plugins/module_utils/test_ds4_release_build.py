@@ -382,8 +382,8 @@ BUILD_UID = 61883
 @pytest.fixture
 def open_tree(forge, monkeypatch):
     """A tree the build user may traverse (pytest's own is root's alone), a GB10 nvcc in it, a `make` that
-    records who ran it, leaves a process behind, tries to write beside its tree and sets a set-user-ID
-    bit; and the build user, an account of BUILD_UID."""
+    records who ran it and with what environment, leaves a process behind, tries to write beside its tree
+    and sets a set-user-ID bit; and the build user, an account of BUILD_UID."""
     if os.geteuid() != 0:
         pytest.skip("switching to the build user needs root")
     for status in Path("/proc").glob("[0-9]*/status"):
@@ -401,7 +401,7 @@ def open_tree(forge, monkeypatch):
     spy = base / "make"
     spy.write_text(
         "#!/bin/sh\n"
-        'id -u > .built-by && chmod 4775 .built-by && echo "$HOME" > .home\n'
+        'id -u > .built-by && chmod 4775 .built-by && echo "$HOME" > .home && env > .build-env\n'
         "sleep 300 & echo $! > .left-behind\n"
         "touch ../escaped 2>/dev/null\n"
         'exec make "$@"\n'
@@ -450,6 +450,25 @@ def test_the_engine_is_built_by_the_build_user_and_left_to_root(forge, open_tree
     log = (root / "logs" / "build-v0.6.5.log").read_text()
     assert f"building as ds4-build (uid {BUILD_UID})" in log
     assert json.loads((root / "engine-tags.json").read_text())["v0.6.5"]["commit"] == forge["tags"]["v0.6.5"]
+
+
+def test_the_build_user_is_not_given_the_proxy_that_the_clone_went_through(forge, open_tree, monkeypatch):
+    """The proxy (ds4_proxy_env, set in the module's environment) is for root's clone; the engine's code,
+    not trusted with root, is not trusted with a proxy's password either."""
+    marker = "Px-9b2e-PROXYPASS"
+    monkeypatch.setenv("https_proxy", f"http://u:{marker}@proxy.example:3128")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    root = open_tree["base"] / "opt"
+    built = build_release(
+        root=str(root), release="v0.6.5", commit=forge["tags"]["v0.6.5"], repo=forge["repo"],
+        build_target=SPARK, cuda_version="13.0", nvcc=open_tree["nvcc"], jobs=2, log_dir=str(root / "logs"),
+        git="git", make=open_tree["make"], env=os.environ, build_user="ds4-build",
+    )  # fmt: skip
+    assert built["built"]
+    seen = (root / "releases" / "v0.6.5" / ".build-env").read_text()
+    names = {line.partition("=")[0].lower() for line in seen.splitlines()}
+    assert "path" in names and "https_proxy" not in names and "no_proxy" not in names
+    assert marker not in seen
 
 
 def test_a_build_that_links_to_a_file_outside_its_tree_is_refused(forge, open_tree, monkeypatch):
