@@ -14,7 +14,6 @@ modification time and inode, as the weights' own verification records do.
 
 from __future__ import annotations
 
-import contextlib
 import glob
 import hashlib
 import json
@@ -22,7 +21,11 @@ import os
 import pwd
 import stat
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import read_text
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import (
+    private_dir,
+    read_text,
+    replace_file,
+)
 
 # Files larger than this are compared by size, time and inode, not read.
 HASH_LIMIT = 16 * 1024 * 1024
@@ -168,30 +171,16 @@ def read_record(path):
         return None
 
 
-def _private_dir(directory):
-    """The record's directory: root's alone, made if missing, refused if it is a link or anyone else's."""
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(directory, 0o700)
-    st = os.lstat(directory)
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or stat.S_IMODE(st.st_mode) & 0o077:
+def write_record(path, fingerprint, now):
+    """Replace the record atomically, in a directory only root can write."""
+    directory = os.path.dirname(path)
+    if not private_dir(directory):
         raise AppliedError(
             f"{directory} must be a directory of {pwd.getpwuid(os.geteuid()).pw_name} alone (mode 0700), "
             "not a link or anyone else's: the run record is not written there"
         )
-
-
-def write_record(path, fingerprint, now):
-    """Replace the record atomically, in a directory only root can write."""
-    directory = os.path.dirname(path)
-    _private_dir(directory)
-    temporary = f"{path}.tmp"
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(temporary)
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        record = {"version": RECORD_VERSION, "fingerprint": fingerprint, "state": now}
-        json.dump(record, handle, sort_keys=True)
-    os.replace(temporary, path)
+    record = {"version": RECORD_VERSION, "fingerprint": fingerprint, "state": now}
+    replace_file(path, json.dumps(record, sort_keys=True).encode("utf-8"), 0o600)
 
 
 def remove_record(path):

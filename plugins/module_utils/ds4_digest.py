@@ -9,11 +9,12 @@ root's alone) and never shown; a key that is a link, anyone else's or readable b
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import hmac
 import os
 import stat
+
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import private_dir
 
 KEY_FILE = "/var/lib/ds4-fleet/digest.key"
 KEY_BYTES = 32
@@ -35,19 +36,13 @@ def _private(st):
     return st.st_uid == os.geteuid() and not stat.S_IMODE(st.st_mode) & 0o077
 
 
-def _private_dir(directory):
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(directory, 0o700)
-    st = os.lstat(directory)
-    if not stat.S_ISDIR(st.st_mode) or not _private(st):
+def _make(path):
+    directory = os.path.dirname(path)
+    if not private_dir(directory):
         raise DigestKeyError(
             f"{directory} must be a directory of the running user alone (mode 0700), not a link or anyone "
             "else's: the key of the digests of secret settings is kept there"
         )
-
-
-def _make(path):
-    _private_dir(os.path.dirname(path))
     key = os.urandom(KEY_BYTES)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)

@@ -21,11 +21,18 @@ import json
 import os
 import stat
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import read_text
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import (
+    private_dir,
+    read_text,
+    replace_file,
+)
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_version import is_release_tag
 
 RECORD_PATH = "/var/lib/ds4-fleet/last-good.json"
 RECORD_VERSION = 1
+# The new copy of a file is written beside it (launch files in /etc/ds4 and /etc/systemd/system) under a
+# name of our own, which no other file there has.
+_SUFFIX = ".ds4-last-good.tmp"
 RELEASES_DIR = "releases"
 
 
@@ -148,48 +155,19 @@ def rollback_target(record, root):
     return {"release": record["release"], "release_dir": wanted, "reason": None}
 
 
-def _private_dir(directory):
-    """The record's directory: root's alone, made if missing, refused if it is a link or anyone else's."""
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(directory, 0o700)
-    st = os.lstat(directory)
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or stat.S_IMODE(st.st_mode) & 0o077:
+def write_record(record, path=RECORD_PATH):
+    """Replace the record atomically; True when it changed."""
+    directory = os.path.dirname(path)
+    if not private_dir(directory):
         raise LastGoodError(
             f"{directory} must be a directory of the user running the activation alone (mode 0700), not a "
             "link or anyone else's: the last-good record is not written there"
         )
-
-
-def _replace(path, content, mode, uid=None, gid=None):
-    """Write PATH atomically: a new file beside it (never through a link at either name), its owner and
-    mode set through the open descriptor, then renamed over PATH."""
-    temporary = f"{path}.ds4-last-good.tmp"
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(temporary)
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            if uid is not None:
-                os.fchown(handle.fileno(), uid, gid)
-            os.fchmod(handle.fileno(), mode)
-            handle.write(content)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-        raise
-
-
-def write_record(record, path=RECORD_PATH):
-    """Replace the record atomically; True when it changed."""
-    _private_dir(os.path.dirname(path))
     text = json.dumps(record, sort_keys=True)
     with contextlib.suppress(LastGoodError):
         if read_record(path) == record:
             return False
-    _replace(path, text.encode("utf-8"), 0o600)
+    replace_file(path, text.encode("utf-8"), 0o600, suffix=_SUFFIX)
     return True
 
 
@@ -203,6 +181,6 @@ def restore_files(record):
         with contextlib.suppress(LastGoodError):
             if _launch_file(path) == entry:
                 continue
-        _replace(path, content, entry["mode"], entry["uid"], entry["gid"])
+        replace_file(path, content, entry["mode"], entry["uid"], entry["gid"], suffix=_SUFFIX)
         restored.append(path)
     return restored

@@ -5,6 +5,8 @@ is walked from / one component at a time with openat (O_NOFOLLOW), and whatever 
 through the descriptor that was opened and checked, never by path again:
 
 - read_text: a run's own files (its lock, its record);
+- private_dir and replace_file: a run's own records (/var/lib/ds4-fleet), in a directory of root's alone,
+  written whole beside their path and renamed over it, never through a link at either name;
 - owned_dir: a directory handed to a user (the KV banks to the service user, the weights to
   ds4_weights_owner), made and chowned by a walk that refuses a link at any component and any parent a
   third user could change;
@@ -14,6 +16,7 @@ through the descriptor that was opened and checked, never by path again:
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -34,6 +37,37 @@ def read_text(path):
         return None
     with os.fdopen(fd, encoding="utf-8") as handle:
         return handle.read()
+
+
+def private_dir(directory):
+    """Make DIRECTORY (mode 0700) when it is missing; whether it is a directory of the running user alone:
+    not a link, nobody else's, no group or other bits. The caller refuses it, naming what it keeps there."""
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(directory, 0o700)
+    st = os.lstat(directory)
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not stat.S_IMODE(st.st_mode) & 0o077
+
+
+def replace_file(path, content, mode, uid=None, gid=None, suffix=".tmp"):
+    """Write PATH (bytes) whole and atomically: a new file PATH+SUFFIX beside it (never through a link at
+    either name), its owner and mode set through its descriptor, flushed to disk, then renamed over PATH."""
+    temporary = path + suffix
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(temporary)
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            if uid is not None:
+                os.fchown(handle.fileno(), uid, gid)
+            os.fchmod(handle.fileno(), mode)
+            handle.write(content)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
 
 
 def _components(path):

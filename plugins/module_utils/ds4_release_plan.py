@@ -17,7 +17,6 @@ a change of any of them rebuilds it.
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import json
 import os
@@ -27,6 +26,7 @@ from urllib.parse import urlsplit
 from ansible_collections.ds4.fleet.plugins.module_utils import ds4_redact
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_git_remote import RemoteError, git_remote
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_last_good import RECORD_PATH, recorded_release
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import replace_file
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_version import (
     is_release_tag,
     releases_to_prune,
@@ -207,14 +207,7 @@ def record_tag(path, tag, commit, now=None):
     # Modules run on the host's python3, 3.10 on Ubuntu 22.04: no datetime.UTC there.
     when = (now or datetime.datetime.now(datetime.timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")  # noqa: UP017
     record[tag] = {"commit": commit, "recorded_at": when}
-    temporary = path + ".tmp"
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(temporary)
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(record, handle, indent=2, sort_keys=True)
-        handle.write("\n")
-    os.replace(temporary, path)
+    replace_file(path, (json.dumps(record, indent=2, sort_keys=True) + "\n").encode("utf-8"), 0o644)
 
 
 def linked_release(root, name):
