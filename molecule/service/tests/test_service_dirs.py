@@ -5,33 +5,18 @@ Each refused run is a nested `ansible-playbook` run of converge.yml whose exit s
 asserted; the Spark keeps serving and /etc keeps its owner whatever the run was given.
 """
 
-import os
-import re
-import shutil
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
+from nested import flat
+from test_service import play as converge
 
-SCENARIO = Path(__file__).resolve().parents[1]
 KV = "/var/lib/ds4/kv"
 
 
 def play(*args):
-    """Run converge.yml again on the Spark; (exit status, output without colour, on one line)."""
-    ansible = shutil.which(
-        "ansible-playbook", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
-    )
-    proc = subprocess.run(
-        [ansible, "-i", os.environ["MOLECULE_INVENTORY_FILE"], str(SCENARIO / "converge.yml"), *args],
-        env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"),
-        capture_output=True,
-        text=True,
-        # A guard against a hang, not an expectation of speed.
-        timeout=1800,
-    )
-    return proc.returncode, " ".join(re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + proc.stderr).split())
+    """converge.yml again on the Spark, read as an operator reads it: (exit status, all it printed, on one
+    line)."""
+    run = converge(*args, callback=None)
+    return run.rc, flat(run.output + run.stderr)
 
 
 def owner(host, path):
