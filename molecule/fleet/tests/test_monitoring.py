@@ -78,19 +78,21 @@ def query(host, expr):
     return api(host, "query?query=" + expr.replace(" ", "%20"))["result"]
 
 
-@pytest.fixture(scope="module")
-def prometheus(sparks, work):
-    """Prometheus from Debian's package on spark01, started here on the live configuration."""
-    host = sparks[MONITOR]
+def install_prometheus(host):
+    """Prometheus from Debian's package on HOST, its own service off: each test module runs its own."""
     installed = host.run(
         "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus"
         " || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q"
         " --no-install-recommends prometheus)"
     )
     assert installed.rc == 0, installed.stdout[-2000:] + installed.stderr[-2000:]
-    # The package starts its own on its default configuration: this test runs its own instead.
+    # The package starts its own on its default configuration: the tests run their own instead.
     host.check_output("systemctl disable --now prometheus.service")
-    host.check_output(f"rm -rf {REMOTE} && mkdir -p {REMOTE}")
+
+
+def configurations(work):
+    """(defaults, live): the configuration and rules generated with the defaults, and with the fast
+    timings the tests watch alerts on."""
     defaults = generate(work, "defaults")
     live = generate(
         work,
@@ -102,13 +104,34 @@ def prometheus(sparks, work):
         "-e",
         "ds4_monitoring_engine_down_for=10s",
     )
+    return defaults, live
+
+
+def start_prometheus(host, unit, directory, port):
+    """Prometheus as the transient UNIT on DIRECTORY/live/prometheus.yml (its data in DIRECTORY/data),
+    once it says it is ready: until then its API answers 503."""
+    host.check_output(
+        f"systemd-run --unit={unit} prometheus --config.file={directory}/live/prometheus.yml"
+        f" --storage.tsdb.path={directory}/data --web.listen-address=127.0.0.1:{port}"
+    )
+    wait_for(
+        f"{unit} ready",
+        lambda: host.run(f"curl -fsS --max-time 5 http://127.0.0.1:{port}/-/ready").rc == 0,
+        timeout=60,
+    )
+
+
+@pytest.fixture(scope="module")
+def prometheus(sparks, work):
+    """Prometheus from Debian's package on spark01, started here on the live configuration."""
+    host = sparks[MONITOR]
+    install_prometheus(host)
+    host.check_output(f"rm -rf {REMOTE} && mkdir -p {REMOTE}")
+    defaults, live = configurations(work)
     copy_in(defaults, f"{REMOTE}/defaults")
     copy_in(TESTS / "ds4-alerts.promtool.yml", f"{REMOTE}/defaults/")
     copy_in(live, f"{REMOTE}/live")
-    host.check_output(
-        f"systemd-run --unit=ds4-test-prometheus prometheus --config.file={REMOTE}/live/prometheus.yml"
-        f" --storage.tsdb.path={REMOTE}/data --web.listen-address=127.0.0.1:9090"
-    )
+    start_prometheus(host, "ds4-test-prometheus", REMOTE, 9090)
     yield host
     host.run("systemctl stop ds4-test-prometheus")
 

@@ -15,7 +15,17 @@ import json
 
 import pytest
 import testinfra
-from test_monitoring import MONITOR, NAMES, PREFIX, REMOTE, TESTS, copy_in, generate
+from test_monitoring import (
+    MONITOR,
+    NAMES,
+    PREFIX,
+    REMOTE,
+    TESTS,
+    configurations,
+    copy_in,
+    install_prometheus,
+    start_prometheus,
+)
 from waits import wait_for
 
 API = "http://127.0.0.1:9091/api/v1"
@@ -55,34 +65,13 @@ def alerts(host, name, state):
 def prometheus(sparks, tmp_path_factory):
     """A Prometheus of this test's own in spark01 (port 9091), on the fast configuration."""
     host = sparks[MONITOR]
-    installed = host.run(
-        "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus"
-        " || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q"
-        " --no-install-recommends prometheus)"
-    )
-    assert installed.rc == 0, installed.stdout[-2000:] + installed.stderr[-2000:]
-    host.check_output("systemctl disable --now prometheus.service")
-    work = tmp_path_factory.mktemp("monitoring-garbage")
-    defaults = generate(work, "defaults")
-    live = generate(
-        work,
-        "live",
-        "-e",
-        "ds4_monitoring_scrape_interval=2s",
-        "-e",
-        "ds4_monitoring_evaluation_interval=2s",
-        "-e",
-        "ds4_monitoring_engine_down_for=10s",
-    )
+    install_prometheus(host)
+    defaults, live = configurations(tmp_path_factory.mktemp("monitoring-garbage"))
     host.check_output(f"rm -rf {REMOTE}/garbage && mkdir -p {REMOTE}/garbage")
     copy_in(defaults, f"{REMOTE}/garbage/defaults")
     copy_in(TESTS / "ds4-alerts-metrics.promtool.yml", f"{REMOTE}/garbage/defaults/")
     copy_in(live, f"{REMOTE}/garbage/live")
-    host.check_output(
-        f"systemd-run --unit=ds4-test-prometheus-garbage prometheus"
-        f" --config.file={REMOTE}/garbage/live/prometheus.yml --storage.tsdb.path={REMOTE}/garbage/data"
-        " --web.listen-address=127.0.0.1:9091"
-    )
+    start_prometheus(host, "ds4-test-prometheus-garbage", f"{REMOTE}/garbage", 9091)
     wait_for(
         "the three Sparks' ds4 series scraped",
         lambda: len(query(host, "ds4_spark_engine_up == 1")) == 3,
