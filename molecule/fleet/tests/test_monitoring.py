@@ -192,3 +192,9 @@ def test_stopping_ds4_on_one_spark_fires_engine_down_for_it_alone(prometheus, sp
         assert up == {"spark01": "1", "spark02": "1", "spark03": "0"}
     finally:
         sparks["spark03"].check_output("systemctl start ds4")
+        # Put back whole: the engine's own series of spark03 scraped again, as the other tests read them.
+        wait_for(
+            "spark03's engine series scraped again",
+            lambda: "spark03" in {r["metric"]["spark"] for r in query(prometheus, "ds4_requests_inflight")},
+            timeout=120,
+        )
