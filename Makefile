@@ -12,7 +12,7 @@ SCENARIOS ?= $(LONGEST_FIRST) $(filter-out $(LONGEST_FIRST),$(ALL_SCENARIOS))
 # Scenarios side by side: each waits mostly on its hosts, so two use a 2-core machine's time well.
 MOLECULE_JOBS ?= 2
 
-.PHONY: setup host demo sandbox-up sandbox-down test lint unit sanity molecule clean
+.PHONY: setup host demo sandbox-up sandbox-down test lint unit sanity molecule ee clean
 
 # The development tools: running the collection (requirements.txt) and testing, linting and releasing it
 # (requirements-dev.txt). Redone when either file changes.
@@ -75,6 +75,15 @@ sanity: setup
 	  cp galaxy.yml "$$dir/ansible_collections/ds4/fleet/"; \
 	  cd "$$dir/ansible_collections/ds4/fleet" && \
 	  $(abspath $(BIN))/ansible-test sanity --venv --python $(SANITY_PYTHON) $(SANITY_ARGS)
+
+# The execution environment for AWX and ansible-navigator (execution-environment.yml) as image $(EE_IMAGE):
+# the collection built into dist/, the image's Python packages downloaded by this machine's pip and installed
+# from those wheels, on the base $(EE_BASE_IMAGE) or one made from the sandbox's Debian image
+# (tests/sandbox/ee.py; the ee scenario runs this target and then the image).
+EE_IMAGE ?= localhost/ds4-fleet-ee:latest
+EE_BASE_IMAGE ?=
+ee: setup host
+	$(PY) tests/sandbox/ee.py --image $(EE_IMAGE) $(if $(EE_BASE_IMAGE),--base $(EE_BASE_IMAGE))
 
 # Scenarios side by side, each logged to .sandbox/molecule/<scenario>.log (tests/sandbox/scenarios.py):
 # CI shows only the last lines of the output, so after a failure its failed tests are printed last.
