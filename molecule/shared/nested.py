@@ -178,6 +178,16 @@ class Run:
             said += [*self.lines, *self.stderr.splitlines()]
         return said
 
+    def warnings(self, host: str | None = None) -> list[str]:
+        """Every warning of the run, in order: those HOST's results carry (every host's when None; the
+        default callback prints them as [WARNING] lines), then, when HOST is None, the [WARNING] lines
+        Ansible printed on stderr outside any result."""
+        said = [warning for result in self.of(host) for warning in result.data.get("warnings") or []]
+        if host is None:
+            mark = "[WARNING]: "
+            said += [line[len(mark) :] for line in self.stderr.splitlines() if line.startswith(mark)]
+        return said
+
     def search(self, pattern: str, host: str | None = None) -> re.Match | None:
         """The first match of PATTERN in a line that the run said (see said_lines), or None."""
         return next(filter(None, (re.search(pattern, line) for line in self.said_lines(host))), None)

@@ -1,11 +1,56 @@
-"""What the scenarios' tests read on a sandbox Spark through testinfra: the unit's properties, the release
-a link names, the engine's answer, the journal. pyproject.toml puts this directory on pytest's path."""
+"""What the scenarios' tests read on a sandbox host through testinfra: the host by its name, the unit's
+properties, the release a link names, the engine's answer, the journal, a gateway's HAProxy; and commands
+in the scenario's forge. pyproject.toml puts this directory on pytest's path."""
 
 import json
+import os
+import subprocess
+
+import testinfra
 
 ROOT = "/opt/ds4"
 API = "http://127.0.0.1:8000"
 QUESTION = "What is the capital of France?"
+# One command to HAProxy's runtime API (its first argument) in a gateway, without the collection: its answer.
+HAPROXY_RUNTIME = (
+    "import socket,sys\n"
+    "s=socket.socket(socket.AF_UNIX); s.connect('/run/haproxy/admin.sock')\n"
+    "s.sendall(sys.argv[1].encode()+b'\\n'); out=b''\n"
+    "while (c:=s.recv(65536)): out+=c\n"
+    "sys.stdout.write(out.decode())\n"
+)
+
+
+def container(name):
+    """The podman container of the scenario's host NAME (spark01, gw01, forge)."""
+    return f"mol-{os.environ['MOLECULE_SCENARIO_NAME']}-{name}"
+
+
+def sandbox_host(name):
+    """The scenario's host NAME, as testinfra reaches it."""
+    return testinfra.get_host(f"podman://{container(name)}")
+
+
+def forge(*cmd, check=False, timeout=120, stdin=None):
+    """A command in the scenario's forge (a host that is neither a gateway nor a Spark), STDIN its input:
+    the completed process. Podman's own failures (exit 125 to 127, seen under heavy load) are not the
+    command's: they fail here, saying so."""
+    feed = {"stdin": subprocess.DEVNULL} if stdin is None else {"input": stdin}
+    done = subprocess.run(
+        ["podman", "exec", *(["-i"] if stdin is not None else []), container("forge"), *cmd],
+        **feed,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=check,
+    )
+    assert done.returncode < 125, f"podman exec in the forge failed: {done.returncode} {done.stderr}"
+    return done
+
+
+def haproxy(gateway, command):
+    """The answer of HAProxy's runtime API on GATEWAY (a testinfra host) to COMMAND."""
+    return gateway.check_output("python3 -c %s %s", HAPROXY_RUNTIME, command)
 
 
 def show(host, unit, *props):

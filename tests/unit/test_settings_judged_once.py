@@ -1,14 +1,18 @@
-"""Each role's settings are judged once per run: by the playbook before any change (site.yml's
-provision.yml, upgrade.yml through ds4_fleet's check), which names the roles it judged in
-_ds4_settings_judged; a role's own preflight judges them only when no playbook has, as when it is used
-alone."""
+"""Each role's settings are judged once per run: by the playbook before any change (site.yml's firewall
+play in playbooks/gateway.yml, or provision.yml when it runs alone; upgrade.yml through ds4_fleet's check),
+which names the roles it judged in _ds4_settings_judged; a role's own preflight judges them only when no
+playbook has, as when it is used alone."""
 
 import json
 import os
 import subprocess
+from collections import Counter
 from pathlib import Path
 
+import pytest
 import yaml
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
 
 REPO = Path(__file__).resolve().parents[2]
 # The roles whose preflight judges their own settings unless the run already has. (ds4_gateway's judges
@@ -50,7 +54,8 @@ def test_each_roles_own_check_is_skipped_once_the_run_judged_the_role():
 
 def test_a_run_says_it_judged_only_the_roles_its_check_judged():
     """Each set_fact of _ds4_settings_judged comes right after the check of those very roles, which fails
-    the host on any refused setting: the record never claims a judgment that did not happen."""
+    the host on any refused setting, under the same condition: the record never claims a judgment that did
+    not happen, and the fingerprint it keeps is that check's."""
     records = 0
     for path in [*REPO.glob("playbooks/*.yml"), *REPO.glob("roles/*/tasks/*.yml")]:
         for tasks in task_lists(path):
@@ -61,8 +66,81 @@ def test_a_run_says_it_judged_only_the_roles_its_check_judged():
                 records += 1
                 assert before and CHECK in before, f"{path.name}: {task['name']} follows no settings check"
                 assert facts["_ds4_settings_judged"] == before[CHECK]["roles"], path.name
-                assert "when" not in before and "ignore_errors" not in before, path.name
-    assert records == 2  # provision.yml, and ds4_fleet's check for upgrade.yml
+                assert before.get("when") == task.get("when"), path.name
+                assert "ignore_errors" not in before, path.name
+                if "_ds4_settings_fingerprint" in facts:
+                    assert facts["_ds4_settings_fingerprint"] == f"{{{{ {before['register']}.fingerprint }}}}"
+    assert records == 3  # gateway.yml's firewall play, provision.yml, and ds4_fleet's check for upgrade.yml
+
+
+SPARK_PLAYS = "{{ ds4_target_hosts | default('sparks') }}"
+# Every role a Spark runs in site.yml: the firewall (ds4_gateway's entry point) and the provisioning.
+SPARK_ROLES = ["ds4_gateway", *GUARDED]
+
+
+def plays_of(path):
+    """The plays a playbook runs, in order, with those of the playbooks it imports."""
+    for play in yaml.safe_load(path.read_text()):
+        imported = play.get("ansible.builtin.import_playbook")
+        if imported:
+            yield from plays_of(path.parent / imported)
+        else:
+            yield play
+
+
+def own_check(role):
+    """The task with which ROLE's preflight judges its own settings."""
+    (task,) = [task for path in (REPO / "roles" / role / "tasks").glob("*.yml") for task in checks_in(path)]
+    return task
+
+
+def replay(path):
+    """The judgements of a Spark's settings in one run of the playbook PATH, its conditions evaluated as
+    Ansible does, one task after the other: the times each role was judged, and the fingerprint each task
+    that compares or records the Spark (ds4_service's applied_check and applied_record) is given."""
+    variables, judged, given = {}, Counter(), []
+
+    def holds(condition):
+        templar = Templar(loader=DataLoader(), variables=variables)
+        return condition is None or templar.evaluate_conditional(trust_as_template(condition))
+
+    for play in plays_of(path):
+        if play["hosts"] != SPARK_PLAYS:
+            continue
+        for task in [*play.get("pre_tasks", []), *play.get("tasks", []), *play.get("post_tasks", [])]:
+            facts = task.get("ansible.builtin.set_fact") or {}
+            if CHECK in task:
+                ran = holds(task.get("when"))
+                if ran:
+                    judged.update(task[CHECK]["roles"])
+                if "register" in task:
+                    # A skipped task's register holds the skip, with no fingerprint.
+                    variables[task["register"]] = {"fingerprint": "the check's"} if ran else {"skipped": True}
+            if "_ds4_settings_judged" in facts and holds(task.get("when")):
+                templar = Templar(loader=DataLoader(), variables=variables)
+                trusted = {n: trust_as_template(v) if isinstance(v, str) else v for n, v in facts.items()}
+                variables.update({name: templar.template(value) for name, value in trusted.items()})
+            if "_ds4_applied_fingerprint" in task.get("vars", {}):
+                templar = Templar(loader=DataLoader(), variables=variables)
+                given.append(templar.template(trust_as_template(task["vars"]["_ds4_applied_fingerprint"])))
+        # The roles' own checks, in their preflights, after the play's pre_tasks.
+        for entry in play.get("roles", []):
+            if entry["role"] in GUARDED and holds(own_check(entry["role"])["when"]):
+                judged[entry["role"]] += 1
+    return judged, given
+
+
+@pytest.mark.parametrize(
+    "playbook", ["site.yml", "playbooks/site.yml", "playbooks/gateway.yml", "playbooks/provision.yml"]
+)
+def test_one_run_judges_each_of_a_sparks_roles_once(playbook):
+    """site.yml (the firewall play, then provision.yml) judges a Spark's settings once, in its first play,
+    before anything changes; gateway.yml and provision.yml alone each judge them too. The Spark is compared
+    with its last run and recorded by the fingerprint of that one judgement."""
+    judged, given = replay(REPO / playbook)
+    assert judged == dict.fromkeys(SPARK_ROLES, 1)
+    if playbook != "playbooks/gateway.yml":
+        assert given == ["the check's", "the check's"]
 
 
 def run_check(tmp_path, judged):

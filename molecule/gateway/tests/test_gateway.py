@@ -2,7 +2,9 @@
 
 Clients are the forge container (a host that is neither a gateway nor a Spark) running bench/gateway_load.py
 or curl; the gateway's own view is read from HAProxy's runtime API with a few lines of Python in gw01,
-independent of the collection's client. Tests run in file order; each leaves the fleet serving:
+independent of the collection's client. Each test passes alone after converge and in any order, and
+leaves the fleet as converge left it (serving v0.6.3, the self-signed certificate), but the upgrade's, which
+leaves the Sparks on v0.6.5.1 and so runs last (ends_scenario, molecule/shared/ordering.py):
 1. keys: 401 without a key and with a wrong one, 200 with either kind of key; the key never reaches a Spark;
 2. TLS with the self-signed certificate made for gw01, verified by the client; secrets root:haproxy 0640;
 3. the engine firewall: the engine port refused from a Spark and from the forge, open to the gateway;
@@ -14,9 +16,10 @@ independent of the collection's client. Tests run in file order; each leaves the
    completes, HAProxy's log shows each Spark drained into maintenance and back, one after the other, and a
    request the stand-in engine holds on the second Spark keeps it draining (nothing new sent to it) until
    the test releases it;
-8. playbooks/gateway.yml again changes nothing (the scenario's idempotence check, for the gateway and the
-   firewall: the site scenario checks the provisioning's);
-9. the operator's certificate replaces the self-signed one.
+8. site.yml again changes nothing (the scenario's idempotence check: the gateway and the firewall; the
+   Sparks' runs end early, as the site scenario checks at length), and judges each Spark's settings once;
+9. the operator's certificate replaces the self-signed one, and gateway.yml without it puts that back.
+The nested playbooks run through molecule/shared/nested.py, read back from their jsonl events.
 """
 
 import json
@@ -27,18 +30,21 @@ import threading
 from pathlib import Path
 
 import pytest
-import testinfra
+from nested import play as nested_play
+from spark import container, forge, haproxy
 from waits import seconds_until, wait_for
 
 ROOT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 INVENTORY = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
-PREFIX = f"mol-{os.environ['MOLECULE_SCENARIO_NAME']}-"
-FORGE = f"{PREFIX}forge"
+FORGE = container("forge")
 SPARKS = ("spark01", "spark02")
 KEY = "ds4-test-key-0123456789abcdef"
 FILE_KEY = "ds4-test-file-key-fedcba9876543210"
 URL = "https://gw01:8443"
 QUESTION = "What is the capital of France? Answer in one sentence."
+# The action that judges the settings, and the roles of a Spark it judges in site.yml.
+SETTINGS_CHECK = "ds4.fleet.ds4_settings_check"
+SPARK_ROLES = ("ds4_gateway", "ds4_preflight", "ds4_engine", "ds4_weights", "ds4_service", "ds4_activate")
 # Where the stand-in engine looks for the file that releases a held request.
 HOLD_DIR = "/run/ds4-standin"
 CA = "/tmp/ds4-gateway-ca.pem"
@@ -50,14 +56,6 @@ BODY = json.dumps(
         "max_tokens": 64,
         "messages": [{"role": "user", "content": QUESTION}],
     }
-)
-# One command to HAProxy's runtime API (its first argument) in gw01, without the collection: its answer.
-RUNTIME = (
-    "import socket,sys\n"
-    "s=socket.socket(socket.AF_UNIX); s.connect('/run/haproxy/admin.sock')\n"
-    "s.sendall(sys.argv[1].encode()+b'\\n'); out=b''\n"
-    "while (c:=s.recv(65536)): out+=c\n"
-    "sys.stdout.write(out.decode())\n"
 )
 # A test stand-in for a Spark whose engine closes connections without an answer, as an engine does to the
 # connections still queued when it stops listening: it passes the health check and drops every POST.
@@ -89,12 +87,6 @@ SLOW_BODY_CLIENT = (
 )
 
 
-@pytest.fixture(scope="module")
-def hosts():
-    names = ("gw01", *SPARKS)
-    return {name: testinfra.get_host(f"podman://{PREFIX}{name}") for name in names}
-
-
 @pytest.fixture(scope="module", autouse=True)
 def client_tools(hosts):
     """The load client in the forge, and the gateway's certificate (not its key) as the forge's CA file."""
@@ -103,19 +95,7 @@ def client_tools(hosts):
         check=True,
     )
     cert = hosts["gw01"].check_output("openssl x509 -in /etc/haproxy/ds4-gateway-self-signed.pem")
-    subprocess.run(
-        ["podman", "exec", "-i", FORGE, "sh", "-c", f"cat > {CA}"], input=cert + "\n", text=True, check=True
-    )
-
-
-def forge(*cmd, check=False, timeout=120):
-    """A command in the forge. Podman's own failures (exit 125 to 127, seen under heavy load) are not the
-    command's: they fail here, saying so."""
-    done = subprocess.run(
-        ["podman", "exec", FORGE, *cmd], capture_output=True, text=True, timeout=timeout, check=check
-    )
-    assert done.returncode < 125, f"podman exec in the forge failed: {done.returncode} {done.stderr}"
-    return done
+    forge("sh", "-c", f"cat > {CA}", stdin=cert + "\n", check=True)
 
 
 def curl(*args, url=URL + "/v1/chat/completions", data=BODY):
@@ -131,12 +111,8 @@ def curl(*args, url=URL + "/v1/chat/completions", data=BODY):
     return int(done.stdout), forge("cat", "/tmp/body").stdout
 
 
-def runtime(hosts, command):
-    return hosts["gw01"].check_output("python3 -c %s %s", RUNTIME, command)
-
-
 def stat_rows(hosts):
-    text = runtime(hosts, "show stat ds4_sparks 4 -1")
+    text = haproxy(hosts["gw01"], "show stat ds4_sparks 4 -1")
     lines = [line for line in text.splitlines() if line]
     names = lines[0][2:].split(",")
     return [dict(zip(names, line.split(","), strict=False)) for line in lines[1:]]
@@ -184,15 +160,9 @@ def requests_total(host):
     return int(re.search(r"^ds4_requests_total (\d+)", metrics, re.M)[1])
 
 
-def play(playbook, *args, env_extra=None):
-    """A playbook of the repository, nested, as an operator runs it; the completed process. The limit is a
-    hang guard only, far above a run on a loaded machine."""
-    env = {k: v for k, v in os.environ.items() if k != "ANSIBLE_FORCE_COLOR"}
-    env.update(ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", **(env_extra or {}))
-    cmd = ["ansible-playbook", "-i", str(INVENTORY), str(ROOT / "playbooks" / playbook), *args]
-    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600, check=False)
-    done.stdout += done.stderr
-    return done
+def play(playbook, *args, env=None):
+    """A playbook of the repository, nested, as an operator runs it: a nested.Run."""
+    return nested_play(ROOT / "playbooks" / playbook, *args, inventory=INVENTORY, env=env)
 
 
 # --- 1. keys ---
@@ -305,13 +275,13 @@ def test_the_engine_port_is_refused_from_a_host_that_is_not_a_gateway(hosts):
 def test_status_shows_each_spark_up_at_the_gateway(tmp_path):
     report = tmp_path / "status.json"
     run = play("status.yml", "-e", f"ds4_status_json={report}")
-    assert run.returncode == 0, run.stdout[-3000:]
+    assert run.rc == 0, run
     gateway = json.loads(report.read_text())["gateways"]["gw01"]
     assert gateway["error"] is None
     assert {s["name"]: (s["status"], s["admin"], s["up"]) for s in gateway["servers"]} == {
         name: ("UP", "ready", True) for name in SPARKS
     }
-    assert "gateway gw01: 2 of 2 Spark(s) up" in run.stdout
+    assert run.said("gateway gw01: 2 of 2 Spark(s) up"), run
 
 
 # --- 5. the health check ---
@@ -337,6 +307,8 @@ def test_a_spark_stopped_by_hand_is_taken_out_and_put_back_when_it_serves(hosts)
             CHECK_INTERVAL + 30,
         )
     finally:
+        # Whatever happened, spark01 serves again for the next test.
+        hosts["spark01"].run("systemctl start ds4.service")
         result = stop_load(client)
     failed = [(r["kind"], r["start"], r["error"]) for r in result["requests"] if not r["ok"]]
     assert result["sent"] > 0 and not failed, failed
@@ -364,11 +336,11 @@ def test_a_request_a_spark_drops_unanswered_is_answered_by_another(hosts):
         wait_for(
             "the dropping stand-in listening", lambda: spark01.socket("tcp://0.0.0.0:8001").is_listening, 30
         )
-        runtime(hosts, f"set server ds4_sparks/spark01 addr {address} port 8001")
+        haproxy(hosts["gw01"], f"set server ds4_sparks/spark01 addr {address} port 8001")
         answers = [forge("python3", "-c", SLOW_BODY_CLIENT, CA, KEY, BODY).stdout for _ in range(6)]
         dropped = spark01.check_output("journalctl -u ds4-test-dropping -o cat --no-pager").count("dropped")
     finally:
-        runtime(hosts, f"set server ds4_sparks/spark01 addr {address} port 8000")
+        haproxy(hosts["gw01"], f"set server ds4_sparks/spark01 addr {address} port 8000")
         spark01.run("systemctl stop ds4-test-dropping")
     assert address_of(hosts, "spark01") == engine
     # Some went to the dropping Spark first: without them the test would prove nothing.
@@ -447,6 +419,7 @@ def gateway_events(hosts, since):
     return events
 
 
+@pytest.mark.ends_scenario
 def test_an_upgrade_through_the_gateway_drains_each_spark_and_loses_no_request(hosts, tmp_path):
     """upgrade.yml under a client load, with a request held in flight on the second Spark when its turn
     comes: the gateway sends that Spark nothing new and waits for the held request before maintenance."""
@@ -458,7 +431,7 @@ def test_an_upgrade_through_the_gateway_drains_each_spark_and_loses_no_request(h
     args += ["-e", f"ds4_upgrade_lb_in_tasks={ROOT / 'molecule' / 'gateway' / 'hooks' / 'lb-in.yml'}"]
     env = {"DS4_GATEWAY_LB_LOG": str(lb_log), "DS4_GATEWAY_LB_GATE": str(gate)}
     upgrade = {}
-    runner = threading.Thread(target=lambda: upgrade.update(run=play("upgrade.yml", *args, env_extra=env)))
+    runner = threading.Thread(target=lambda: upgrade.update(run=play("upgrade.yml", *args, env=env)))
     client = start_load("--clients", "2", "--pause", "0.5")
     held = None
     try:
@@ -470,7 +443,7 @@ def test_an_upgrade_through_the_gateway_drains_each_spark_and_loses_no_request(h
             lambda: "spark01 in" in lb_log.read_text() or not runner.is_alive(),
             3600,
         )
-        assert runner.is_alive(), upgrade["run"].stdout[-4000:]
+        assert runner.is_alive(), upgrade["run"]
         assert backend(hosts)["spark01"][0] == "MAINT"
         held = held_request("gateway")
         wait_for("spark02's engine holding the request", lambda: "gateway" in holds(hosts["spark02"]), 120)
@@ -498,7 +471,7 @@ def test_an_upgrade_through_the_gateway_drains_each_spark_and_loses_no_request(h
         runner.join(timeout=3600)
         result = stop_load(client)
     run = upgrade["run"]
-    assert run.returncode == 0, run.stdout[-4000:]
+    assert run.rc == 0, run
     outcomes = {h["host"]: h["upgrade"]["outcome"] for h in json.loads(summary.read_text())["hosts"]}
     assert outcomes == {name: "switched" for name in SPARKS}
     streams = result["by_kind"]["stream"]
@@ -523,14 +496,22 @@ def test_an_upgrade_through_the_gateway_drains_each_spark_and_loses_no_request(h
 # --- 8. a second run ---
 
 
-def test_the_gateway_playbook_again_changes_nothing():
-    run = play("gateway.yml")
-    assert run.returncode == 0, run.stdout[-3000:]
-    assert re.findall(r"^(\w+)\s+:\s+ok=\d+\s+changed=(\d+)", run.stdout, re.M) == [
-        ("gw01", "0"),
-        ("spark01", "0"),
-        ("spark02", "0"),
-    ], run.stdout[-3000:]
+def test_site_again_changes_nothing_and_judges_each_sparks_settings_once():
+    """site.yml again with converge's release: the firewall and the gateway change nothing, nor do the Sparks,
+    whose runs end early (each is as the last run left it). Each Spark's settings are judged once, by the
+    firewall play, before anything changes; provision.yml's check, which judges the same roles when it runs
+    alone, is skipped."""
+    run = play("site.yml", "-e", "ds4_release=v0.6.3")
+    assert run.rc == 0, run
+    assert {host: run.changed(host) for host in run.stats} == {"gw01": 0, "spark01": 0, "spark02": 0}, run
+    for spark in SPARKS:
+        assert run.said("Nothing to change: the Spark is as the last finished run left it", spark), run
+        checks = [result for result in run.of(spark) if result.data.get("action") == SETTINGS_CHECK]
+        assert [(check.play, check.skipped) for check in checks] == [
+            ("Let only the gateways reach the engine on each Spark", False),
+            ("Provision the ds4 engine on each Spark", True),
+        ], run
+        assert checks[0].msg.endswith(f"settings of {', '.join(SPARK_ROLES)} accepted"), checks[0].msg
 
 
 # --- 9. the operator's certificate ---
@@ -548,24 +529,27 @@ def test_the_gateway_serves_the_operators_certificate_when_given_one(hosts, tmp_
     (tmp_path / "san.ext").write_text("subjectAltName=DNS:gw01\n")
     openssl("x509", "-req", "-in", "gw.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
             "-days", "2", "-extfile", "san.ext", "-out", "gw.pem")  # fmt: skip
-    run = play(
-        "gateway.yml", "-l", "gw01",
-        "-e", f"ds4_gateway_tls_cert={tmp_path / 'gw.pem'}",
-        "-e", f"ds4_gateway_tls_key={tmp_path / 'gw.key'}",
-    )  # fmt: skip
-    assert run.returncode == 0, run.stdout[-3000:]
-    subprocess.run(
-        ["podman", "exec", "-i", FORGE, "sh", "-c", "cat > /tmp/operator-ca.pem"],
-        input=(tmp_path / "ca.pem").read_text(), text=True, check=True,
-    )  # fmt: skip
-    verbose = forge(
-        "curl", "-sS", "-v", "--max-time", "30", "--cacert", "/tmp/operator-ca.pem",
-        "-H", f"Authorization: Bearer {KEY}", "-o", "/dev/null", "-w", "%{http_code}", URL + "/v1/models",
-    )  # fmt: skip
-    assert verbose.stdout == "200", verbose.stderr[-2000:]
-    assert "issuer: CN=ds4 test operator CA" in verbose.stderr
-    pem = hosts["gw01"].file("/etc/haproxy/ds4-gateway.pem")
-    assert (pem.user, pem.group, pem.mode) == ("root", "haproxy", 0o640)
-    # The key was not shown in the play's output.
-    key = (tmp_path / "gw.key").read_text().splitlines()[1]
-    assert key not in run.stdout
+    try:
+        run = play(
+            "gateway.yml", "-l", "gw01",
+            "-e", f"ds4_gateway_tls_cert={tmp_path / 'gw.pem'}",
+            "-e", f"ds4_gateway_tls_key={tmp_path / 'gw.key'}",
+        )  # fmt: skip
+        assert run.rc == 0, run
+        forge("sh", "-c", "cat > /tmp/operator-ca.pem", stdin=(tmp_path / "ca.pem").read_text(), check=True)
+        verbose = forge(
+            "curl", "-sS", "-v", "--max-time", "30", "--cacert", "/tmp/operator-ca.pem",
+            "-H", f"Authorization: Bearer {KEY}", "-o", "/dev/null", "-w", "%{http_code}", URL + "/v1/models",
+        )  # fmt: skip
+        assert verbose.stdout == "200", verbose.stderr[-2000:]
+        assert "issuer: CN=ds4 test operator CA" in verbose.stderr
+        pem = hosts["gw01"].file("/etc/haproxy/ds4-gateway.pem")
+        assert (pem.user, pem.group, pem.mode) == ("root", "haproxy", 0o640)
+        # The key was not shown in the play's output (its events carry every result's arguments).
+        key = (tmp_path / "gw.key").read_text().splitlines()[1]
+        assert key not in run.output + run.stderr
+    finally:
+        # Without the operator's certificate, the gateway serves the self-signed one that converge made.
+        back = play("gateway.yml", "-l", "gw01")
+    assert back.rc == 0, back
+    assert curl("-H", f"Authorization: Bearer {KEY}", url=URL + "/v1/models", data=None)[0] == 200

@@ -12,30 +12,18 @@ The gateway, which is allowed, reaches the engine again each time. Each test put
 it (nftables.service's state, the watchdog's timer, the firewall, the engine serving).
 """
 
-import os
-import subprocess
-
 import pytest
-import testinfra
+from spark import forge
 from waits import wait_for
 
-PREFIX = f"mol-{os.environ['MOLECULE_SCENARIO_NAME']}-"
-FORGE = f"{PREFIX}forge"
 MODELS = "curl -sS --max-time 10 -o /dev/null -w %{http_code} http://spark01:8000/v1/models"
 TEXTFILE = "/var/lib/prometheus/node-exporter/ds4.prom"
-
-
-@pytest.fixture(scope="module")
-def hosts():
-    return {name: testinfra.get_host(f"podman://{PREFIX}{name}") for name in ("gw01", "spark01", "spark02")}
 
 
 def refused_outside(hosts):
     """The engine's port refused (curl: 7, could not connect) from spark02 and from the forge."""
     from_spark = hosts["spark02"].run(MODELS).rc
-    done = subprocess.run(["podman", "exec", FORGE, "sh", "-c", MODELS], capture_output=True, text=True)
-    assert done.returncode < 125, f"podman exec in the forge failed: {done.returncode} {done.stderr}"
-    return from_spark == 7 and done.returncode == 7
+    return from_spark == 7 and forge("sh", "-c", MODELS).returncode == 7
 
 
 def open_to_the_gateway(hosts):

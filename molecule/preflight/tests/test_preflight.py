@@ -1,24 +1,23 @@
 """The preflight on sandbox Sparks of each GPU persona, as an operator would see it.
 
 The refusals are the point, so each case is a nested `ansible-playbook` run of preflight.yml against one
-host, whose return code, printed refusal (`fatal: ... => {json}`), [WARNING] lines and recap are asserted
-exactly. The runs go at once, between two listings of every host's files, which must be equal: the
-preflight changes nothing, refused, forced or in check mode.
+host (molecule/shared/nested.py), whose exit status, refusal, warnings and recap, read back from its jsonl
+events, are asserted exactly. The runs go at once, between two listings of every host's files, which must
+be equal: the preflight changes nothing, refused, forced or in check mode.
 """
 
 import json
-import os
-import re
-import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-import testinfra
+from nested import play
+from spark import container, sandbox_host
 
-REPO = Path(__file__).resolve().parents[3]
 PLAYBOOK = Path(__file__).resolve().parents[1] / "preflight.yml"
-PREFIX = "mol-preflight-"
+# The role's task that judges the host, and the playbook's that shows the build it names.
+JUDGE = "Refuse the host unless it can build and run the engine, and name the build for its GPU"
+SHOW_BUILD = "Show the build the later roles will use"
 HOSTS = ["spark01", "h200", "cuda12", "nogpu", "fulldisk"]
 GIB = 1 << 30
 WEIGHTS_BYTES = 67108864  # ds4_weights_space_bytes of the sandbox (inventory/sandbox/group_vars/all.yml)
@@ -73,59 +72,13 @@ LISTING = (
 )
 
 
-class Run:
-    """One nested ansible-playbook run against one host: what the operator saw."""
-
-    def __init__(self, host, proc):
-        self.host, self.rc, self.stdout, self.stderr = host, proc.returncode, proc.stdout, proc.stderr
-
-    def result(self, prefix):
-        """The JSON printed after `PREFIX => ` (the result format is json, one line)."""
-        lines = [line for line in self.stdout.splitlines() if line.startswith(prefix + " => ")]
-        assert len(lines) == 1, self.output()
-        return json.loads(lines[0].split(" => ", 1)[1])
-
-    def failure(self):
-        return self.result(f"fatal: [{self.host}]: FAILED!")
-
-    def build_target(self):
-        return self.result(f"ok: [{self.host}]")["ansible_facts.ds4_build_target"]
-
-    def warnings(self):
-        mark = "[WARNING]: "
-        return [line[len(mark) :] for line in self.stderr.splitlines() if line.startswith(mark)]
-
-    def recap(self):
-        match = re.search(rf"^{self.host}\s+: (.*)$", self.stdout, re.MULTILINE)
-        assert match, self.output()
-        return {key: int(value) for key, value in re.findall(r"(\w+)=(\d+)", match.group(1))}
-
-    def output(self):
-        return f"rc={self.rc}\n--- stdout\n{self.stdout}\n--- stderr\n{self.stderr}"
-
-
 def nested_run(host, extra_vars, args):
-    inventory = os.environ.get("MOLECULE_INVENTORY_FILE")
-    assert inventory, "MOLECULE_INVENTORY_FILE is unset: run these tests through `molecule verify`"
-    env = dict(
-        os.environ,
-        ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
-        ANSIBLE_COLLECTIONS_PATH=str(REPO / "collections"),
-        ANSIBLE_ROLES_PATH=str(REPO / "roles"),
-        # One line of JSON per result, so the tests read exactly what the operator reads.
-        ANSIBLE_CALLBACK_RESULT_FORMAT="json",
-        ANSIBLE_CALLBACK_FORMAT_PRETTY="false",
-        ANSIBLE_NOCOLOR="1",
-        ANSIBLE_FORCE_COLOR="0",
-    )
-    argv = ["ansible-playbook", "-i", inventory, str(PLAYBOOK), "-l", host, "-e", json.dumps(extra_vars)]
-    argv += args
-    proc = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=1800)
-    return Run(host, proc)
+    """preflight.yml against HOST alone, with the repository's ansible.cfg: a nested.Run."""
+    return play(PLAYBOOK, "-l", host, "-e", json.dumps(extra_vars), *args)
 
 
 def listing(name):
-    return testinfra.get_host(f"podman://{PREFIX}{name}").check_output(LISTING)
+    return sandbox_host(name).check_output(LISTING)
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +95,7 @@ def runs():
 def disk_refusal():
     """The refusal for the fulldisk host, from what its weights filesystem (a 16 MiB tmpfs) has free."""
     free = int(
-        testinfra.get_host(f"podman://{PREFIX}fulldisk").check_output(
+        sandbox_host("fulldisk").check_output(
             "python3 -c 'import os; s = os.statvfs(\"/var/lib/ds4\"); print(s.f_bavail * s.f_frsize)'"
         )
     )
@@ -173,17 +126,18 @@ REFUSED = {
 @pytest.mark.parametrize("case", REFUSED)
 def test_refused_with_its_message(runs, case):
     run = runs["runs"][case]
-    assert run.rc != 0, run.output()
+    host = RUNS[case][0]
+    assert run.rc != 0, run
     expected = REFUSED[case] or [disk_refusal()]
-    failure = run.failure()
-    assert failure["msg"] == "\n".join(expected), run.output()
-    assert failure["preflight"]["errors"] == expected
-    # The one refusal printed, and no forced warning where force changes nothing.
-    assert f"[ERROR]: Task failed: Module failed: {expected[0]}" in run.stdout
+    # The one refusal, by the preflight's judgement of the host, and no forced warning where force changes
+    # nothing.
+    assert [(failure.host, failure.name) for failure in run.failures()] == [(host, JUDGE)], run
+    failure = run.result(JUDGE, host)
+    assert failure.msg == "\n".join(expected), run
+    assert failure.data["preflight"]["errors"] == expected
     assert run.warnings() == []
     # The facts were read, the judgement failed, nothing changed (ok counts argument checks too).
-    recap = run.recap()
-    assert (recap["changed"], recap["failed"], recap["unreachable"]) == (0, 1, 0), run.output()
+    assert (run.changed(host), run.failed(host), run.unreachable(host)) == (0, 1, 0), run
 
 
 FORCED = {
@@ -196,23 +150,24 @@ FORCED = {
 @pytest.mark.parametrize("case", FORCED)
 def test_force_passes_the_hardware_cases_with_a_warning(runs, case):
     run = runs["runs"][case]
+    host = RUNS[case][0]
     refusal, build = FORCED[case]
-    assert run.rc == 0, run.output()
+    assert run.rc == 0, run
     assert run.warnings() == [refusal.rsplit("; ", 1)[0] + "; going on because ds4_force is true"]
-    assert run.build_target() == build
-    assert run.recap()["changed"] == 0
+    assert run.result(SHOW_BUILD, host).data["ansible_facts.ds4_build_target"] == build
+    assert run.changed(host) == 0
 
 
 def test_check_mode_passes_and_names_the_spark_build(runs):
     run = runs["runs"]["spark01 in check mode"]
-    assert run.rc == 0, run.output()
+    assert run.rc == 0, run
     assert run.warnings() == []
-    assert run.build_target() == SPARK_BUILD
-    assert run.recap()["changed"] == 0 and run.recap()["failed"] == 0
+    assert run.result(SHOW_BUILD, "spark01").data["ansible_facts.ds4_build_target"] == SPARK_BUILD
+    assert run.changed("spark01") == 0 and run.failed("spark01") == 0
 
 
 def test_nothing_on_the_host_changed(host, runs):
-    name = host.backend.name.removeprefix(PREFIX)
+    name = host.backend.name.removeprefix(container(""))
     assert runs["before"][name] == runs["after"][name]
     assert not host.file("/opt/ds4").exists
     assert not host.file("/var/lib/ds4/gguf").exists

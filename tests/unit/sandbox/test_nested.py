@@ -67,6 +67,42 @@ def test_the_default_callback_gives_the_text_alone(tmp_path):
     assert run.rc == 2 and run.events == [] and "TASK [Say what is to change]" in run.output
 
 
+# A module that warns, as the preflight does when ds4_force lets a host through.
+WARNING_MODULE = """
+from ansible.module_utils.basic import AnsibleModule
+
+module = AnsibleModule(argument_spec={})
+module.warn("GPU is a test GPU; going on because ds4_force is true")
+module.exit_json(changed=False)
+"""
+WARNING_PLAYBOOK = """
+- name: A play of no host
+  hosts: nohost
+  gather_facts: false
+  tasks: []
+- name: A play that warns
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Warn
+      warn: {}
+"""
+
+
+def test_the_warnings_are_read_from_the_results_and_from_ansible(tmp_path):
+    (tmp_path / "library").mkdir()
+    (tmp_path / "library" / "warn.py").write_text(WARNING_MODULE)
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(WARNING_PLAYBOOK)
+    python = f"ansible_python_interpreter={sys.executable}"
+    run = play(playbook, "-c", "local", "-e", python, inventory="localhost,")
+    assert run.rc == 0, run
+    module = "GPU is a test GPU; going on because ds4_force is true"
+    assert run.warnings("localhost") == [module]
+    # Ansible's own, outside any result, only among the whole run's.
+    assert run.warnings() == [module, "Could not match supplied host pattern, ignoring: nohost"]
+
+
 def test_reverse_runs_the_tests_last_to_first_and_the_end_of_the_scenario_last(tmp_path):
     (tmp_path / "conftest.py").write_text(
         "from ordering import pytest_addoption, pytest_collection_modifyitems, pytest_configure  # noqa\n"
