@@ -176,7 +176,7 @@ def test_refused_with_its_message(runs, case):
     assert run.rc != 0, run.output()
     expected = REFUSED[case] or [disk_refusal()]
     failure = run.failure()
-    assert failure["msg"] == "\n".join(expected), run.output()
+    assert failure["msg"] == "; ".join(expected), run.output()
     assert failure["preflight"]["errors"] == expected
     # The one refusal printed, and no forced warning where force changes nothing.
     assert f"[ERROR]: Task failed: Module failed: {expected[0]}" in run.stdout
