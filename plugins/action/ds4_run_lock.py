@@ -72,11 +72,18 @@ def ended(holder):
 
 def renew_while(run_pid, renew, period, sleep=time.sleep):
     """Call RENEW every PERIOD seconds while process RUN_PID lives and RENEW says the lock is still held
-    (True); None (a renewal that failed) is tried again at the next period."""
+    (True); None (a renewal that failed) is tried again at the next period. The run's process is looked
+    at every second, so that the renewer outlives the run by a second at most."""
+    waited = 0.0
     while True:
-        sleep(period)
-        if not alive(run_pid) or renew() is False:
+        sleep(1.0)
+        waited += 1.0
+        if not alive(run_pid):
             return
+        if waited >= period:
+            waited = 0.0
+            if renew() is False:
+                return
 
 
 def taken_over_message(old):

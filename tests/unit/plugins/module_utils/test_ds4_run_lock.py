@@ -151,15 +151,15 @@ def test_a_renewal_keeps_the_record_and_writes_nothing_for_another_run(lock):
 
 
 def test_the_renewer_renews_each_period_while_the_run_lives_and_its_lock_is_held():
-    slept, answers = [], iter([True, None, True, False, True])
-    renewals = []
+    clock, answers, renewals = [], iter([True, None, True, False, True]), []
 
     def renew_once():
-        renewals.append(len(slept))
+        renewals.append(sum(clock))
         return next(answers)
 
-    renew_while(os.getpid(), renew_once, 15.0, sleep=slept.append)
-    assert slept == [15.0] * 4 and renewals == [1, 2, 3, 4], "a failed renewal (None) is tried again"
+    renew_while(os.getpid(), renew_once, 15.0, sleep=clock.append)
+    assert renewals == [15.0, 30.0, 45.0, 60.0], "a failed renewal (None) is tried again at the next period"
+    assert set(clock) == {1.0}, "the run's process is looked at every second"
 
 
 def test_the_renewer_stops_once_the_run_s_process_is_gone():
@@ -167,5 +167,6 @@ def test_the_renewer_stops_once_the_run_s_process_is_gone():
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
     )
     renewals = []
-    renew_while(int(proc.stdout), lambda: renewals.append(1) or True, 15.0, sleep=lambda _: None)
-    assert renewals == []
+    slept = []
+    renew_while(int(proc.stdout), lambda: renewals.append(1) or True, 15.0, sleep=slept.append)
+    assert renewals == [] and slept == [1.0], "gone within a second"
