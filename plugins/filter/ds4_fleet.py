@@ -4,7 +4,7 @@ and ds4_rollout.py.
 - `hosts | ds4.fleet.fleet_status` -> a record per Spark, from a list of {host, reading, fact, perf, upgrade}
   (reading: ds4_host_status's `status`, null when the Spark could not be read; fact: ansible_local.ds4;
   perf: ansible_local.ds4_perf, the activation's speed measurements).
-- `records | ds4.fleet.fleet_status_table(title)` -> the records as a plain-text table.
+- `records | ds4.fleet.fleet_status_table(title)` -> the records as a plain-text table, a list of lines.
 - `hosts | ds4.fleet.upgrade_batches(serial)` -> the hosts cut into batches as Ansible's `serial` cuts them.
 - `failed | ds4.fleet.over_fail_share(total, percentage)` -> true when failed/total is above percentage %.
 - `target | ds4.fleet.upgrade_outcome(before=, after=, stage=, switch=, stopped=)` -> what the upgrade did.

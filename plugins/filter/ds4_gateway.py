@@ -5,7 +5,7 @@
 
 - `gateways | ds4.fleet.gateway_records(hostvars)` -> gateway -> {servers, error}, from each gateway's
   registered `__ds4_fleet_gateway` (ds4_gateway_server's read).
-- `records | ds4.fleet.gateway_table` -> the Sparks' states at each gateway as plain text.
+- `records | ds4.fleet.gateway_table` -> the Sparks' states at each gateway as lines of plain text.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ def gateway_records(gateways, hostvars) -> dict:
     return {name: gateway_record(hostvars[name].get("__ds4_fleet_gateway")) for name in gateways}
 
 
-def gateway_table(records) -> str:
+def gateway_table(records) -> list[str]:
     return render_gateway_table(records)
 
 

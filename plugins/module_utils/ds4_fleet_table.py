@@ -84,8 +84,11 @@ def _cells(record: dict) -> dict:
     return cells
 
 
-def render_table(records: Any, title: str | None = None) -> str:
-    """The records as a plain-text table, one Spark a line, then one line per note and a tally of releases."""
+def render_table(records: Any, title: str | None = None) -> list[str]:
+    """The records as a plain-text table, one Spark a line, then one line per note and a tally of releases.
+
+    A list of lines, never one string with newlines: Ansible's default callback prints a string's newlines
+    as `\\n` (result format json, as in AWX), and a list one line each."""
     if isinstance(records, (str, bytes, dict)) or not hasattr(records, "__iter__"):
         raise StatusError(f"fleet_status_table needs a list of records: {records!r}")
     records = list(records)
@@ -106,7 +109,8 @@ def render_table(records: Any, title: str | None = None) -> str:
             lines.append(f"{record['host']}: {upgrade['detail']}")
         lines.extend(f"{record['host']}: {note}" for note in record["notes"])
     lines.append(tally(records))
-    return "\n".join(lines)
+    # A note may quote an error of several lines (ssh's): each its own line.
+    return [part for line in lines for part in line.split("\n")]
 
 
 def tally(records: Any) -> str:

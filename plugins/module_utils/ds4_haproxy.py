@@ -235,22 +235,27 @@ def gateway_record(result: Any) -> dict:
     return {"servers": list(result["servers"]), "error": None}
 
 
-def render_gateway_table(records: dict) -> str:
-    """The Sparks' states at each gateway as plain text, a block per gateway."""
-    blocks = []
+def render_gateway_table(records: dict) -> list[str]:
+    """The Sparks' states at each gateway as lines of plain text, a block per gateway, an empty line between
+    blocks (a list, so that Ansible's default callback prints it a line each)."""
+    blocks: list[list[str]] = []
     for gateway, record in records.items():
         if record["servers"] is None:
-            blocks.append(f"gateway {gateway}: could not be read: {record['error']}")
+            # The error may be of several lines (ssh's): each its own line.
+            blocks.append(f"gateway {gateway}: could not be read: {record['error']}".split("\n"))
             continue
         rows = [("spark", "state", "admin", "sessions", "check")] + [
             (s["name"], s["status"], s["admin"], str(s["sessions"]), s["check"] or "-")
             for s in record["servers"]
         ]
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-        lines = [
+        table = [
             "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
             for row in rows
         ]
         up = sum(1 for s in record["servers"] if s["up"])
-        blocks.append("\n".join([f"gateway {gateway}: {up} of {len(record['servers'])} Spark(s) up", *lines]))
-    return "\n\n".join(blocks)
+        blocks.append([f"gateway {gateway}: {up} of {len(record['servers'])} Spark(s) up", *table])
+    lines: list[str] = []
+    for block in blocks:
+        lines.extend([""] * bool(lines) + block)
+    return lines

@@ -1,31 +1,48 @@
-"""One ds4-fleet run per Spark at a time: a lock file that names its holder.
+"""One ds4-fleet run per Spark at a time: a lease on the Spark, in a lock file that names its holder.
 
 Two runs on one Spark (two operators, a timer and a person) would each plan the prune, the cleanup and the
 switch from what they saw: one could remove the release the other just made current. So a run holds
 the Spark from its first change to its end. Ansible runs each task in a process of its own, so no process
-can hold a kernel lock for the run: the lock is a file, created atomically (O_EXCL, never through a
-link), that says who holds it:
+can hold a kernel lock for the run: the lock is a file that says who holds it, and until when:
 
-    {"controller": "ops-laptop", "pid": 4242, "user": "alice", "playbook": "site.yml", "since": 1764590000.0}
+    {"controller": "ops-laptop", "pid": 4242, "user": "alice", "playbook": "site.yml", "since": 1764590000.0,
+     "lease": 300, "renewed": 81234.5}
 
-It lives in /run, which a reboot empties. A holder that ended without releasing it (a failed or killed
-run) is found out on the controller that ran it (its pid is gone) and its lock is taken over; a lock held
-from another controller is waited for, then refused, naming the holder.
+It is a lease: the run that holds it renews it (the action ds4_run_lock leaves a renewer on the controller
+for that), and a holder that stops renewing (killed, its controller or container gone) loses it `lease`
+seconds after its last renewal; the next run then takes the Spark over, naming that holder. `renewed` is
+read on the Spark's own CLOCK_BOOTTIME, which no controller's clock, time zone or NTP step moves and which
+counts suspended time too; the file lives in /run, which a reboot (the only thing that resets that clock)
+empties. A record without a lease (written before leases) never runs out.
+
+A holder that ended without releasing it is also found out at once on the controller that ran it (its pid
+is gone) and its lock is taken over without waiting for the lease.
+
+Every change of the file (create, renew, take over, release) happens under an flock of the file's
+directory, so two runs that find the same lease run out cannot both take it; a new record is written
+whole beside the file and renamed over it (ds4_no_follow.replace_file), so a reader never sees half of it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
+import time
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import read_text
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import read_text, replace_file
 
-FIELDS = ("controller", "pid", "user", "playbook", "since")
+FIELDS = ("controller", "pid", "user", "playbook", "since", "since_text", "lease")
 
 
 class LockError(Exception):
     """The lock file cannot be read or written as a lock (a link, a directory, garbage)."""
+
+
+def clock():
+    """The Spark's clock for leases: seconds since boot, suspended time included."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
 
 
 def describe(holder):
@@ -39,6 +56,14 @@ def describe(holder):
 def same(a, b):
     """Whether two holder records are the same run: the same ansible-playbook process of one controller."""
     return all(a.get(key) == b.get(key) for key in ("controller", "pid"))
+
+
+def lease_left(holder, now):
+    """Seconds until HOLDER's lease runs out at NOW (0 once it has, never below), or None without a lease."""
+    lease, renewed = holder.get("lease"), holder.get("renewed")
+    if not isinstance(lease, (int, float)) or not isinstance(renewed, (int, float)):
+        return None
+    return max(0.0, renewed + lease - now)
 
 
 def read(path):
@@ -58,40 +83,67 @@ def read(path):
     return holder
 
 
-def _create(path, holder):
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump({key: holder.get(key) for key in (*FIELDS, "since_text")}, handle, sort_keys=True)
-        handle.write("\n")
-
-
-def try_hold(path, holder, stale=None):
-    """Take the lock for HOLDER. Returns (True, holder) when this run holds it (now or already), else
-    (False, the other holder). STALE, a holder record, is taken over when it is still the one recorded."""
+@contextlib.contextmanager
+def _guarded(path):
+    """PATH's directory flocked for one change of the lock: held for the few calls of that change only."""
     try:
-        _create(path, holder)
-        return True, holder
-    except FileExistsError:
-        pass
+        fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
-        raise LockError(f"cannot create the lock {path}: {exc}") from exc
-    current = read(path)
-    if current is None:  # released meanwhile
-        return try_hold(path, holder)
-    if same(current, holder):
-        return True, current
-    if stale is not None and same(current, stale):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
-        return try_hold(path, holder)
-    return False, current
+        raise LockError(f"cannot open the directory of the lock {path}: {exc}") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _write(path, holder, now):
+    record = {key: holder.get(key) for key in FIELDS}
+    record["renewed"] = now
+    try:
+        replace_file(path, (json.dumps(record, sort_keys=True) + "\n").encode(), 0o644, suffix=".new")
+    except OSError as exc:
+        raise LockError(f"cannot write the lock {path}: {exc}") from exc
+    return record
+
+
+def try_hold(path, holder, stale=None, now=None):
+    """Take the lock for HOLDER, or renew it when HOLDER holds it already.
+
+    Returns (held, the holder recorded now, the holder recorded before or None). HOLDER takes the lock over
+    from a holder whose lease has run out at NOW, or from STALE (a holder the controller found ended)
+    while it is still the one recorded.
+    """
+    now = clock() if now is None else now
+    with _guarded(path):
+        before = read(path)
+        if (
+            before is None
+            or same(before, holder)
+            or lease_left(before, now) == 0
+            or (stale is not None and same(before, stale))
+        ):
+            return True, _write(path, holder, now), before
+        return False, before, before
+
+
+def renew(path, holder, now=None):
+    """Renew HOLDER's lease; False (and nothing written) when HOLDER no longer holds the lock."""
+    now = clock() if now is None else now
+    with _guarded(path):
+        current = read(path)
+        if current is None or not same(current, holder):
+            return False
+        _write(path, dict(current, lease=holder.get("lease", current.get("lease"))), now)
+        return True
 
 
 def release(path, holder):
     """Remove the lock if HOLDER holds it; True when removed. Another run's lock is left alone."""
-    current = read(path)
-    if current is None or not same(current, holder):
-        return False
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
-    return True
+    with _guarded(path):
+        current = read(path)
+        if current is None or not same(current, holder):
+            return False
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        return True

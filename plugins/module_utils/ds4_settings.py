@@ -410,6 +410,8 @@ RULES = {
     "ds4_hf_token": _token,
     "ds4_proxy_env": _proxy_env,
     "ds4_run_lock_wait": _between(0, 86400, "a whole number of seconds"),
+    # Under 10 s, renewals every quarter of it would be a module call every two seconds or so.
+    "ds4_run_lock_lease": _between(10, 86400, "a whole number of seconds"),
     # ds4_engine
     "ds4_engine_repo": _engine_repo,
     "ds4_releases_keep": _between(2, what="a whole number (the running and the rollback release at least)"),

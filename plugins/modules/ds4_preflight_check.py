@@ -99,7 +99,8 @@ EXAMPLES = r"""
 
 RETURN = r"""
 msg:
-  description: The refusals, one a line, when the host is refused.
+  description: The refusals, joined by C(; ) on one line, when the host is refused (C(preflight.errors)
+    lists them).
   returned: failure
   type: str
   sample: >-
@@ -200,7 +201,8 @@ def main():
     for warning in verdict["warnings"]:
         module.warn(warning)
     if verdict["errors"]:
-        module.fail_json(msg="\n".join(verdict["errors"]), preflight=verdict)
+        # One line: the default callback prints a newline in a result as \n; preflight.errors lists them.
+        module.fail_json(msg="; ".join(verdict["errors"]), preflight=verdict)
     module.exit_json(
         changed=False, preflight=verdict, ansible_facts={"ds4_build_target": verdict["build_target"]}
     )

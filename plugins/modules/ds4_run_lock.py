@@ -1,6 +1,7 @@
 #!/usr/bin/python
-"""Hold or release a Spark for one ds4-fleet run (module_utils/ds4_run_lock.py). The action of the same
-name (plugins/action/ds4_run_lock.py) names the holder, waits and takes over a dead run's lock."""
+"""Hold, renew or release a Spark for one ds4-fleet run (module_utils/ds4_run_lock.py). The action of the
+same name (plugins/action/ds4_run_lock.py) names the holder, waits, keeps the lease renewed and takes over
+a dead run's lock."""
 
 from __future__ import annotations
 
@@ -8,18 +9,23 @@ DOCUMENTATION = r"""
 module: ds4_run_lock
 short_description: Hold a Spark for one ds4-fleet run at a time
 description:
-  - Creates the lock file O(path) naming the run that holds the Spark (controller, its pid, user,
-    playbook, since when), atomically and never through a link; or removes it, when O(holder) holds it.
+  - Writes the lock file O(path) naming the run that holds the Spark (controller, its pid, user,
+    playbook, since when) and its lease (O(lease) seconds from its last renewal, on the Spark's boot
+    clock), whole and never through a link; renews it; or removes it, when O(holder) holds it.
+  - A lock whose lease has run out (its run stopped renewing it, killed or its controller gone) is taken
+    over, and the result names its holder in RV(taken_over).
   - The action of the same name, which runs on the controller, fills in O(holder), waits up to O(wait)
-    seconds for another run to end, takes over the lock of a run of this controller that has ended
-    without releasing it, and otherwise refuses, naming the holder.
+    seconds for another run to end or its lease to run out, takes over at once the lock of a run of this
+    controller that has ended without releasing it, and otherwise refuses, naming the holder. While its
+    run lasts, it renews the lease every O(lease)/4 seconds from the controller.
   - In check mode nothing is written; a lock held by another run is reported all the same.
 version_added: 0.1.0
 options:
   state:
-    description: C(held) to take the lock, C(released) to give it back.
+    description: C(held) to take the lock, C(renewed) to renew the lease of the run that holds it,
+      C(released) to give it back.
     type: str
-    choices: [held, released]
+    choices: [held, renewed, released]
     default: held
   path:
     description: The lock file, in a directory a reboot empties.
@@ -32,6 +38,10 @@ options:
     description: Seconds to wait for another run to end before refusing.
     type: int
     default: 600
+  lease:
+    description: Seconds after its last renewal that the lock runs out, should its run stop renewing it.
+    type: int
+    default: 300
   stale:
     description: A holder record the controller found ended; its lock is taken over if still recorded.
     type: dict
@@ -58,13 +68,28 @@ holder:
   description: The run recorded in the lock file (this one, or the other one that holds it).
   returned: when the lock is held
   type: dict
+new:
+  description: Whether this run took the lock now (it held it not before this call).
+  returned: after O(state=held)
+  type: bool
+taken_over:
+  description: The run whose lock this one took over (its lease had run out, or it had ended), or null.
+  returned: after O(state=held)
+  type: dict
+lease_left:
+  description: Seconds until the lease of the run that holds the lock runs out (null for a lock without one).
+  returned: when another run holds the lock
+  type: float
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_run_lock import (  # noqa: E402
     LockError,
+    clock,
+    lease_left,
     read,
     release,
+    renew,
     same,
     try_hold,
 )
@@ -73,30 +98,42 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_run_lock import (  #
 def main():
     module = AnsibleModule(
         argument_spec={
-            "state": {"type": "str", "choices": ["held", "released"], "default": "held"},
+            "state": {"type": "str", "choices": ["held", "renewed", "released"], "default": "held"},
             "path": {"type": "path", "default": "/run/ds4-fleet.lock"},
             "holder": {"type": "dict"},
             "wait": {"type": "int", "default": 600},
+            "lease": {"type": "int", "default": 300},
             "stale": {"type": "dict"},
         },
         supports_check_mode=True,
     )
     p = module.params
-    holder = p["holder"] or {}
+    holder = dict(p["holder"] or {}, lease=p["lease"])
     try:
+        now = clock()
         if module.check_mode:
             current = read(p["path"])
-            mine = current is None or same(current, holder)
-            module.exit_json(changed=False, held=mine, holder=current or holder)
+            mine = current is None or same(current, holder) or lease_left(current, now) == 0
+            module.exit_json(changed=False, held=mine, holder=current or holder, taken_over=None)
         if p["state"] == "released":
             released = release(p["path"], holder)
             module.exit_json(changed=False, held=False, released=released)
-        held, current = try_hold(p["path"], holder, p["stale"])
+        if p["state"] == "renewed":
+            module.exit_json(changed=False, held=renew(p["path"], holder, now))
+        held, current, before = try_hold(p["path"], holder, p["stale"], now)
     except LockError as exc:
         module.fail_json(msg=str(exc), held=False)
+    new = held and (before is None or not same(before, holder))
     # Not a change of the Spark: the run removes the file again at its end, and a second run must be
     # able to say changed=0.
-    module.exit_json(changed=False, held=held, holder=current)
+    module.exit_json(
+        changed=False,
+        held=held,
+        new=new,
+        holder=current,
+        taken_over=before if new else None,
+        lease_left=None if held else lease_left(current, now),
+    )
 
 
 if __name__ == "__main__":

@@ -129,6 +129,7 @@ BAD = {
     "ds4_hf_token": ["a token", "hf_abc\n", "hf\x00abc"],
     "ds4_hf_token_over_http": ["maybe", [], "2"],
     "ds4_run_lock_wait": [-1, 86401, *WHOLE],
+    "ds4_run_lock_lease": [9, 86401, *WHOLE],
     "ds4_old_weights": ["sometimes", ""],
     "ds4_model_catalog": [
         {},

@@ -133,7 +133,7 @@ def test_refused_with_its_message(runs, case):
     # nothing.
     assert [(failure.host, failure.name) for failure in run.failures()] == [(host, JUDGE)], run
     failure = run.result(JUDGE, host)
-    assert failure.msg == "\n".join(expected), run
+    assert failure.msg == "; ".join(expected), run
     assert failure.data["preflight"]["errors"] == expected
     assert run.warnings() == []
     # The facts were read, the judgement failed, nothing changed (ok counts argument checks too).

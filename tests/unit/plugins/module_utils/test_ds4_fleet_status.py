@@ -172,17 +172,15 @@ def test_the_table_is_aligned_and_ends_with_notes_and_a_tally():
             },
         ]
     )
-    assert render_table(records, "ds4 fleet") == "\n".join(
-        [
-            "ds4 fleet",
-            "HOST     SERVICE  RELEASE  GEN   SPEC    CONTEXT  UPDATE  UPTIME  IN FLIGHT  FREE DISK",
-            "spark01  active   v0.6.5   0731  dspark  512K     no      1h02m   0          77.5 GiB",
-            "spark02  active   v0.6.3   0731  dspark  512K     v0.6.5  1h02m   0          77.5 GiB",
-            "spark03  failed   v0.6.3   0731  dspark  512K     v0.6.5  -       -          77.5 GiB",
-            "spark03: the local fact says v0.6.5, but current points at v0.6.3",
-            "3 Sparks: 1 serving v0.6.5, 1 serving v0.6.3, 1 not serving",
-        ]
-    )
+    assert render_table(records, "ds4 fleet") == [
+        "ds4 fleet",
+        "HOST     SERVICE  RELEASE  GEN   SPEC    CONTEXT  UPDATE  UPTIME  IN FLIGHT  FREE DISK",
+        "spark01  active   v0.6.5   0731  dspark  512K     no      1h02m   0          77.5 GiB",
+        "spark02  active   v0.6.3   0731  dspark  512K     v0.6.5  1h02m   0          77.5 GiB",
+        "spark03  failed   v0.6.3   0731  dspark  512K     v0.6.5  -       -          77.5 GiB",
+        "spark03: the local fact says v0.6.5, but current points at v0.6.3",
+        "3 Sparks: 1 serving v0.6.5, 1 serving v0.6.3, 1 not serving",
+    ]
 
 
 def test_after_an_upgrade_the_table_has_its_outcome_and_detail():
@@ -197,7 +195,7 @@ def test_after_an_upgrade_the_table_has_its_outcome_and_detail():
             }
         ]
     )
-    lines = FilterModule().filters()["fleet_status_table"](records).splitlines()
+    lines = FilterModule().filters()["fleet_status_table"](records)
     assert lines[0].endswith("FREE DISK  UPGRADE")
     assert lines[1].endswith("77.5 GiB   rolled back")
     assert lines[2] == "spark01: smoke test failed; rolled back, serving v0.6.3"
@@ -256,7 +254,7 @@ def test_the_table_shows_the_speed_of_what_runs_and_its_change_against_the_relea
     }
     assert records[0]["notes"] == ["rolled back as too slow: v0.6.6 measured"]
     assert records[1]["perf"]["against"] is None and records[2]["perf"] is None
-    lines = render_table(records).splitlines()
+    lines = render_table(records)
     assert lines[0].endswith("FREE DISK  PREFILL TOK/S  DECODE TOK/S")
     assert lines[1].endswith("77.5 GiB   3811 (-4.5%)   287 (-4.8%)")
     assert lines[2].endswith("77.5 GiB   3990           301")

@@ -294,10 +294,15 @@ def test_the_report_lists_each_gateway_and_says_why_one_could_not_be_read(haprox
     }
     assert records["gw03"]["error"] == "not read"
     table = render_gateway_table(records)
-    assert table.splitlines()[0] == "gateway gw01: 2 of 2 Spark(s) up"
-    assert table.splitlines()[1].split() == ["spark", "state", "admin", "sessions", "check"]
-    assert table.splitlines()[2].split() == ["spark01", "UP", "ready", "0", "L7OK"]
-    assert "gateway gw02: could not be read: HAProxy's runtime API" in table
+    assert table[0] == "gateway gw01: 2 of 2 Spark(s) up"
+    assert table[1].split() == ["spark", "state", "admin", "sessions", "check"]
+    assert table[2].split() == ["spark01", "UP", "ready", "0", "L7OK"]
+    assert table[4:] == [
+        "",
+        "gateway gw02: could not be read: HAProxy's runtime API at /run/haproxy/admin.sock ...",
+        "",
+        "gateway gw03: could not be read: not read",
+    ]
 
 
 # --- the module ---

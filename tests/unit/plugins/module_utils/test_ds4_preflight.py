@@ -416,11 +416,11 @@ def test_module_passes_a_spark_and_sets_the_build():
     assert out["preflight"]["weights"]["bytes"] == SIZE_BASE + SIZE_DRAFTER
 
 
-def test_module_refuses_with_one_line_per_refusal():
+def test_module_refuses_with_one_item_per_refusal_and_a_message_of_one_line():
     out = check_module({"host": host(H200_FACTS, cuda=CUDA_12), "catalog": CATALOG})
     assert out["failed"] is True and "ansible_facts" not in out
     errors = out["preflight"]["errors"]
-    assert out["msg"].split("\n") == errors
+    assert out["msg"] == "; ".join(errors) and "\n" not in out["msg"]
     assert errors[:3] == [X86_REFUSED, H200_REFUSED, CUDA12_REFUSED]
     assert errors[3].startswith("Free space on the filesystem of ds4_gguf_dir /tmp/x")
 

@@ -1,4 +1,5 @@
-"""One run per Spark: module_utils/ds4_run_lock.py and the controller side of the action."""
+"""One run per Spark: module_utils/ds4_run_lock.py (the lease, on a clock only the test moves) and the
+controller side of the action (who has ended, the renewer's loop)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,19 @@ import subprocess
 import sys
 
 import pytest
-from ansible_collections.ds4.fleet.plugins.action.ds4_run_lock import ended, this_run
+from ansible_collections.ds4.fleet.plugins.action.ds4_run_lock import (
+    ended,
+    renew_while,
+    taken_over_message,
+    this_run,
+)
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_run_lock import (
     LockError,
     describe,
+    lease_left,
     read,
     release,
+    renew,
     try_hold,
 )
 
@@ -24,6 +32,7 @@ A = {
     "playbook": "site.yml",
     "since": 1.0,
     "since_text": "t1",
+    "lease": 60,
 }
 B = {
     "controller": "ops",
@@ -32,7 +41,12 @@ B = {
     "playbook": "upgrade.yml",
     "since": 2.0,
     "since_text": "t2",
+    "lease": 60,
 }
+
+
+def held(lock, holder, now=1000.0, stale=None):
+    return try_hold(lock, holder, stale=stale, now=now)[:2]
 
 
 @pytest.fixture
@@ -41,25 +55,25 @@ def lock(tmp_path):
 
 
 def test_the_first_run_holds_and_a_second_is_told_who(lock):
-    assert try_hold(lock, A) == (True, A)
-    held, other = try_hold(lock, B)
-    assert not held and other["user"] == "alice" and other["playbook"] == "site.yml"
+    assert held(lock, A) == (True, dict(A, renewed=1000.0))
+    mine, other = held(lock, B)
+    assert not mine and other["user"] == "alice" and other["playbook"] == "site.yml"
     assert describe(other) == "alice on ops (pid 100, site.yml, since t1)"
     assert oct(os.stat(lock).st_mode & 0o777) == "0o644"
 
 
 def test_the_holder_may_ask_again_and_only_it_releases(lock):
-    try_hold(lock, A)
-    assert try_hold(lock, dict(A, since=9.0))[0], "the same run (controller and pid) holds it still"
+    held(lock, A)
+    assert held(lock, dict(A, since=9.0))[0], "the same run (controller and pid) holds it still"
     assert release(lock, B) is False and read(lock)["pid"] == 100
     assert release(lock, A) is True and read(lock) is None
-    assert try_hold(lock, B) == (True, B)
+    assert held(lock, B) == (True, dict(B, renewed=1000.0))
 
 
 def test_a_stale_lock_is_taken_over_only_while_it_is_the_one_recorded(lock):
-    try_hold(lock, A)
-    assert try_hold(lock, B, stale=dict(A, pid=999))[0] is False, "another stale run: not this lock"
-    assert try_hold(lock, B, stale=A) == (True, B)
+    held(lock, A)
+    assert held(lock, B, stale=dict(A, pid=999))[0] is False, "another stale run: not this lock"
+    assert try_hold(lock, B, stale=A, now=1000.0) == (True, dict(B, renewed=1000.0), dict(A, renewed=1000.0))
     assert read(lock)["user"] == "bob"
 
 
@@ -96,3 +110,63 @@ def test_this_run_is_the_ansible_playbook_process():
     run = this_run("site.yml")
     assert run["pid"] == os.getppid() and run["controller"] == socket.gethostname()
     assert run["playbook"] == "site.yml" and run["since_text"]
+
+
+# --- the lease ---
+
+
+def test_a_lease_runs_out_a_lease_after_its_last_renewal_and_the_next_run_takes_over_naming_it(lock):
+    held(lock, A, now=1000.0)
+    assert lease_left(read(lock), 1030.0) == 30.0
+    assert renew(lock, A, now=1050.0) is True, "the live run renews"
+    assert held(lock, B, now=1100.0)[0] is False, "50 s after the renewal: still A's"
+    assert lease_left(read(lock), 1100.0) == 10.0
+    # A stops renewing (killed, its controller gone): at 1110 its lease has run out.
+    mine, recorded, before = try_hold(lock, B, now=1110.0)
+    assert mine and recorded["user"] == "bob" and before == dict(A, renewed=1050.0)
+    assert "took this Spark over from alice on ops (pid 100, site.yml, since t1)" in taken_over_message(
+        before
+    )
+    assert "stopped renewing its lease of 60 s (ds4_run_lock_lease)" in taken_over_message(before)
+    assert renew(lock, A, now=1111.0) is False, "a renewer of the old run finds the lock no longer its own"
+    assert read(lock)["user"] == "bob"
+
+
+def test_the_holder_s_own_lease_bounds_the_wait_and_a_lock_without_a_lease_never_runs_out(lock):
+    held(lock, dict(A, lease=600), now=0.0)
+    assert held(lock, dict(B, lease=10), now=599.0)[0] is False
+    assert held(lock, dict(B, lease=10), now=600.0)[0] is True
+    with open(lock, "w") as handle:
+        handle.write('{"controller": "old", "pid": 1, "user": "carol", "playbook": "site.yml", "since": 1}\n')
+    assert lease_left(read(lock), 10**9) is None
+    assert held(lock, B, now=10**9)[0] is False
+
+
+def test_a_renewal_keeps_the_record_and_writes_nothing_for_another_run(lock):
+    held(lock, A, now=5.0)
+    assert renew(lock, B, now=6.0) is False and read(lock)["renewed"] == 5.0
+    assert renew(lock, A, now=7.0) is True and read(lock) == dict(A, renewed=7.0)
+    release(lock, A)
+    assert renew(lock, A, now=8.0) is False and read(lock) is None, "a released lock is never made again"
+
+
+def test_the_renewer_renews_each_period_while_the_run_lives_and_its_lock_is_held():
+    clock, answers, renewals = [], iter([True, None, True, False, True]), []
+
+    def renew_once():
+        renewals.append(sum(clock))
+        return next(answers)
+
+    renew_while(os.getpid(), renew_once, 15.0, sleep=clock.append)
+    assert renewals == [15.0, 30.0, 45.0, 60.0], "a failed renewal (None) is tried again at the next period"
+    assert set(clock) == {1.0}, "the run's process is looked at every second"
+
+
+def test_the_renewer_stops_once_the_run_s_process_is_gone():
+    proc = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    renewals = []
+    slept = []
+    renew_while(int(proc.stdout), lambda: renewals.append(1) or True, 15.0, sleep=slept.append)
+    assert renewals == [] and slept == [1.0], "gone within a second"
