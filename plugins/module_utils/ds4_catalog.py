@@ -110,7 +110,9 @@ def _check_reference(generation, reference):
                 raise CatalogError(f"{at}.{key} must be a non-empty text, got {entry.get(key)!r}")
         figures = entry.get("figures")
         if not isinstance(figures, dict) or not figures:
-            raise CatalogError(f"{at}.figures must be a non-empty mapping of figure to tok/s, got {figures!r}")
+            raise CatalogError(
+                f"{at}.figures must be a non-empty mapping of figure to tok/s, got {figures!r}"
+            )
         unknown = sorted(set(figures) - set(FIGURES))
         if unknown:
             raise CatalogError(f"{at}.figures has unknown figures {unknown}; figures are {list(FIGURES)}")

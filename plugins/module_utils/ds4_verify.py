@@ -153,7 +153,10 @@ def _aggregate(base_url, decode_tokens, concurrent, timeout, stream, clock) -> d
     wall = clock() - started
     failed = [r for r in results if isinstance(r, Exception)]
     if failed:
-        return {"tps": None, "problems": [f"{len(failed)} of {concurrent} concurrent requests failed: {failed[0]}"]}
+        return {
+            "tps": None,
+            "problems": [f"{len(failed)} of {concurrent} concurrent requests failed: {failed[0]}"],
+        }
     tokens = sum(r["completion_tokens"] or 0 for r in results)
     return {"tps": round(tokens / wall, 1) if wall > 0 and tokens else None, "problems": []}
 
@@ -193,7 +196,9 @@ def parse_gpu_apps(text: str) -> list[dict]:
         fields = [field.strip() for field in line.split(",")]
         if len(fields) == len(APPS_FIELDS) and fields[0].isdigit():
             used = fields[2]
-            apps.append({"pid": int(fields[0]), "name": fields[1], "used_mib": int(used) if used.isdigit() else None})
+            apps.append(
+                {"pid": int(fields[0]), "name": fields[1], "used_mib": int(used) if used.isdigit() else None}
+            )
     return apps
 
 
@@ -204,7 +209,9 @@ def memory_state(meminfo: str) -> dict:
         match = re.search(rf"^{key}:\s+(\d+) kB$", meminfo, re.MULTILINE)
         values[key] = int(match.group(1)) * 1024 if match else None
     swap_used = (
-        None if values["SwapTotal"] is None or values["SwapFree"] is None else values["SwapTotal"] - values["SwapFree"]
+        None
+        if values["SwapTotal"] is None or values["SwapFree"] is None
+        else values["SwapTotal"] - values["SwapFree"]
     )
     return {"total": values["MemTotal"], "available": values["MemAvailable"], "swap_used": swap_used}
 
@@ -240,7 +247,9 @@ def native_archs(stamp: dict | None) -> list[str] | None:
 # --- judgement ------------------------------------------------------------------------------------------
 
 
-def figures_row(measured: dict, reference: dict | None, speculation: str, scale: float, min_ratio: float) -> list:
+def figures_row(
+    measured: dict, reference: dict | None, speculation: str, scale: float, min_ratio: float
+) -> list:
     """One row per figure: {figure, label, measured, reference, ratio, verdict}."""
     decode_figure = DECODE_FIGURE.get(speculation, "decode_2k")
     rows = []
@@ -419,7 +428,9 @@ def report_lines(report: dict) -> list[str]:
             f"  ratio {ratio:>5}  {row['verdict']}"
         )
     if reference is not None:
-        scaled = "" if report["scale"] == 1 else f", scaled by {report['scale']:g} (ds4_verify_reference_scale)"
+        scaled = (
+            "" if report["scale"] == 1 else f", scaled by {report['scale']:g} (ds4_verify_reference_scale)"
+        )
         lines.append(
             f"  reference: {report['generation']} at {reference['release']} ({reference['note']}), "
             f"stamped {reference['stamp']}{scaled}; {reference['source']}"

@@ -217,7 +217,11 @@ def main():
         module.fail_json(msg=f"the engine does not answer, nothing verified: {exc}")
     try:
         measured = measure_figures(
-            p["url"], decode_tokens=p["decode_tokens"], concurrent=p["concurrent"], runs=p["runs"], timeout=p["timeout"]
+            p["url"],
+            decode_tokens=p["decode_tokens"],
+            concurrent=p["concurrent"],
+            runs=p["runs"],
+            timeout=p["timeout"],
         )
     except PerfError as exc:
         module.fail_json(msg=f"the measurement failed: {exc}")

@@ -22,11 +22,19 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_verify import (
 )
 
 FILE = {"repo": "o/r", "revision": "main", "size": None, "sha256": None}
-PUBLISHED = {"prefill_2k": 960, "prefill_12k": 1010, "decode_2k": 20.0, "dspark_decode": 27.7, "aggregate_12": 59.0}
+PUBLISHED = {
+    "prefill_2k": 960,
+    "prefill_12k": 1010,
+    "decode_2k": 20.0,
+    "dspark_decode": 27.7,
+    "aggregate_12": 59.0,
+}
 
 
 def catalog(reference=None):
-    generation = {"files": {"base": dict(FILE, name="base-0731.gguf"), "dspark": dict(FILE, name="d-0731.gguf")}}
+    generation = {
+        "files": {"base": dict(FILE, name="base-0731.gguf"), "dspark": dict(FILE, name="d-0731.gguf")}
+    }
     if reference is not None:
         generation["reference"] = reference
     return {"0731": generation, "legacy": {"files": {"base": dict(FILE, name="base.gguf")}}}
@@ -92,7 +100,10 @@ def shipped_catalog():
         ({"0.5.0": REFERENCE["v0.5.0"]}, "not a release tag"),
         ({"v0.5.0": dict(REFERENCE["v0.5.0"], source="")}, "['v0.5.0'].source"),
         ({"v0.5.0": dict(REFERENCE["v0.5.0"], figures={"decode_4k": 1})}, "unknown figures ['decode_4k']"),
-        ({"v0.5.0": dict(REFERENCE["v0.5.0"], figures={"decode_2k": 0})}, "figures.decode_2k must be a positive"),
+        (
+            {"v0.5.0": dict(REFERENCE["v0.5.0"], figures={"decode_2k": 0})},
+            "figures.decode_2k must be a positive",
+        ),
         ({"v0.5.0": dict(REFERENCE["v0.5.0"], stamps={"decode_2k": "old"})}, "['v0.5.0'].stamps"),
         ([], "mapping of engine release"),
     ],
@@ -126,7 +137,13 @@ def test_the_workloads_measure_each_figure_from_the_engines_own_counts():
     engine = Engine(1000.0, 25.0)
     ticks = iter([0.0, 10.0, 100.0, 108.0])  # two aggregate runs: 10 s, then 8 s
     measured = measure_figures(
-        "http://x", decode_tokens=64, concurrent=12, runs=2, timeout=5, stream=engine, clock=lambda: next(ticks)
+        "http://x",
+        decode_tokens=64,
+        concurrent=12,
+        runs=2,
+        timeout=5,
+        stream=engine,
+        clock=lambda: next(ticks),
     )
     assert measured["prefill_2k"] == measured["prefill_12k"] == 1000.0
     assert measured["decode"] == 25.0
@@ -154,7 +171,11 @@ def test_a_failed_concurrent_request_leaves_no_aggregate_and_says_why():
 
 
 def test_the_gpu_state_and_its_processes_read_from_nvidia_smi():
-    assert parse_gpu_state("0, 12.1, Enabled\n") == {"compute_cap": "12.1", "arch": "sm_121", "persistence": True}
+    assert parse_gpu_state("0, 12.1, Enabled\n") == {
+        "compute_cap": "12.1",
+        "arch": "sm_121",
+        "persistence": True,
+    }
     assert parse_gpu_state("0, 9.0, Disabled\n")["persistence"] is False
     assert parse_gpu_state("") == {"compute_cap": None, "arch": None, "persistence": None}
     assert parse_gpu_apps("4242, python3, 2048\n17, ds4-server, [N/A]\n") == [
@@ -164,7 +185,9 @@ def test_the_gpu_state_and_its_processes_read_from_nvidia_smi():
 
 
 def test_memory_and_swap_from_meminfo():
-    meminfo = "MemTotal:       1000 kB\nMemAvailable:    40 kB\nSwapTotal:      500 kB\nSwapFree:       100 kB\n"
+    meminfo = (
+        "MemTotal:       1000 kB\nMemAvailable:    40 kB\nSwapTotal:      500 kB\nSwapFree:       100 kB\n"
+    )
     assert memory_state(meminfo) == {"total": 1024000, "available": 40960, "swap_used": 409600}
     assert memory_state("") == {"total": None, "available": None, "swap_used": None}
 
@@ -279,7 +302,12 @@ def test_half_speed_on_a_throttled_gpu_names_the_throttling_first():
 
 
 def test_a_build_without_the_gpus_arch_comes_before_everything_else():
-    report = verify(at(0.5), state(native_archs=["sm_75"], gpus=parse_gpus(HOT), gpu_apps=[{"pid": 9, "name": "x", "used_mib": 1}]))
+    report = verify(
+        at(0.5),
+        state(
+            native_archs=["sm_75"], gpus=parse_gpus(HOT), gpu_apps=[{"pid": 9, "name": "x", "used_mib": 1}]
+        ),
+    )
     assert [c["cause"] for c in report["causes"]] == [
         "build-without-native-arch",
         "gpu-throttled",
@@ -300,7 +328,9 @@ def test_speculation_off_explains_only_the_decode_figures():
 
 def test_a_slow_spark_with_nothing_found_says_so_and_other_requests_are_a_cause():
     report = verify(at(0.5), state())
-    assert report["causes"] == [] and "  no cause found in the GPU's state, the build or the memory" in report_lines(report)
+    assert report[
+        "causes"
+    ] == [] and "  no cause found in the GPU's state, the build or the memory" in report_lines(report)
     busy = verify(at(0.5), state(other_requests=3))
     assert busy["causes"][0]["text"] == "the engine served 3 other request(s) while it was measured"
 
@@ -328,7 +358,11 @@ def test_a_bad_scale_is_refused(bad):
 def test_the_summary_the_status_and_the_metrics_carry():
     report = verify(at(0.5), state(gpus=parse_gpus(HOT)))
     summary = summary_of(copy.deepcopy(report))
-    assert summary["verdict"] == "slow" and summary["cause"] == "gpu-throttled" and summary["lowest_ratio"] == 0.5
+    assert (
+        summary["verdict"] == "slow"
+        and summary["cause"] == "gpu-throttled"
+        and summary["lowest_ratio"] == 0.5
+    )
     assert summary["ratios"]["prefill_2k"] == 0.5
     assert summary_of(None) is None and summary_of({"format": 99}) is None
     assert ds4_verify.FORMAT == report["format"]
