@@ -235,7 +235,8 @@ def reference_figures(catalog, generation, release):
     validate_catalog(catalog)
     if generation not in catalog:
         raise CatalogError(
-            f"{GENERATION_VAR} {generation!r} is not a generation of {CATALOG_VAR} (known: {', '.join(catalog)})"
+            f"{GENERATION_VAR} {generation!r} is not a generation of {CATALOG_VAR} "
+            f"(known: {', '.join(catalog)})"
         )
     wanted = parse_release(release)
     published = catalog[generation].get("reference") or {}

@@ -24,8 +24,8 @@ import uuid
 from typing import Any
 
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_catalog import FIGURES
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_cuda_arch import arch_for_compute_cap
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_cubin import is_native_for
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_cuda_arch import arch_for_compute_cap
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_perf import build_prompt, run_figures, stream_once
 
 FORMAT = 1
@@ -277,6 +277,16 @@ def figures_row(
     return rows
 
 
+def _clock_low(gpu: dict) -> bool:
+    """A busy GPU (not idle: NVML's gpu_idle bit 0x1 clear) well below its top SM clock."""
+    clock, top, mask = (
+        gpu.get("sm_clock_hertz"),
+        gpu.get("sm_clock_max_hertz"),
+        gpu.get("clocks_event_reasons"),
+    )
+    return bool(clock and top and mask is not None and not mask & 0x1 and clock < LOW_CLOCK_SHARE * top)
+
+
 def find_causes(state: dict, slow: list[str], configured_speculation: str) -> list[dict]:
     """What in `state` can slow the `slow` figures, most likely first: [{cause, figures, text}]."""
     found = []
@@ -308,16 +318,15 @@ def find_causes(state: dict, slow: list[str], configured_speculation: str) -> li
                 f"GPU {gpu['gpu']} is held back: {', '.join(active)} active{share}{temperature}; check its "
                 f"cooling, airflow and power supply",
             )
-        elif gpu.get("sm_clock_hertz") and gpu.get("sm_clock_max_hertz"):
-            if gpu["sm_clock_hertz"] < LOW_CLOCK_SHARE * gpu["sm_clock_max_hertz"]:
-                found.append(
-                    {
-                        "cause": "clocks-low",
-                        "figures": slow,
-                        "text": f"GPU {gpu['gpu']}'s SM clock was {gpu['sm_clock_hertz'] / 1e6:.0f} of "
-                        f"{gpu['sm_clock_max_hertz'] / 1e6:.0f} MHz when read, with no reason reported",
-                    }
-                )
+        elif _clock_low(gpu):
+            found.append(
+                {
+                    "cause": "clocks-low",
+                    "figures": slow,
+                    "text": f"GPU {gpu['gpu']}'s SM clock was {gpu['sm_clock_hertz'] / 1e6:.0f} of "
+                    f"{gpu['sm_clock_max_hertz'] / 1e6:.0f} MHz when read, busy and with no reason reported",
+                }
+            )
     running = state.get("speculation")
     if configured_speculation == "dspark" and running is not None and running != "dspark":
         add(
@@ -424,8 +433,8 @@ def report_lines(report: dict) -> list[str]:
     for row in report["figures"]:
         ratio = "-" if row["ratio"] is None else f"{row['ratio']:.2f}"
         lines.append(
-            f"  {row['label']:<26} measured {_tps(row['measured']):>8} tok/s  reference {_tps(row['reference']):>8}"
-            f"  ratio {ratio:>5}  {row['verdict']}"
+            f"  {row['label']:<26} measured {_tps(row['measured']):>8} tok/s"
+            f"  reference {_tps(row['reference']):>8}  ratio {ratio:>5}  {row['verdict']}"
         )
     if reference is not None:
         scaled = (

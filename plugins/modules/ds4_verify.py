@@ -29,11 +29,13 @@ options:
     type: str
     required: true
   fact:
-    description: The local fact file of the last verification (JSON), such as C(/etc/ansible/facts.d/ds4_verify.fact).
+    description:
+      - The local fact file of the last verification (JSON), such as C(/etc/ansible/facts.d/ds4_verify.fact).
     type: path
     required: true
   release_dir:
-    description: The directory of the release that runs now (its C(.ds4-build.json) names it and its native archs).
+    description:
+      - The directory of the release that runs now (its C(.ds4-build.json) names it and its native archs).
     type: path
     required: true
   catalog:
@@ -45,7 +47,8 @@ options:
     type: str
     required: true
   speculation:
-    description: The speculation mode the Spark is configured for (C(ds4_speculation)); decides the decode figure.
+    description:
+      - The speculation mode the Spark is configured for (C(ds4_speculation)); it decides the decode figure.
     type: str
     required: true
   min_ratio:

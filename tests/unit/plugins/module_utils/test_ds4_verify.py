@@ -365,4 +365,13 @@ def test_the_summary_the_status_and_the_metrics_carry():
     )
     assert summary["ratios"]["prefill_2k"] == 0.5
     assert summary_of(None) is None and summary_of({"format": 99}) is None
-    assert ds4_verify.FORMAT == report["format"]
+    assert report["format"] == ds4_verify.FORMAT
+
+
+def test_a_low_clock_is_a_cause_only_on_a_busy_gpu_without_a_reason():
+    busy = "0, 60, 30.0, [N/A], 900, 2418, 0x0000000000000000, Not Active, Not Active, Not Active, Not Active"
+    idle = "0, 40, 11.7, [N/A], 208, 2418, 0x0000000000000001, Not Active, Not Active, Not Active, Not Active"
+    report = verify(at(0.5), state(gpus=parse_gpus(busy)))
+    assert [c["cause"] for c in report["causes"]] == ["clocks-low"]
+    assert "900 of 2418 MHz" in report["causes"][0]["text"]
+    assert verify(at(0.5), state(gpus=parse_gpus(idle)))["causes"] == []
