@@ -608,7 +608,7 @@ def _verify(out: Writer, verify: dict | None) -> None:
     out.add(
         "verify_min_ratio",
         "gauge",
-        "The share of a published figure below which the last verification called it slow (ds4_verify_min_ratio).",
+        "The share of a published figure below which the last verification called it slow.",
         verify.get("min_ratio"),
     )
     out.add(

@@ -110,7 +110,7 @@ def measure_figures(
     clock: Any = time.monotonic,
 ) -> dict:
     """The workloads, `runs` times each (the best counts): {figure: tok/s or None}, the runs, problems."""
-    single = {"2k": [], "12k": []}
+    single: dict[str, list[dict]] = {"2k": [], "12k": []}
     for _ in range(runs):
         for size, tokens in (("2k", 2048), ("12k", 12288)):
             prompt = build_prompt(tokens, decode_tokens if size == "2k" else 8, uuid.uuid4().hex[:12])
@@ -133,7 +133,9 @@ def measure_figures(
     }
 
 
-def _aggregate(base_url, decode_tokens, concurrent, timeout, stream, clock) -> dict:
+def _aggregate(
+    base_url: str, decode_tokens: int, concurrent: int, timeout: float, stream: Any, clock: Any
+) -> dict:
     """`concurrent` streams at once: every token they generated over the wall time of them all."""
     results: list[Any] = [None] * concurrent
 

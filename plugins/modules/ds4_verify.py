@@ -12,10 +12,10 @@ description:
   - Compares each figure with the one the engine's authors published for the model generation at the
     running release, or the nearest earlier release that has figures (the catalog's C(reference)),
     multiplied by O(scale); a figure below O(min_ratio) of it is slow.
-  - Reads what can make a Spark slow, and for a slow one names what it found, most likely first: a build
-    without native code for the GPU's arch (the build stamp's C(sass_archs)), the GPU's clock event
-    reasons, clocks, temperature and power, speculation off in the running engine, other processes on the
-    GPU, memory and swap pressure, other requests served while measuring, persistence mode.
+  - Reads what can make a Spark slow, and for a slow one names what it found, most likely first. It looks
+    for a build without native code for the GPU's arch (the build stamp's C(sass_archs)), the GPU's clock
+    event reasons, clocks, temperature and power, speculation off in the running engine, other processes
+    on the GPU, memory and swap pressure, other requests served while measuring, persistence mode.
   - Changes nothing the service reads and leaves it serving; its one write is its own record, the local
     fact O(fact) (not in check mode), which the fleet status and the metrics read. It reports no change.
 version_added: 0.1.0

@@ -148,7 +148,9 @@ def test_promtool_accepts_the_configuration_and_the_rules(prometheus):
 
 
 def test_promtool_rule_tests_pass_on_the_default_timings(prometheus):
-    run = prometheus.run(f"cd {REMOTE}/defaults && promtool test rules ds4-alerts.promtool.yml ds4-alerts-verify.promtool.yml")
+    run = prometheus.run(
+        f"cd {REMOTE}/defaults && promtool test rules ds4-alerts.promtool.yml ds4-alerts-verify.promtool.yml"
+    )
     assert run.rc == 0 and "SUCCESS" in run.stdout, run.stdout + run.stderr
 
 
