@@ -3,6 +3,7 @@ a canned stream (no engine, no clock but the test's), the readers of the GPU's a
 verdict and the order of the causes, and the lines an operator reads."""
 
 import copy
+import json
 
 import pytest
 from ansible_collections.ds4.fleet.plugins.module_utils import ds4_verify
@@ -20,6 +21,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_verify import (
     speculation_running,
     summary_of,
 )
+from module_runner import run_module
 
 FILE = {"repo": "o/r", "revision": "main", "size": None, "sha256": None}
 PUBLISHED = {
@@ -375,3 +377,86 @@ def test_a_low_clock_is_a_cause_only_on_a_busy_gpu_without_a_reason():
     assert [c["cause"] for c in report["causes"]] == ["clocks-low"]
     assert "900 of 2418 MHz" in report["causes"][0]["text"]
     assert verify(at(0.5), state(gpus=parse_gpus(idle)))["causes"] == []
+
+
+# --- the module -----------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def spark(tmp_path, monkeypatch):
+    """The module on a Spark of the test's: the engine measured at half the published speed, nvidia-smi
+    reporting a throttled GB10, a release stamped for sm_121."""
+    from ansible.module_utils.basic import AnsibleModule
+    from ansible_collections.ds4.fleet.plugins.modules import ds4_verify as verify_module
+
+    release = tmp_path / "v0.6.5"
+    release.mkdir()
+    (release / ".ds4-build.json").write_text(
+        json.dumps({"release": "v0.6.5", "sass_archs": {"ds4-server": ["sm_121"]}})
+    )
+    answers = {
+        "systemctl": "0\n",
+        "--query-gpu=index,compute_cap,persistence_mode": "0, 12.1, Enabled\n",
+        "--query-compute-apps=pid,process_name,used_memory": "",
+    }
+
+    def run_command(self, argv, **kwargs):
+        key = argv[0] if argv[0] == "systemctl" else argv[1]
+        return 0, answers.get(key, HOT + "\n"), ""
+
+    monkeypatch.setattr(AnsibleModule, "run_command", run_command)
+    monkeypatch.setattr(verify_module, "read_inflight", lambda url: (0, "/metrics"))
+    monkeypatch.setattr(verify_module, "measure_figures", lambda url, **kw: at(0.5))
+    args = {
+        "url": "http://127.0.0.1:8000",
+        "fact": str(tmp_path / "ds4_verify.fact"),
+        "release_dir": str(release),
+        "catalog": catalog(REFERENCE),
+        "generation": "0731",
+        "speculation": "dspark",
+    }
+    return verify_module, args, tmp_path / "ds4_verify.fact"
+
+
+def test_the_module_reports_records_the_verification_and_changes_nothing_else(spark):
+    module, args, fact = spark
+    rc, result = run_module(module, args)
+    assert rc == 0 and result["changed"] is False, result
+    assert result["report"]["verdict"] == "slow" and result["report"]["causes"][0]["cause"] == "gpu-throttled"
+    assert result["lines"] == report_lines(result["report"])
+    assert json.loads(fact.read_text())["verified_at"] == result["report"]["verified_at"]
+    assert oct(fact.stat().st_mode & 0o777) == "0o644"
+
+
+def test_in_check_mode_the_module_measures_and_writes_no_record(spark):
+    module, args, fact = spark
+    rc, result = run_module(module, dict(args, _ansible_check_mode=True))
+    assert rc == 0 and result["report"]["verdict"] == "slow" and not fact.exists()
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"min_ratio": 1.5}, "ds4_verify_min_ratio is a number above 0 and at most 1: 1.5"),
+        ({"scale": 0}, "ds4_verify_reference_scale is a number above 0: 0"),
+        ({"generation": "0801"}, "ds4_model_generation '0801' is not a generation of ds4_model_catalog"),
+        ({"runs": 0}, "runs must be 1 or more: 0"),
+    ],
+)
+def test_the_module_refuses_bad_settings_before_it_measures(spark, change, message):
+    module, args, fact = spark
+    rc, result = run_module(module, dict(args, **change))
+    assert rc == 1 and message in result["msg"] and not fact.exists(), result
+
+
+def test_an_engine_that_does_not_answer_is_said_and_nothing_is_verified(spark, monkeypatch):
+    module, args, fact = spark
+    from ansible_collections.ds4.fleet.plugins.module_utils.ds4_drain import EngineUnreachable
+
+    def refused(url):
+        raise EngineUnreachable("http://127.0.0.1:8000/metrics could not be reached: refused")
+
+    monkeypatch.setattr(module, "read_inflight", refused)
+    rc, result = run_module(module, args)
+    assert rc == 1 and result["msg"].startswith("the engine does not answer, nothing verified: ")
+    assert not fact.exists()
