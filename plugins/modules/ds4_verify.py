@@ -79,6 +79,10 @@ options:
     description: The engine's systemd unit, whose main process is the engine.
     type: str
     default: ds4.service
+  spark:
+    description: The Spark's name in the report and its lines (the inventory's); V('') for the host name.
+    type: str
+    default: ""
 extends_documentation_fragment:
   - ds4.fleet.module
 """
@@ -171,12 +175,20 @@ def _engine(module):
 def _state(module, stamp, pid, argv, env, other_requests):
     """What the GPU, the host, the build and the engine say now."""
     state = {"native_archs": native_archs(stamp), "other_requests": other_requests}
-    rc, out, _ = module.run_command(gpu_command())
-    state["gpus"] = parse_gpus(out) if rc == 0 else None
-    rc, out, _ = module.run_command(gpu_state_command())
-    state.update(parse_gpu_state(out) if rc == 0 else parse_gpu_state(""))
-    rc, out, _ = module.run_command(gpu_apps_command())
-    state["gpu_apps"] = [app for app in parse_gpu_apps(out) if app["pid"] != pid] if rc == 0 else None
+    # No nvidia-smi (a driver gone, a host without a GPU) leaves the GPU's state unread, not the verification.
+    smi = module.get_bin_path("nvidia-smi")
+
+    def query(command):
+        if smi is None:
+            return None
+        rc, out, _ = module.run_command([smi, *command[1:]])
+        return out if rc == 0 else None
+
+    out = query(gpu_command())
+    state["gpus"] = None if out is None else parse_gpus(out)
+    state.update(parse_gpu_state(query(gpu_state_command()) or ""))
+    out = query(gpu_apps_command())
+    state["gpu_apps"] = None if out is None else [app for app in parse_gpu_apps(out) if app["pid"] != pid]
     state["memory"] = memory_state(_read("/proc/meminfo") or "")
     state["speculation"] = speculation_running(argv, env) if pid else None
     return state
@@ -198,6 +210,7 @@ def main():
             "runs": {"type": "int", "default": 2},
             "timeout": {"type": "float", "default": 300},
             "unit": {"type": "str", "default": "ds4.service"},
+            "spark": {"type": "str", "default": ""},
         },
         supports_check_mode=True,
     )
@@ -229,7 +242,7 @@ def main():
     except PerfError as exc:
         module.fail_json(msg=f"the measurement failed: {exc}")
     report = judge(
-        host=os.uname().nodename,
+        host=p["spark"] or os.uname().nodename,
         release=release,
         generation=p["generation"],
         speculation=p["speculation"],

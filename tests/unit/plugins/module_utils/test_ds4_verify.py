@@ -405,6 +405,7 @@ def spark(tmp_path, monkeypatch):
         return 0, answers.get(key, HOT + "\n"), ""
 
     monkeypatch.setattr(AnsibleModule, "run_command", run_command)
+    monkeypatch.setattr(AnsibleModule, "get_bin_path", lambda self, name, **kw: f"/usr/bin/{name}")
     monkeypatch.setattr(verify_module, "read_inflight", lambda url: (0, "/metrics"))
     monkeypatch.setattr(verify_module, "measure_figures", lambda url, **kw: at(0.5))
     args = {
@@ -414,6 +415,7 @@ def spark(tmp_path, monkeypatch):
         "catalog": catalog(REFERENCE),
         "generation": "0731",
         "speculation": "dspark",
+        "spark": "spark01",
     }
     return verify_module, args, tmp_path / "ds4_verify.fact"
 
@@ -423,7 +425,9 @@ def test_the_module_reports_records_the_verification_and_changes_nothing_else(sp
     rc, result = run_module(module, args)
     assert rc == 0 and result["changed"] is False, result
     assert result["report"]["verdict"] == "slow" and result["report"]["causes"][0]["cause"] == "gpu-throttled"
-    assert result["lines"] == report_lines(result["report"])
+    assert result["lines"] == report_lines(result["report"]) and result["lines"][0].startswith(
+        "spark01: SLOW"
+    )
     assert json.loads(fact.read_text())["verified_at"] == result["report"]["verified_at"]
     assert oct(fact.stat().st_mode & 0o777) == "0o644"
 
@@ -460,3 +464,15 @@ def test_an_engine_that_does_not_answer_is_said_and_nothing_is_verified(spark, m
     rc, result = run_module(module, args)
     assert rc == 1 and result["msg"].startswith("the engine does not answer, nothing verified: ")
     assert not fact.exists()
+
+
+def test_without_nvidia_smi_the_gpu_is_unread_and_the_spark_still_verified(spark, monkeypatch):
+    from ansible.module_utils.basic import AnsibleModule
+
+    module, args, fact = spark
+    monkeypatch.setattr(AnsibleModule, "get_bin_path", lambda self, name, **kw: None)
+    rc, result = run_module(module, args)
+    state = result["report"]["state"]
+    assert rc == 0 and result["report"]["verdict"] == "slow", result
+    assert state["gpus"] is None and state["gpu_apps"] is None and state["arch"] is None
+    assert result["report"]["causes"] == []
