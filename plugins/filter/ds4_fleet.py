@@ -1,9 +1,10 @@
 """Filters of the fleet playbooks; the logic lives in module_utils/ds4_fleet_status.py, ds4_fleet_table.py
 and ds4_rollout.py.
 
-- `hosts | ds4.fleet.fleet_status` -> a record per Spark, from a list of {host, reading, fact, perf, upgrade}
-  (reading: ds4_host_status's `status`, null when the Spark could not be read; fact: ansible_local.ds4;
-  perf: ansible_local.ds4_perf, the activation's speed measurements).
+- `hosts | ds4.fleet.fleet_status` -> a record per Spark, from a list of {host, reading, fact, perf, verify,
+  upgrade} (reading: ds4_host_status's `status`, null when the Spark could not be read; fact:
+  ansible_local.ds4; perf: ansible_local.ds4_perf, the activation's speed measurements; verify:
+  ansible_local.ds4_verify, the last playbooks/verify.yml).
 - `records | ds4.fleet.fleet_status_table(title)` -> the records as a plain-text table, a list of lines.
 - `hosts | ds4.fleet.upgrade_batches(serial)` -> the hosts cut into batches as Ansible's `serial` cuts them.
 - `failed | ds4.fleet.over_fail_share(total, percentage)` -> true when failed/total is above percentage %.

@@ -6,11 +6,19 @@ validates it and answers questions about it:
     {"0731": {"description": "...", "files": {"base": FILE, "dspark": FILE}},
      "legacy": {"files": {"base": FILE, "dspark": FILE, "mtp": FILE}}}
     FILE = {"name": str, "repo": "owner/name", "revision": str, "size": int | None, "sha256": hex | None}
+
+A generation may carry `reference`: the speed figures the engine's authors published for it, by the engine
+release that published them (`reference_figures` answers for any release):
+
+    "reference": {"v0.5.0": {"source": str, "stamp": str, "figures": {FIGURE: tok/s, ...},
+                             "stamps": {FIGURE: "v0.4.1"}}}       # stamps: optional, where older
 """
 
 from __future__ import annotations
 
 import re
+
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_version import is_release_tag, parse_release
 
 CATALOG_VAR = "ds4_model_catalog"
 GENERATION_VAR = "ds4_model_generation"
@@ -29,6 +37,11 @@ _REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 # A file name the roles join to ds4_gguf_dir: no directory part, no control characters, no leading dot.
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*\.gguf")
 _REVISION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]*")
+
+
+# The published figures, tokens a second: prefill of a 2k and a 12k prompt, plain decode (--no-spec) after a
+# 2k prompt, DSpark decode, and the aggregate of 12 concurrent requests.
+FIGURES = ("prefill_2k", "prefill_12k", "decode_2k", "dspark_decode", "aggregate_12")
 
 
 class CatalogError(ValueError):
@@ -82,6 +95,39 @@ def _check_file(generation, role, entry):
         )
 
 
+def _check_reference(generation, reference):
+    where = f"{_where(generation)}.reference"
+    if not isinstance(reference, dict):
+        raise CatalogError(f"{where} must be a mapping of engine release to figures, got {reference!r}")
+    for release, entry in reference.items():
+        at = f"{where}[{release!r}]"
+        if not is_release_tag(release):
+            raise CatalogError(f"{where} has key {release!r} that is not a release tag like v0.5.0")
+        if not isinstance(entry, dict):
+            raise CatalogError(f"{at} must be a mapping with source, stamp and figures, got {entry!r}")
+        for key in ("source", "stamp"):
+            if not isinstance(entry.get(key), str) or not entry[key].strip():
+                raise CatalogError(f"{at}.{key} must be a non-empty text, got {entry.get(key)!r}")
+        figures = entry.get("figures")
+        if not isinstance(figures, dict) or not figures:
+            raise CatalogError(
+                f"{at}.figures must be a non-empty mapping of figure to tok/s, got {figures!r}"
+            )
+        unknown = sorted(set(figures) - set(FIGURES))
+        if unknown:
+            raise CatalogError(f"{at}.figures has unknown figures {unknown}; figures are {list(FIGURES)}")
+        for figure, value in figures.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise CatalogError(f"{at}.figures.{figure} must be a positive tok/s, got {value!r}")
+        stamps = entry.get("stamps", {})
+        if not isinstance(stamps, dict) or any(
+            figure not in figures or not is_release_tag(stamp) for figure, stamp in stamps.items()
+        ):
+            raise CatalogError(
+                f"{at}.stamps must map figures of {at}.figures to release tags like v0.4.1, got {stamps!r}"
+            )
+
+
 def validate_catalog(catalog):
     """Raise CatalogError naming the first bad entry; return the catalog unchanged when it is sound."""
     if not isinstance(catalog, dict) or not catalog:
@@ -105,6 +151,8 @@ def validate_catalog(catalog):
             )
         if "base" not in files:
             raise CatalogError(f"{_where(generation)}.files has no 'base' file")
+        if "reference" in spec:
+            _check_reference(generation, spec["reference"])
         for role, entry in files.items():
             _check_file(generation, role, entry)
             name = entry["name"]
@@ -175,3 +223,40 @@ def other_generation_files(catalog, generation):
         if other != generation
         for role, entry in spec["files"].items()
     ]
+
+
+def reference_figures(catalog, generation, release):
+    """The published figures that hold for `release` of `generation`: its own, or else those of the nearest
+    earlier release that has some, saying so; None when no release up to it has any.
+
+    {"release": the release the figures are of, "inherited": True when not `release`'s own, "source",
+     "stamp", "figures": {FIGURE: tok/s}, "stamps": {FIGURE: the release each was measured at}, "note"}
+    """
+    validate_catalog(catalog)
+    if generation not in catalog:
+        raise CatalogError(
+            f"{GENERATION_VAR} {generation!r} is not a generation of {CATALOG_VAR} "
+            f"(known: {', '.join(catalog)})"
+        )
+    wanted = parse_release(release)
+    published = catalog[generation].get("reference") or {}
+    earlier = [tag for tag in published if parse_release(tag) <= wanted]
+    if not earlier:
+        return None
+    tag = max(earlier, key=parse_release)
+    entry = published[tag]
+    inherited = tag != release
+    note = (
+        f"{release} has no published figures of its own; those of {tag} stand for it"
+        if inherited
+        else f"published with {tag}"
+    )
+    return {
+        "release": tag,
+        "inherited": inherited,
+        "source": entry["source"],
+        "stamp": entry["stamp"],
+        "figures": dict(entry["figures"]),
+        "stamps": {figure: entry.get("stamps", {}).get(figure, tag) for figure in entry["figures"]},
+        "note": note,
+    }

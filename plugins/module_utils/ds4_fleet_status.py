@@ -19,6 +19,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_perf import (
     ROLLED_BACK,
     same_release,
 )
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_verify import summary_of
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_version import is_newer
 
 
@@ -116,10 +117,12 @@ def fleet_record(
     upgrade: dict | None = None,
     error: str | None = None,
     perf: dict | None = None,
+    verify: dict | None = None,
 ) -> dict:
     """One Spark's record: `reading` from read_host() (None when the Spark could not be read, `error`
     saying why), `fact` the local fact ansible_local.ds4 (None before the first install), `upgrade` what an
-    upgrade did to it (outcome, detail, target, before), `perf` the local fact ansible_local.ds4_perf."""
+    upgrade did to it (outcome, detail, target, before), `perf` the local fact ansible_local.ds4_perf,
+    `verify` the local fact ansible_local.ds4_verify (the last playbooks/verify.yml)."""
     if not isinstance(host, str) or not host:
         raise StatusError(f"a fleet record needs a host name: {host!r}")
     fact = fact if isinstance(fact, dict) else {}
@@ -139,6 +142,14 @@ def fleet_record(
     if upgrade and upgrade.get("cleanup_error"):
         record["notes"].append(f"the cleanup after the switch failed: {upgrade['cleanup_error']}")
     record["notes"].extend(perf_notes)
+    record["verify"] = summary_of(verify)
+    if record["verify"] and record["verify"]["verdict"] == "slow":
+        last = record["verify"]
+        cause = f"; most likely: {last['cause']}" if last["cause"] else ""
+        record["notes"].append(
+            f"verified slow ({last['release']}): lowest {last['lowest_ratio']} of the published figures, "
+            f"below ds4_verify_min_ratio {last['min_ratio']}{cause} (playbooks/verify.yml says more)"
+        )
     return record
 
 
@@ -160,6 +171,7 @@ def _unread(fact: dict) -> dict:
         "disk_path": None,
         "service_since": None,
         "perf": None,
+        "verify": None,
     }
 
 
@@ -246,6 +258,7 @@ def fleet_records(entries: Any, hosts: Any = None) -> list:
                 entry.get("upgrade"),
                 entry.get("error"),
                 entry.get("perf"),
+                entry.get("verify"),
             )
         )
     return records

@@ -23,6 +23,8 @@ COLUMNS = (
 )
 # Shown when any Spark has speed figures (the local fact ansible_local.ds4_perf).
 PERF_COLUMNS = (("PREFILL TOK/S", "prefill"), ("DECODE TOK/S", "decode"))
+# Shown when any Spark was verified against the published figures (ansible_local.ds4_verify).
+VERIFY_COLUMNS = (("VERIFIED", "verified"),)
 
 
 def human_duration(seconds: Any) -> str:
@@ -64,6 +66,15 @@ def _speed_cell(perf: Any, metric: str) -> str:
     return f"{value:.0f}" + (f" ({change:+.1f}%)" if isinstance(change, (int, float)) else "")
 
 
+def _verified_cell(verify: Any) -> str:
+    """`ok 0.93` or `SLOW 0.50`: the last verification's verdict and its lowest ratio."""
+    if not isinstance(verify, dict):
+        return "-"
+    ratio = verify.get("lowest_ratio")
+    word = "SLOW" if verify.get("verdict") == "slow" else str(verify.get("verdict"))
+    return word + ("" if ratio is None else f" {ratio:.2f}")
+
+
 def _cells(record: dict) -> dict:
     cells = {
         "host": record["host"],
@@ -78,6 +89,7 @@ def _cells(record: dict) -> dict:
         "free_disk": "-" if record.get("free_disk_bytes") is None else human_bytes(record["free_disk_bytes"]),
         "prefill": _speed_cell(record.get("perf"), "prefill"),
         "decode": _speed_cell(record.get("perf"), "decode"),
+        "verified": _verified_cell(record.get("verify")),
     }
     if "upgrade" in record:
         cells["upgrade"] = record["upgrade"].get("outcome") or "-"
@@ -95,6 +107,8 @@ def render_table(records: Any, title: str | None = None) -> list[str]:
     columns = list(COLUMNS)
     if any(r.get("perf") for r in records):
         columns.extend(PERF_COLUMNS)
+    if any(r.get("verify") for r in records):
+        columns.extend(VERIFY_COLUMNS)
     if any("upgrade" in r for r in records):
         columns.append(("UPGRADE", "upgrade"))
     rows = [_cells(r) for r in records]

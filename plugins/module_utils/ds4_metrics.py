@@ -414,11 +414,12 @@ def render(
     now: float,
     gpus: list[dict] | None,
     firewall: dict | None = None,
+    verify: dict | None = None,
 ) -> str:
     """The textfile: our `ds4_spark_*` series, then the engine's own as engine_series checked them ("" when
     it did not answer). `gpus`: parse_gpus of nvidia-smi's answer, None when it gave none. `firewall`:
     {"loaded": bool, "restores": int} while the engine firewall's unit is active, else None (no firewall
-    series)."""
+    series). `verify`: the local fact ds4_verify, the last playbooks/verify.yml (None: no series)."""
     out = Writer()
     fact = fact if isinstance(fact, dict) else {}
     _configured(out, fact)
@@ -429,6 +430,7 @@ def render(
     if firewall is not None:
         _firewall(out, firewall)
     _gpus(out, gpus)
+    _verify(out, verify)
     out.add("metrics_timestamp_seconds", "gauge", "When these series were written.", now)
     return out.text() + engine_text
 
@@ -581,6 +583,39 @@ def _weights(out: Writer, weights: list[dict], free_bytes: int | None, next_byte
         "gauge",
         "Space a next model generation needs beside the current one.",
         next_bytes,
+    )
+
+
+def _verify(out: Writer, verify: dict | None) -> None:
+    """The last verification against the published figures: each figure's ratio, the bound, when."""
+    if not isinstance(verify, dict) or not isinstance(verify.get("figures"), list):
+        return
+    out.add(
+        "verify_timestamp_seconds",
+        "gauge",
+        "When playbooks/verify.yml last measured this Spark against the published figures.",
+        verify.get("verified_at"),
+    )
+    for row in verify["figures"]:
+        if isinstance(row, dict) and isinstance(row.get("ratio"), (int, float)):
+            out.add(
+                "verify_ratio",
+                "gauge",
+                "A figure of the last verification as a share of the published one (1 is as fast).",
+                row["ratio"],
+                {"figure": str(row.get("figure")), "release": str(verify.get("release") or "")},
+            )
+    out.add(
+        "verify_min_ratio",
+        "gauge",
+        "The share of a published figure below which the last verification called it slow.",
+        verify.get("min_ratio"),
+    )
+    out.add(
+        "verify_slow",
+        "gauge",
+        "1 when the last verification found a figure below ds4_verify_min_ratio of the published one.",
+        verify.get("verdict") == "slow",
     )
 
 

@@ -116,6 +116,12 @@ def _above_zero(what="a number of seconds above 0"):
     return rule
 
 
+def _ratio(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        return "a number above 0 and at most 1"
+    return None
+
+
 def _matching(pattern, what):
     def rule(value):
         if not isinstance(value, str) or not pattern.fullmatch(value):
@@ -515,6 +521,13 @@ RULES = {
     "ds4_upgrade_lb_in_tasks": _task_file,
     "ds4_upgrade_summary_json": _optional_controller_path,
     "ds4_status_json": _optional_controller_path,
+    "ds4_verify_min_ratio": _ratio,
+    "ds4_verify_reference_scale": _above_zero("a number above 0"),
+    "ds4_verify_runs": _between(1, 20),
+    "ds4_verify_decode_tokens": _between(1, 16384),
+    # The engine takes 256 clients at once by default.
+    "ds4_verify_concurrent": _between(1, 256),
+    "ds4_verify_json": _optional_controller_path,
 }
 
 # The launch settings, by ds4_launch's name for each: ds4_launch validates them (it also runs on the host).

@@ -141,6 +141,11 @@ BAD = {
         _catalog_with(sha256="a" * 64 + "\n"),
         _catalog_with(repo="owner/name\n"),
         _catalog_with(revision="main\n"),
+        {
+            "0731": dict(
+                CATALOG["0731"], reference={"v0.5.0": {"source": "README", "stamp": "x", "figures": {}}}
+            )
+        },
     ],
     "ds4_host": ["", "a b", "-0.0.0.0", "host\n"],
     "ds4_port": [0, 70000, -1, "http", "8000\n", True],
@@ -284,6 +289,12 @@ BAD = {
     "ds4_upgrade_lb_in_tasks": ["tasks.yml\n", " tasks.yml", ["tasks.yml"]],
     "ds4_upgrade_summary_json": ["summary.json", "/tmp/../s.json", "/tmp/s.json\n"],
     "ds4_status_json": ["status.json", "/tmp/s json", "/tmp/s.json\n"],
+    "ds4_verify_min_ratio": [0, 1.5, -0.1, "most", True],
+    "ds4_verify_reference_scale": [0, -1, "fast", True],
+    "ds4_verify_runs": [0, 21, *WHOLE],
+    "ds4_verify_decode_tokens": [0, 16385, *WHOLE],
+    "ds4_verify_concurrent": [0, 257, *WHOLE],
+    "ds4_verify_json": ["verify.json", "/tmp/v json", "/tmp/v.json\n"],
 }
 
 

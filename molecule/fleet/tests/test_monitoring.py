@@ -130,6 +130,7 @@ def prometheus(sparks, work):
     defaults, live = configurations(work)
     copy_in(defaults, f"{REMOTE}/defaults")
     copy_in(TESTS / "ds4-alerts.promtool.yml", f"{REMOTE}/defaults/")
+    copy_in(TESTS / "ds4-alerts-verify.promtool.yml", f"{REMOTE}/defaults/")
     copy_in(live, f"{REMOTE}/live")
     start_prometheus(host, "ds4-test-prometheus", REMOTE, 9090)
     yield host
@@ -143,11 +144,13 @@ def test_promtool_accepts_the_configuration_and_the_rules(prometheus):
             config.stdout + config.stderr
         )
         rules = prometheus.run(f"promtool check rules {REMOTE}/{directory}/ds4-alerts.yml")
-        assert rules.rc == 0 and "SUCCESS: 14 rules found" in rules.stdout, rules.stdout + rules.stderr
+        assert rules.rc == 0 and "SUCCESS: 15 rules found" in rules.stdout, rules.stdout + rules.stderr
 
 
 def test_promtool_rule_tests_pass_on_the_default_timings(prometheus):
-    run = prometheus.run(f"cd {REMOTE}/defaults && promtool test rules ds4-alerts.promtool.yml")
+    run = prometheus.run(
+        f"cd {REMOTE}/defaults && promtool test rules ds4-alerts.promtool.yml ds4-alerts-verify.promtool.yml"
+    )
     assert run.rc == 0 and "SUCCESS" in run.stdout, run.stdout + run.stderr
 
 

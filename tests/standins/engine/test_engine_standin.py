@@ -687,3 +687,26 @@ def test_a_slower_release_is_paced_at_its_slower_speed(
     # No sooner than its flavour's speeds allow. How close a loaded machine's figures come to them is not a
     # unit test's to say: the speed gate's scenario (molecule/perf) works with them.
     assert at_least(timed, 1200, 150, prefill, decode), timed
+
+
+def test_pace_json_sets_the_speeds_and_the_aggregate_is_shared(good, models, engine_env, start):
+    # Stand-in only: pace.json in the hold directory paces every request from the next one on, 1000 prompt and
+    # 100 generated tokens a second here, and at most 200 generated tokens a second for all requests at once.
+    pace = {"prefill_tps": 1000, "decode_tps": 100, "aggregate_tps": 200}
+    (Path(engine_env["DS4_STANDIN_HOLD_DIR"]) / "pace.json").write_text(json.dumps(pace))
+    _, base = serve(start, good, models["base"], engine_env)
+    timed = timed_stream(base, " ".join(["word"] * 190) + " " + COUNT, 20)
+    # No sooner than 0.2 s of prefill, then 0.2 s for the 20 tokens.
+    assert timed["prefill_s"] >= 0.2 and timed["prefill_s"] + timed["decode_s"] >= 0.4, timed
+    # Four at once share 200 tokens a second: their 80 tokens take about 0.4 s, where 0.2 s would do unshared.
+    # The floor leaves room for a token whose interval was set before another request joined.
+    results = []
+    threads = [
+        threading.Thread(target=lambda: results.append(timed_stream(base, COUNT, 20))) for _ in range(4)
+    ]
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(results) == 4 and time.monotonic() - started >= 0.3, results

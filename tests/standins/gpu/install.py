@@ -30,6 +30,8 @@ TOOLS = {
 PERSONA_FILE = "etc/ds4-standin/gpu.json"
 # What a test writes beside it to make nvidia-smi report a throttled GPU (see nvidia-smi).
 THROTTLE_FILE = "etc/ds4-standin/gpu-throttle"
+# ... and to make it list other compute processes on the GPU.
+APPS_FILE = "etc/ds4-standin/gpu-apps"
 VERSION_JSON = "usr/local/cuda/version.json"
 # Folders this installer creates and removes again once empty; never usr/bin or etc themselves.
 OWN_DIRS = ("usr/local/cuda/bin", "usr/local/cuda", "etc/ds4-standin")
@@ -47,6 +49,7 @@ def remove(root):
         path.unlink(missing_ok=True)
     (root / PERSONA_FILE).unlink(missing_ok=True)
     (root / THROTTLE_FILE).unlink(missing_ok=True)
+    (root / APPS_FILE).unlink(missing_ok=True)
     version_json = root / VERSION_JSON
     # Only ours: a stand-in nvcc beside it (checked above) means the toolkit folder is the stand-in's.
     version_json.unlink(missing_ok=True)

@@ -166,6 +166,21 @@ def test_gb10_reports_its_health_and_a_throttled_gpu_when_told(root):
     assert not (root / "etc/ds4-standin").exists()
 
 
+def test_the_compute_processes_are_none_until_the_stand_in_is_told_of_some(root):
+    install(root, "gb10")
+    apps = "--query-compute-apps=pid,process_name,used_memory"
+    assert run(root, "nvidia-smi", apps, "--format=csv,noheader,nounits").stdout == b""
+    (root / "etc/ds4-standin/gpu-apps").write_text("4242 python3 2048\n")
+    assert run(root, "nvidia-smi", apps, "--format=csv,noheader,nounits").stdout == b"4242, python3, 2048\n"
+    assert run(root, "nvidia-smi", apps, "--format=csv").stdout == (
+        b"pid, process_name, used_gpu_memory [MiB]\n4242, python3, 2048 MiB\n"
+    )
+    result = run(root, "nvidia-smi", "--query-compute-apps=pid,bogus", "--format=csv")
+    assert result.returncode == 2 and b'Field "bogus" is not a valid field to query.' in result.stdout
+    install(root, "none")
+    assert not (root / "etc/ds4-standin").exists()
+
+
 def test_h200_health_reads_as_the_real_one_did(h200):
     # As the real H200 printed it (2026-12-02, driver 580.159.04), but for its temperature and power.
     out = run(h200, "nvidia-smi", HEALTH, "--format=csv,noheader,nounits").stdout.decode()

@@ -7,6 +7,7 @@ ds4-fleet (docs/engine-contract.md in the shared docs); guesses where the contra
 """
 
 import fcntl
+import json
 import os
 import re
 import struct
@@ -487,28 +488,74 @@ SPEED_FACTORS = {  # flavour -> (prefill factor, decode factor)
 }
 
 
-def speeds(flavour: str) -> tuple[float, float]:
+# Stand-in only: while the file pace.json exists in DS4_STANDIN_HOLD_DIR (default /run/ds4-standin), it sets
+# the speeds instead, read at each request: {"prefill_tps": N, "decode_tps": N, "dspark_decode_tps": N,
+# "aggregate_tps": N} (each optional). dspark_decode_tps is the decode of an engine with a DSpark drafter;
+# aggregate_tps caps the tokens a second of all the requests decoding at once, shared evenly, as a GPU's
+# throughput saturates. The flavour's factors apply on top. A test paces a release at the speed it needs.
+PACE_FILE = "pace.json"
+_decoding = {"count": 0}
+_decoding_lock = threading.Lock()
+
+
+def pace_settings() -> dict:
+    path = os.path.join(os.environ.get("DS4_STANDIN_HOLD_DIR") or "/run/ds4-standin", PACE_FILE)
+    try:
+        with open(path) as handle:
+            settings = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return settings if isinstance(settings, dict) else {}
+
+
+def speeds(flavour: str, speculation: str = "off") -> tuple[float, float, float | None]:
+    """(prefill, decode, aggregate or None) tokens a second of a release of `flavour`."""
     prefill, decode = SPEED_FACTORS.get(flavour, (1.0, 1.0))
-    return PREFILL_TPS * prefill, DECODE_TPS * decode
+    settings = pace_settings()
+    decode_tps = settings.get("decode_tps", DECODE_TPS)
+    if speculation == "dspark":
+        decode_tps = settings.get("dspark_decode_tps", decode_tps)
+    aggregate = settings.get("aggregate_tps")
+    return (
+        settings.get("prefill_tps", PREFILL_TPS) * prefill,
+        decode_tps * decode,
+        None if aggregate is None else aggregate * decode,
+    )
 
 
 class Pace:
     """The time a generation takes: the prompt's prefill, then one token after another. Each step waits for
     its due time on one schedule from the start, so a late wake-up delays that token alone and the figures
-    measured from outside stay those of the release."""
+    measured from outside stay those of the release. With an aggregate cap, each token's interval follows
+    how many requests decode at that moment."""
 
-    def __init__(self, flavour: str, prompt_tokens: int):
-        self.prefill_tps, self.decode_tps = speeds(flavour)
+    def __init__(self, flavour: str, prompt_tokens: int, speculation: str = "off"):
+        self.prefill_tps, self.decode_tps, self.aggregate_tps = speeds(flavour, speculation)
         self.prompt_tokens = prompt_tokens
         self.prefilled_at = None
+        self.due = 0.0
 
     def prefill(self) -> None:
         time.sleep(self.prompt_tokens / self.prefill_tps)
-        self.prefilled_at = time.monotonic()
+        self.prefilled_at = self.due = time.monotonic()
+        with _decoding_lock:
+            _decoding["count"] += 1
 
     def token(self, index: int) -> None:
         """Wait until the `index`-th generated token (from 1) is due."""
-        time.sleep(max(self.prefilled_at + index / self.decode_tps - time.monotonic(), 0.0))
+        if self.aggregate_tps is None:
+            self.due = self.prefilled_at + index / self.decode_tps
+        else:
+            with _decoding_lock:
+                sharing = max(_decoding["count"], 1)
+            self.due += 1.0 / min(self.decode_tps, self.aggregate_tps / sharing)
+        time.sleep(max(self.due - time.monotonic(), 0.0))
+
+    def done(self) -> None:
+        if self.prefilled_at is not None:
+            with _decoding_lock:
+                _decoding["count"] -= 1
+            self.prefilled_at = None
 
 
 # --- release feed --------------------------------------------------------------------------------------

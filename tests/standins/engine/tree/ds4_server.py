@@ -166,14 +166,17 @@ class State:
                     self.prompts_seen.add(clean)
                     self.banks += 1
             answer = words[:max_tokens]
-            pace = common.Pace(self.build.flavour, common.count_tokens(clean))
+            pace = common.Pace(self.build.flavour, common.count_tokens(clean), self.speculation.mode)
             pace.prefill()
-            if on_prefilled:
-                on_prefilled()
-            for index, word in enumerate(answer, 1):
-                pace.token(index)
-                if on_token:
-                    on_token(word)
+            try:
+                if on_prefilled:
+                    on_prefilled()
+                for index, word in enumerate(answer, 1):
+                    pace.token(index)
+                    if on_token:
+                        on_token(word)
+            finally:
+                pace.done()
             return (" ".join(answer), len(words) > max_tokens, common.count_tokens(clean), len(answer))
         finally:
             self.slots.release()

@@ -269,3 +269,40 @@ def test_a_release_kept_slower_under_warn_is_noted_and_a_moved_tag_has_no_figure
     assert fleet_record("spark01", reading(), fact(), perf=moved)["perf"] is None
     for broken in ({"history": "none"}, [], {"history": ["x", None]}):
         assert fleet_record("spark01", reading(), fact(), perf=broken)["perf"] is None
+
+
+def verification(verdict, lowest, cause=None):
+    return {
+        "format": 1,
+        "verified_at": 1700000000.0,
+        "release": "v0.6.5",
+        "verdict": verdict,
+        "lowest_ratio": lowest,
+        "min_ratio": 0.8,
+        "slow": ["aggregate_12"] if verdict == "slow" else [],
+        "causes": [{"cause": cause, "figures": ["aggregate_12"], "text": "..."}] if cause else [],
+        "figures": [{"figure": "prefill_2k", "ratio": 0.97}, {"figure": "aggregate_12", "ratio": lowest}],
+    }
+
+
+def test_the_last_verification_is_in_the_record_the_table_and_for_a_slow_spark_a_note():
+    ok = fleet_record("spark01", reading(), fact(), verify=verification("ok", 0.93))
+    assert ok["verify"]["verdict"] == "ok" and ok["verify"]["ratios"] == {
+        "prefill_2k": 0.97,
+        "aggregate_12": 0.93,
+    }
+    assert ok["notes"] == []
+    slow = fleet_record("spark02", reading(), fact(), verify=verification("slow", 0.5, "gpu-throttled"))
+    assert slow["notes"] == [
+        "verified slow (v0.6.5): lowest 0.5 of the published figures, below ds4_verify_min_ratio 0.8; "
+        "most likely: gpu-throttled (playbooks/verify.yml says more)"
+    ]
+    never = fleet_record("spark03", reading(), fact())
+    assert never["verify"] is None
+    table = render_table([ok, slow, never]).splitlines()
+    assert table[0].endswith("VERIFIED")
+    assert table[1].endswith("ok 0.93") and table[2].endswith("SLOW 0.50") and table[3].endswith("-")
+    # No column while no Spark was verified.
+    assert "VERIFIED" not in render_table([never])
+    records = fleet_records([{"host": "spark01", "reading": reading(), "verify": verification("ok", 0.9)}])
+    assert records[0]["verify"]["lowest_ratio"] == 0.9

@@ -390,3 +390,43 @@ def test_a_gpu_that_could_not_be_read_is_said_and_nothing_else():
     assert [line for line in text.splitlines() if "gpu" in line and not line.startswith("#")] == [
         "ds4_spark_gpu_query_success 0"
     ]
+
+
+def test_the_textfile_carries_the_last_verification_against_the_published_figures():
+    verify = {
+        "format": 1,
+        "verified_at": 1700000000.5,
+        "release": "v0.6.5",
+        "verdict": "slow",
+        "min_ratio": 0.8,
+        "figures": [
+            {"figure": "prefill_2k", "ratio": 0.97},
+            {"figure": "aggregate_12", "ratio": 0.5},
+            {"figure": "prefill_12k", "ratio": None},
+        ],
+    }
+    common = dict(
+        fact=None,
+        weights=[],
+        unit={},
+        watchdog={},
+        watchdog_enabled=True,
+        verdict="ok",
+        engine_text="",
+        free_bytes=None,
+        next_bytes=None,
+        now=1.0,
+        gpus=None,
+    )
+    text = render(**common, verify=verify)
+    assert check_exposition(text)[1] == []
+    assert [line for line in text.splitlines() if line.startswith("ds4_spark_verify")] == [
+        "ds4_spark_verify_timestamp_seconds 1700000000.5",
+        'ds4_spark_verify_ratio{figure="prefill_2k",release="v0.6.5"} 0.97',
+        'ds4_spark_verify_ratio{figure="aggregate_12",release="v0.6.5"} 0.5',
+        "ds4_spark_verify_min_ratio 0.8",
+        "ds4_spark_verify_slow 1",
+    ]
+    # Never verified, or a fact that is not a verification: no series.
+    assert "verify" not in render(**common)
+    assert "verify" not in render(**common, verify={"verdict": "ok"})
