@@ -133,8 +133,9 @@ def textfile_feed_weights_stale(prom, spark):
         check_updates(spark, DEFAULT_FEED)
     clears(prom, "Ds4UpdateCheckFailing", "spark03")
 
-    weights = query(prom, 'ds4_spark_weights_verified{spark="spark03",role="base"}')
-    model = f"{GGUF_DIR}/{weights[0]['metric']['file']}"
+    weights = query(prom, "ds4_spark_weights_verified")
+    name = next(r["metric"]["file"] for r in weights if r["metric"]["spark"] == "spark03")
+    model = f"{GGUF_DIR}/{name}"
     # The file's times kept aside: put back, the verification record describes it again.
     spark.check_output(f"touch -r {model} /root/ds4-test-model-times && touch {model}")
     try:

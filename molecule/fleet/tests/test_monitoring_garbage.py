@@ -91,14 +91,20 @@ def test_promtool_times_the_textfile_alerts(prometheus):
 
 def test_an_engine_printing_garbage_keeps_its_series_and_still_fires_engine_down(prometheus, sparks):
     spark = sparks["spark02"]
+    # The counts so far (another test may have made an engine print garbage before).
+    before = by_spark(prometheus, "ds4_spark_metrics_dropped_total")
     spark.check_output(f"mkdir -p {HOLD_DIR} && printf '%s' '{GARBAGE}' > {HOLD_DIR}/metrics-extra.txt")
     try:
         # Each watchdog run leaves the garbage out and counts it; the file still parses.
-        wait_for(
-            "spark02's dropped lines counted",
-            lambda: by_spark(prometheus, "ds4_spark_metrics_dropped_total > 0").keys() == {"spark02"},
-            timeout=60,
-        )
+        def counted():
+            now = by_spark(prometheus, "ds4_spark_metrics_dropped_total")
+            return now if now["spark02"] != before["spark02"] else None
+
+        counts = wait_for("spark02's dropped lines counted", counted, timeout=60)
+        # Only spark02's.
+        assert {n: c for n, c in counts.items() if n != "spark02"} == {
+            n: c for n, c in before.items() if n != "spark02"
+        }
         assert by_spark(prometheus, "node_textfile_scrape_error") == dict.fromkeys(NAMES, "0")
         assert "spark02" in by_spark(prometheus, "ds4_requests_inflight")
         prom = spark.file(f"{TEXTFILE_DIR}/ds4.prom").content_string
