@@ -16,17 +16,18 @@ test_monitoring_garbage.py; Ds4DiskShortForNextGeneration only in its promtool c
 space is the machine's. The gateway's alerts fire in the gateway scenario (test_gateway_metrics.py).
 """
 
+import json
 from concurrent.futures import ThreadPoolExecutor
 
 from spark import ask, main_pid, release, show
-from test_monitoring_garbage import GARBAGE, HOLD_DIR, alerts, prometheus, query, sparks  # noqa: F401
+from test_monitoring_garbage import GARBAGE, HOLD_DIR, alerts, prometheus, sparks  # noqa: F401
 from waits import wait_for
 
 FEED = "http://forge:18080/_standin/feed"
 DEFAULT_FEED = "v0.6.5"  # what the release feed stand-in serves unless told otherwise
 CRASH_LOOP = "/run/systemd/system/ds4.service.d/zz-test-crash-loop.conf"
 FEED_OVERRIDE = "/run/systemd/system/ds4-update-check.service.d/zz-test-unreachable.conf"
-GGUF_DIR = "/var/lib/ds4/gguf"  # ds4_gguf_dir's default, which the sandbox keeps
+WEIGHTS_FACT = "/etc/ansible/facts.d/ds4_weights.fact"  # the verified model files, where ds4_weights put them
 
 
 def fires(prom, name, spark, timeout=120):
@@ -133,9 +134,8 @@ def textfile_feed_weights_stale(prom, spark):
         check_updates(spark, DEFAULT_FEED)
     clears(prom, "Ds4UpdateCheckFailing", "spark03")
 
-    weights = query(prom, "ds4_spark_weights_verified")
-    name = next(r["metric"]["file"] for r in weights if r["metric"]["spark"] == "spark03")
-    model = f"{GGUF_DIR}/{name}"
+    weights = json.loads(spark.file(WEIGHTS_FACT).content_string)
+    model = f"{weights['gguf_dir']}/{weights['files']['base']['name']}"
     # The file's times kept aside: put back, the verification record describes it again.
     spark.check_output(f"touch -r {model} /root/ds4-test-model-times && touch {model}")
     try:
