@@ -83,6 +83,7 @@ _NETWORK = re.compile(r"[0-9A-Fa-f.:]+(/[0-9]{1,3})?")
 _GATEWAY_KEY = re.compile(r"[A-Za-z0-9._~+/=-]{16,}")
 _DURATION = re.compile(r"([0-9]+(ms|s|m|h|d|w|y))+")
 _GROUP = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ALERT = re.compile(r"Ds4[A-Za-z0-9]+")
 _HAPROXY_NAME = re.compile(r"[A-Za-z0-9._:-]+")
 # A label of a host name (an inventory's underscore allowed), as HAProxy's server line may take it.
 _HOST_LABEL = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
@@ -397,6 +398,19 @@ def _networks(value):
     return "a list of addresses or networks such as 10.0.0.0/24 or fd00::/64"
 
 
+def _alert_for(value):
+    # Which alerts have a `for:` to change is the role's (its vars), which refuses other names.
+    what = "a mapping of alert names (such as Ds4GpuThrottled) to Prometheus durations such as 10m"
+    if not isinstance(value, dict):
+        return what
+    for name, duration in value.items():
+        if not isinstance(name, str) or not _ALERT.fullmatch(name):
+            return what
+        if not isinstance(duration, str) or not _DURATION.fullmatch(duration):
+            return what
+    return None
+
+
 def _task_file(value):
     if value == "" or (isinstance(value, str) and not _CONTROL.search(value) and value.strip() == value):
         return None
@@ -488,7 +502,10 @@ RULES = {
     "ds4_monitoring_evaluation_interval": _matching(_DURATION, "a Prometheus duration such as 30s"),
     "ds4_monitoring_engine_down_for": _matching(_DURATION, "a Prometheus duration such as 5m"),
     "ds4_monitoring_gateway_down_for": _matching(_DURATION, "a Prometheus duration such as 5m"),
-    "ds4_monitoring_update_days": _between(1, what="a whole number of days"),
+    "ds4_monitoring_counter_window": _matching(_DURATION, "a Prometheus duration such as 1h"),
+    "ds4_monitoring_metrics_stale_seconds": _between(1, what="a whole number of seconds"),
+    "ds4_monitoring_alert_for": _alert_for,
+    "ds4_monitoring_update_days": _between(0, what="a whole number of days"),
     "ds4_monitoring_restart_loop": _between(1, what="a whole number of restarts"),
     "ds4_monitoring_gateway_group": _matching(_GROUP, "an inventory group name"),
     "ds4_monitoring_gateway_port": _between(1, 65535, "a TCP port"),

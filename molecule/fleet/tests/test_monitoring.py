@@ -5,7 +5,7 @@ configuration is generated twice on the controller: with the defaults, for promt
 tests (ds4-alerts.promtool.yml: the timing of each alert), and with seconds instead of minutes, for one
 live run in spark01: Prometheus scrapes each Spark's node_exporter by its container name, sees what each
 runs and the engine's own series, and fires Ds4EngineDown for the one Spark whose ds4 is stopped, and
-for no other.
+for no other, until it serves again.
 """
 
 import json
@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 import testinfra
+import yaml
+from prometheus_host import install_prometheus, start_prometheus
 from waits import wait_for
 
 ROOT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
@@ -26,6 +28,16 @@ NAMES = ("spark01", "spark02", "spark03")
 MONITOR = "spark01"
 REMOTE = "/root/ds4-monitoring"
 PROMETHEUS_API = "http://127.0.0.1:9090/api/v1"
+# The live configuration's timings besides its intervals: every alert fires seconds after its condition
+# (a newer release at once), and an alert on a counter clears a minute after it last rose.
+LIVE = {
+    "ds4_monitoring_alert_for": dict.fromkeys(
+        yaml.safe_load((ROOT / "roles/ds4_monitoring/vars/main.yml").read_text())["_ds4_alert_for"], "4s"
+    ),
+    "ds4_monitoring_counter_window": "1m",
+    "ds4_monitoring_metrics_stale_seconds": 30,
+    "ds4_monitoring_update_days": 0,
+}
 
 
 @pytest.fixture(scope="module")
@@ -78,18 +90,6 @@ def query(host, expr):
     return api(host, "query?query=" + expr.replace(" ", "%20"))["result"]
 
 
-def install_prometheus(host):
-    """Prometheus from Debian's package on HOST, its own service off: each test module runs its own."""
-    installed = host.run(
-        "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus"
-        " || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q"
-        " --no-install-recommends prometheus)"
-    )
-    assert installed.rc == 0, installed.stdout[-2000:] + installed.stderr[-2000:]
-    # The package starts its own on its default configuration: the tests run their own instead.
-    host.check_output("systemctl disable --now prometheus.service")
-
-
 def configurations(work):
     """(defaults, live): the configuration and rules generated with the defaults, and with the fast
     timings the tests watch alerts on."""
@@ -103,22 +103,10 @@ def configurations(work):
         "ds4_monitoring_evaluation_interval=2s",
         "-e",
         "ds4_monitoring_engine_down_for=10s",
+        "-e",
+        json.dumps(LIVE),
     )
     return defaults, live
-
-
-def start_prometheus(host, unit, directory, port):
-    """Prometheus as the transient UNIT on DIRECTORY/live/prometheus.yml (its data in DIRECTORY/data),
-    once it says it is ready: until then its API answers 503."""
-    host.check_output(
-        f"systemd-run --unit={unit} prometheus --config.file={directory}/live/prometheus.yml"
-        f" --storage.tsdb.path={directory}/data --web.listen-address=127.0.0.1:{port}"
-    )
-    wait_for(
-        f"{unit} ready",
-        lambda: host.run(f"curl -fsS --max-time 5 http://127.0.0.1:{port}/-/ready").rc == 0,
-        timeout=60,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +132,7 @@ def test_promtool_accepts_the_configuration_and_the_rules(prometheus):
             config.stdout + config.stderr
         )
         rules = prometheus.run(f"promtool check rules {REMOTE}/{directory}/ds4-alerts.yml")
-        assert rules.rc == 0 and "SUCCESS: 15 rules found" in rules.stdout, rules.stdout + rules.stderr
+        assert rules.rc == 0 and "SUCCESS: 17 rules found" in rules.stdout, rules.stdout + rules.stderr
 
 
 def test_promtool_rule_tests_pass_on_the_default_timings(prometheus):
@@ -179,15 +167,12 @@ def test_prometheus_scrapes_each_spark_and_sees_what_it_runs(prometheus, sparks)
 
 
 def test_stopping_ds4_on_one_spark_fires_engine_down_for_it_alone(prometheus, sparks):
+    def firing():
+        alerts = api(prometheus, "alerts")["alerts"]
+        return [a for a in alerts if a["labels"]["alertname"] == "Ds4EngineDown" and a["state"] == "firing"]
+
     sparks["spark03"].check_output("systemctl stop ds4")
     try:
-
-        def firing():
-            alerts = api(prometheus, "alerts")["alerts"]
-            return [
-                a for a in alerts if a["labels"]["alertname"] == "Ds4EngineDown" and a["state"] == "firing"
-            ]
-
         alerts = wait_for("Ds4EngineDown to fire", firing, timeout=90)
         assert [a["labels"]["spark"] for a in alerts] == ["spark03"]
         assert alerts[0]["annotations"]["summary"] == "spark03: the ds4 engine is not serving"
@@ -201,3 +186,4 @@ def test_stopping_ds4_on_one_spark_fires_engine_down_for_it_alone(prometheus, sp
             lambda: "spark03" in {r["metric"]["spark"] for r in query(prometheus, "ds4_requests_inflight")},
             timeout=120,
         )
+    wait_for("Ds4EngineDown gone once spark03 serves", lambda: not firing(), timeout=90)
