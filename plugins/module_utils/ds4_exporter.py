@@ -11,7 +11,13 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import stat
+from typing import TYPE_CHECKING
+
+# For the type checker only: the hosts' Pythons need not subscript Callable.
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 # The distribution's node_exporter (Debian's and Ubuntu's prometheus-node-exporter): the one program the
 # role may find on its port when it manages the exporter.
@@ -41,7 +47,7 @@ def host_port(address: str, port: int) -> str:
 
 
 def listen_addresses(setting: str, port: int, source: str | None) -> tuple[list[str], str | None]:
-    """([ADDRESS:PORT, ...], problem): where node_exporter listens for SETTING (ds4_node_exporter_listen_address).
+    """([ADDRESS:PORT, ...], problem): where node_exporter listens, by ds4_node_exporter_listen_address.
 
     Empty: loopback, for what runs on the Spark, and SOURCE, the address of its default route, where a
     Prometheus on the site's network reaches it; never every address (a second network, such as the
@@ -77,7 +83,7 @@ def port_clash(port: int, holder: dict, program: str | None) -> str | None:
     )
 
 
-def textfile_dir_problem(path: str, lstat) -> str | None:
+def textfile_dir_problem(path: str, lstat: Callable[[str], os.stat_result]) -> str | None:
     """Why the site's exporter's textfile directory PATH cannot take ds4.prom, or None: it must be there (the
     role makes nothing of a site's exporter), a directory, and not a link (the root-run watchdog writes in
     it). LSTAT is os.lstat."""
@@ -85,8 +91,8 @@ def textfile_dir_problem(path: str, lstat) -> str | None:
         info = lstat(path)
     except FileNotFoundError:
         return (
-            f"ds4_node_exporter_textfile_dir {path} does not exist; with ds4_node_exporter_manage false it must"
-            " be the textfile directory of the site's node_exporter (--collector.textfile.directory)"
+            f"ds4_node_exporter_textfile_dir {path} does not exist; with ds4_node_exporter_manage false it"
+            " must be the textfile directory of the site's node_exporter (--collector.textfile.directory)"
         )
     except OSError as exc:
         return f"ds4_node_exporter_textfile_dir {path} cannot be read: {exc.strerror}"

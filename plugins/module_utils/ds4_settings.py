@@ -321,7 +321,7 @@ def _listen_address(value):
         ipaddress.ip_address(value)
         return None
     except (TypeError, ValueError):
-        return "empty (loopback and the default route's address) or an IP address (0.0.0.0 or :: for every address)"
+        return "empty (loopback and the default route's address) or an IP address (0.0.0.0 or :: for all)"
 
 
 def _regex(value):

@@ -9,7 +9,7 @@ module: ds4_exporter_check
 short_description: Find where node_exporter listens on a Spark and refuse a port another program holds
 description:
   - With O(manage), the role runs the distribution's prometheus-node-exporter, so its port must be free or
-    held by that exporter: any other listener (a site's own node_exporter, another service) is refused by
+    held by that exporter. Any other listener (a site's own node_exporter, another service) is refused by
     pid and program, before anything changes.
   - Without O(manage), the site's own exporter is left alone; only its textfile directory O(textfile_dir)
     is checked (there, a directory, not a link), since the watchdog writes ds4.prom into it.
@@ -20,7 +20,9 @@ version_added: 0.1.0
 extends_documentation_fragment: [ds4.fleet.module]
 options:
   manage:
-    description: Whether the role installs and configures the distribution's node_exporter (C(ds4_node_exporter_manage)).
+    description:
+      - Whether the role installs and configures the distribution's node_exporter
+        (C(ds4_node_exporter_manage)).
     type: bool
     required: true
   port:
@@ -28,7 +30,8 @@ options:
     type: int
     required: true
   listen_address:
-    description: C(ds4_node_exporter_listen_address); empty for loopback and the default route's address.
+    description:
+      - C(ds4_node_exporter_listen_address), empty for loopback and the default route's address.
     type: str
     default: ""
   textfile_dir:
@@ -48,7 +51,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 listen:
-  description: The addresses node_exporter is to listen on, C(ADDRESS:PORT) each; empty without O(manage).
+  description: The addresses node_exporter is to listen on, C(ADDRESS:PORT) each, none without O(manage).
   returned: success
   type: list
   elements: str

@@ -1,10 +1,14 @@
-"""The fleet's Prometheus files as the prometheus.prometheus role's variables (module_utils/ds4_prometheus.py)."""
+"""The fleet's Prometheus files as the prometheus.prometheus role's variables
+(module_utils/ds4_prometheus.py)."""
 
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_prometheus import literal, role_vars
 
 RULES = {
     "groups": [
-        {"name": "a", "rules": [{"alert": "A", "expr": "up == 0", "annotations": {"summary": "{{ $labels.spark }}"}}]},
+        {
+            "name": "a",
+            "rules": [{"alert": "A", "expr": "up == 0", "annotations": {"summary": "{{ $labels.spark }}"}}],
+        },
         {"name": "b", "rules": [{"alert": "B", "expr": "x > 1", "labels": {"severity": "info"}}]},
         {"name": "empty", "rules": []},
     ]

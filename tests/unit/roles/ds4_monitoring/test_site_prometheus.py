@@ -33,13 +33,22 @@ def out(tmp_path_factory):
     inventory.write_text(
         json.dumps(
             {
-                "sparks": {"hosts": {"s1": {"ds4_metrics_target": "s1.lan:9100"}, "s2": {"ansible_host": "10.0.0.2"}}},
+                "sparks": {
+                    "hosts": {"s1": {"ds4_metrics_target": "s1.lan:9100"}, "s2": {"ansible_host": "10.0.0.2"}}
+                },
                 "gateways": {"hosts": {"gw": {"ansible_host": "10.0.0.9"}}},
             }
         )
     )
     out = work / "out"
-    ansible_playbook("-i", str(inventory), str(REPO / "playbooks/monitoring.yml"), "-e", f"ds4_monitoring_dir={out}", cwd=work)
+    ansible_playbook(
+        "-i",
+        str(inventory),
+        str(REPO / "playbooks/monitoring.yml"),
+        "-e",
+        f"ds4_monitoring_dir={out}",
+        cwd=work,
+    )
     return out
 
 
