@@ -12,6 +12,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import re
 import stat
 from typing import TYPE_CHECKING
 
@@ -25,6 +26,10 @@ EXPORTER_PROGRAMS = ("/usr/bin/prometheus-node-exporter",)
 # Addresses `ip route get` is asked the way to: no packet is sent, the kernel only says which source
 # address it would use, the one a Prometheus elsewhere reaches the Spark at.
 ROUTE_PROBES = ("192.0.2.1", "2001:db8::1")
+# The distribution's unit, whose main process stands for the exporter where the socket's is hidden.
+EXPORTER_UNIT = "prometheus-node-exporter.service"
+# The socket's owner in `ss -Hltne` (extended): ... uid:100 ino:629039 ...
+_SS_UID_RE = re.compile(r"\buid:(\d+)\b")
 
 
 def route_source(text: str) -> str | None:
@@ -64,17 +69,41 @@ def listen_addresses(setting: str, port: int, source: str | None) -> tuple[list[
     return [host_port(loopback, port), host_port(source, port)], None
 
 
-def port_clash(port: int, holder: dict, program: str | None) -> str | None:
-    """Why node_exporter cannot listen on PORT, or None: HOLDER is ds4_processes.port_holder's facts of its
-    listener and PROGRAM that process's executable. Only the distribution's exporter may hold it."""
+def ss_uid_command(ss: str, port: int) -> list[str]:
+    """Listening TCP sockets on PORT with their owners' uids (extended), no header."""
+    return [ss, "-Hltne", f"sport = :{port}"]
+
+
+def listener_uid(text: str) -> int | None:
+    """The owner's uid of the first listener in `ss -Hltne`'s lines; None without one."""
+    match = _SS_UID_RE.search(text)
+    return int(match.group(1)) if match else None
+
+
+def port_clash(
+    port: int,
+    holder: dict,
+    program: str | None,
+    uid: int | None = None,
+    unit_process: dict | None = None,
+) -> str | None:
+    """Why node_exporter cannot listen on PORT, or None. Only the distribution's exporter may hold it.
+
+    HOLDER is ds4_processes.port_holder's facts of its listener and PROGRAM that process's executable.
+    Where the kernel hides the socket's process even from root (a container without CAP_SYS_PTRACE), the
+    listener is the exporter when the distribution's unit's main process (UNIT_PROCESS: {'program', 'uid'},
+    its command line's program) runs it as the socket's owner (UID)."""
     if not holder.get("in_use"):
         return None
-    if program in EXPORTER_PROGRAMS:
-        return None
-    if holder.get("pid") is None:
-        who = "a process this run cannot see"
-    else:
+    if holder.get("pid") is not None:
+        if program in EXPORTER_PROGRAMS:
+            return None
         who = f"pid {holder['pid']} ({program or holder.get('comm') or 'unknown program'})"
+    else:
+        process = unit_process or {}
+        if uid is not None and process.get("program") in EXPORTER_PROGRAMS and process.get("uid") == uid:
+            return None
+        who = "a process this run cannot see" + ("" if uid is None else f" (uid {uid})")
     return (
         f"ds4_node_exporter_port {port} is held by {who}, not the distribution's node_exporter"
         f" ({', '.join(EXPORTER_PROGRAMS)}). If that is the site's own node_exporter, set"

@@ -61,13 +61,19 @@ import os  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_exporter import (  # noqa: E402
+    EXPORTER_UNIT,
     ROUTE_PROBES,
     listen_addresses,
+    listener_uid,
     port_clash,
     route_source,
+    ss_uid_command,
     textfile_dir_problem,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_processes import port_holder  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_processes import (  # noqa: E402
+    port_holder,
+    read_process,
+)
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_takeover import program_of  # noqa: E402
 
 
@@ -100,11 +106,26 @@ def main():
     if problem:
         module.fail_json(msg=problem)
 
-    holder, warnings = port_holder(params["port"], module.run_command, module.get_bin_path("ss"))
+    ss = module.get_bin_path("ss")
+    holder, warnings = port_holder(params["port"], module.run_command, ss)
     for warning in warnings:
         module.warn(warning)
-    program = program_of("/proc", holder["pid"], holder["cmdline"])["program"] if holder["pid"] else None
-    problem = port_clash(params["port"], holder, program)
+    program = uid = unit_process = None
+    if holder["pid"]:
+        program = program_of("/proc", holder["pid"], holder["cmdline"])["program"]
+    elif holder["in_use"]:
+        # The socket's process is hidden: its owner, and the distribution's unit's main process.
+        _rc, out, _err = module.run_command(ss_uid_command(ss, params["port"]))
+        uid = listener_uid(out)
+        rc, out, _err = module.run_command(
+            ["systemctl", "show", "--property=MainPID", "--value", EXPORTER_UNIT]
+        )
+        main = (
+            read_process("/proc", int(out.strip() or 0)) if rc == 0 and out.strip() not in ("", "0") else None
+        )
+        if main and main["cmdline"]:
+            unit_process = {"program": main["cmdline"][0], "uid": os.stat(f"/proc/{main['pid']}").st_uid}
+    problem = port_clash(params["port"], holder, program, uid, unit_process)
     if problem:
         module.fail_json(msg=problem, holder=holder)
     module.exit_json(changed=False, listen=listen)

@@ -7,6 +7,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_exporter import (
     EXPORTER_PROGRAMS,
     host_port,
     listen_addresses,
+    listener_uid,
     port_clash,
     route_source,
     textfile_dir_problem,
@@ -73,3 +74,19 @@ def test_a_site_textfile_directory_must_be_there_a_directory_and_no_link(tmp_pat
     link.symlink_to(site)
     problem = textfile_dir_problem(str(link), os.lstat)
     assert problem == f"ds4_node_exporter_textfile_dir {link} is a link: name the directory it points to"
+
+
+def test_where_the_sockets_process_is_hidden_the_units_exporter_running_as_its_owner_holds_it():
+    # Root without CAP_SYS_PTRACE (a container) sees the socket's owner, not its process.
+    line = "LISTEN 0 4096 *:9100 *:* uid:100 ino:629039 sk:1007 cgroup:unreachable:34a v6only:0 <->\n"
+    assert listener_uid(line) == 100
+    assert listener_uid("LISTEN 0 4096 *:9100 *:* ino:1 sk:2\n") is None
+    unit = {"program": EXPORTER_PROGRAMS[0], "uid": 100}
+    assert port_clash(9100, holder(), None, 100, unit) is None
+    other_user = port_clash(9100, holder(), None, 0, unit)
+    assert "held by a process this run cannot see (uid 0)" in other_user
+    site_program = port_clash(
+        9100, holder(), None, 100, {"program": "/usr/local/bin/node_exporter", "uid": 100}
+    )
+    assert "held by a process this run cannot see (uid 100)" in site_program
+    assert port_clash(9100, holder(), None, 100, None) is not None
