@@ -320,6 +320,17 @@ def host_address_problem(value):
     return "a host name, an IPv4 or an IPv6 address"
 
 
+def _listen_address(value):
+    """ds4_node_exporter_listen_address: empty (loopback and the default route's address) or an IP address."""
+    if value == "":
+        return None
+    try:
+        ipaddress.ip_address(value)
+        return None
+    except (TypeError, ValueError):
+        return "empty (loopback and the default route's address) or an IP address (0.0.0.0 or :: for all)"
+
+
 def _regex(value):
     if not isinstance(value, str) or not value:
         return "a non-empty regular expression"
@@ -494,6 +505,9 @@ RULES = {
     "ds4_watchdog_failures": _between(1, what="a whole number of failed probes"),
     "ds4_watchdog_timeout": _between(1, what="a whole number of seconds"),
     "ds4_node_exporter_port": _between(1, 65535, "a TCP port"),
+    "ds4_node_exporter_listen_address": _listen_address,
+    # The watchdog may write in it (ReadWritePaths=): never a system directory itself.
+    "ds4_node_exporter_textfile_dir": _managed_dir,
     "ds4_metrics_next_generation_bytes": _between(0, what="a whole number of bytes"),
     # ds4_monitoring (on the controller)
     "ds4_monitoring_dir": _controller_dir,

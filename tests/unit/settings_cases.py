@@ -233,6 +233,9 @@ BAD = {
     "ds4_watchdog_timeout": [0, 10, 11, *WHOLE],
     "ds4_metrics": ["maybe", []],
     "ds4_node_exporter_port": [0, 65536, *WHOLE],
+    "ds4_node_exporter_manage": ["maybe", []],
+    "ds4_node_exporter_listen_address": ["localhost", "*", "0.0.0.0 ", "10.0.0.5:9100", "::1\n", []],
+    "ds4_node_exporter_textfile_dir": ["", "var/lib/x", "/var/lib", "/etc/prom", "/var/lib/x/../y", []],
     "ds4_metrics_next_generation_bytes": [-1, *WHOLE],
     # ds4_gateway
     "ds4_gateway_address": ["", "any", "0.0.0.0 ", "::1\n"],

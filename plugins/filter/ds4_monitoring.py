@@ -1,0 +1,20 @@
+"""Filters of the fleet's Prometheus files; the logic lives in module_utils/ds4_prometheus.py.
+
+- `rules_text | ds4.fleet.prometheus_role_vars(scrape_text)` -> {prometheus_scrape_configs,
+  prometheus_alert_rules} for the prometheus.prometheus role, from the rule file's and the scrape
+  configuration file's YAML.
+"""
+
+from __future__ import annotations
+
+import yaml
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_prometheus import role_vars
+
+
+def prometheus_role_vars(rules_text, scrape_text) -> dict:
+    return role_vars(yaml.safe_load(str(rules_text)), yaml.safe_load(str(scrape_text)))
+
+
+class FilterModule:
+    def filters(self):
+        return {"prometheus_role_vars": prometheus_role_vars}

@@ -1,0 +1,92 @@
+"""node_exporter on a Spark (module_utils/ds4_exporter.py): where the managed one listens, a port another
+program holds, and a site's own exporter's textfile directory (issue 29: a site's exporter is kept)."""
+
+import os
+
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_exporter import (
+    EXPORTER_PROGRAMS,
+    host_port,
+    listen_addresses,
+    listener_uid,
+    port_clash,
+    route_source,
+    textfile_dir_problem,
+)
+
+ROUTE = '[{"dst":"192.0.2.1","gateway":"10.88.0.1","dev":"eth0","prefsrc":"10.88.0.7","flags":[],"uid":0}]'
+
+
+def test_the_default_route_names_the_address_a_prometheus_elsewhere_reaches():
+    assert route_source(ROUTE) == "10.88.0.7"
+    assert route_source('[{"dst":"192.0.2.1","dev":"eth0"}]') is None
+    assert route_source("RTNETLINK answers: Network is unreachable") is None
+    assert route_source("{}") is None
+
+
+def test_by_default_loopback_and_the_default_routes_address_never_every_address():
+    assert listen_addresses("", 9100, "10.88.0.7") == (["127.0.0.1:9100", "10.88.0.7:9100"], None)
+    assert listen_addresses("", 9101, "fd00::7") == (["[::1]:9101", "[fd00::7]:9101"], None)
+
+
+def test_an_address_the_operator_gives_is_the_only_one():
+    assert listen_addresses("10.0.0.5", 9100, "10.88.0.7") == (["10.0.0.5:9100"], None)
+    assert listen_addresses("0.0.0.0", 9100, None) == (["0.0.0.0:9100"], None)
+    assert listen_addresses("::", 9100, None) == (["[::]:9100"], None)
+    assert host_port("::1", 1) == "[::1]:1"
+
+
+def test_no_default_route_and_no_address_is_refused_by_name():
+    listen, problem = listen_addresses("", 9100, None)
+    assert listen == []
+    assert "ds4_node_exporter_listen_address" in problem and "no default route" in problem
+
+
+def holder(pid=None, in_use=True, comm=None):
+    return {"number": 9100, "in_use": in_use, "pid": pid, "comm": comm, "cmdline": [], "in_service": False}
+
+
+def test_a_free_port_or_the_distributions_exporter_on_it_is_no_clash():
+    assert port_clash(9100, holder(in_use=False), None) is None
+    # ss could not say: no refusal on a guess (the module warns).
+    assert port_clash(9100, holder(in_use=None), None) is None
+    assert port_clash(9100, holder(pid=42, comm="prometheus-node"), EXPORTER_PROGRAMS[0]) is None
+
+
+def test_a_site_exporter_or_another_program_on_the_port_is_refused_naming_it_and_the_way_out():
+    problem = port_clash(9100, holder(pid=42, comm="node_exporter"), "/usr/local/bin/node_exporter")
+    assert problem.startswith(
+        "ds4_node_exporter_port 9100 is held by pid 42 (/usr/local/bin/node_exporter), not the distribution's"
+    )
+    assert "ds4_node_exporter_manage: false" in problem and "ds4_node_exporter_textfile_dir" in problem
+    unseen = port_clash(9100, holder(), None)
+    assert "held by a process this run cannot see" in unseen
+
+
+def test_a_site_textfile_directory_must_be_there_a_directory_and_no_link(tmp_path):
+    site = tmp_path / "textfile"
+    assert "does not exist" in textfile_dir_problem(str(site), os.lstat)
+    site.write_text("")
+    assert textfile_dir_problem(str(site), os.lstat).endswith("is not a directory")
+    site.unlink()
+    site.mkdir()
+    assert textfile_dir_problem(str(site), os.lstat) is None
+    link = tmp_path / "link"
+    link.symlink_to(site)
+    problem = textfile_dir_problem(str(link), os.lstat)
+    assert problem == f"ds4_node_exporter_textfile_dir {link} is a link: name the directory it points to"
+
+
+def test_where_the_sockets_process_is_hidden_the_units_exporter_running_as_its_owner_holds_it():
+    # Root without CAP_SYS_PTRACE (a container) sees the socket's owner, not its process.
+    line = "LISTEN 0 4096 *:9100 *:* uid:100 ino:629039 sk:1007 cgroup:unreachable:34a v6only:0 <->\n"
+    assert listener_uid(line) == 100
+    assert listener_uid("LISTEN 0 4096 *:9100 *:* ino:1 sk:2\n") is None
+    unit = {"program": EXPORTER_PROGRAMS[0], "uid": 100}
+    assert port_clash(9100, holder(), None, 100, unit) is None
+    other_user = port_clash(9100, holder(), None, 0, unit)
+    assert "held by a process this run cannot see (uid 0)" in other_user
+    site_program = port_clash(
+        9100, holder(), None, 100, {"program": "/usr/local/bin/node_exporter", "uid": 100}
+    )
+    assert "held by a process this run cannot see (uid 100)" in site_program
+    assert port_clash(9100, holder(), None, 100, None) is not None
