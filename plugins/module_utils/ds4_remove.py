@@ -113,6 +113,8 @@ def made(root, gguf_dir, kv_dir, build_log_dir, weight_names, weights=False):
         (EMPTY, root, ()),
         (FILE, "/var/lib/prometheus/node-exporter/ds4.prom", ()),
         (FILE, "/run/ds4-weights-peer-serve.stop", ()),
+        # The engine's runtime directory (its lock): systemd removes it when ds4.service stops.
+        (TREE, "/run/ds4", ()),
     ]
     if weights:
         paths += [
@@ -130,6 +132,10 @@ def made(root, gguf_dir, kv_dir, build_log_dir, weight_names, weights=False):
     if not within(build_log_dir, LOG_DIR):
         paths.append((BUILD_LOGS, build_log_dir, ()))
     paths.append((TREE, LOG_DIR, ()))
+    # Last, once the packages record and node_exporter's settings kept there are read: the roles' records
+    # (the run record, the last good release, the tags' commits, the digest key). The packages record stays
+    # while packages it names do (the module says which).
+    paths.append((TREE, RECORDS_DIR, ()))
     return paths
 
 

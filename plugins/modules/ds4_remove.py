@@ -185,6 +185,9 @@ class Remover:
         removed = []
         service_uid = _uid(SERVICE_USER)
         for how, path, keep in plan:
+            if path == RECORDS_DIR:
+                # Last, by records(): the packages record may stay.
+                continue
             select = None
             if how == OWNED:
                 if service_uid is None:
