@@ -5,16 +5,18 @@
 # files and their states, the units that run, the nftables tables and the installed packages. Run as root
 # on the Spark (molecule/<scenario>/prepare.yml before site.yml; the scenario's test after remove.yml).
 # Left out, as what the roles do not make: the package manager's own state (the package list stands for
-# it), the journal, and the backups shadow's tools keep of /etc/passwd, /etc/group (NAME-).
+# it), the journal, the backups shadow's tools keep of /etc/passwd, /etc/group (NAME-), and the stamps of
+# the host's own timers, which systemd writes whenever one fires.
 set -u
 echo "## paths"
 find /etc /opt /usr/local /srv /var/lib /var/log \
   \( -path /var/lib/dpkg -o -path /var/lib/apt -o -path /var/cache -o -path /var/log/journal \
      -o -path /var/lib/systemd/coredump -o -path /var/lib/systemd/deb-systemd-helper-enabled \
      -o -path /var/lib/systemd/deb-systemd-user-helper-enabled -o -path /var/log/apt -o -path /var/log/dpkg.log \
-     -o -path /etc/ld.so.cache -o -path /var/lib/ucf \) -prune \
+     -o -path /etc/ld.so.cache -o -path /var/lib/ucf -o -path /var/lib/systemd/timers \) -prune \
   -o \! -name '*-' -printf '%p %y %m %u %g\n' | sort
 find /run -maxdepth 1 -name 'ds4*' -printf '%p %y %m %u %g\n' | sort
+find /var/lib/systemd/timers -name '*ds4*' -printf '%p %y %m %u %g\n' | sort
 echo "## contents"
 find /etc -xdev -type f \! -name '*-' \! -path /etc/ld.so.cache -exec md5sum {} + 2>/dev/null | sort -k2
 echo "## users"

@@ -9,6 +9,8 @@ controller, which Spark may not be removed because it is the last one serving be
 - `UNITS`, `USERS`, `GROUPS`, `FIREWALL_TABLE`: the units, accounts and nftables table the roles make.
 - Packages: `PACKAGES_RECORD` lists those the roles installed (ds4_packages_missing records each it finds
   missing, before the role's apt task); `purgeable` keeps those whose removal would take anything else.
+- Groups: `GROUPS_RECORD` lists the device groups the roles made (video, render where the system lacked
+  them); `unused_groups` deletes those nobody uses once the roles' users are gone.
 - `refusals`: a Spark that serves behind a gateway where no Spark outside the run serves stays, unless forced.
 
 tests/unit/plugins/module_utils/test_ds4_remove.py holds this list to the roles' tasks, templates and vars.
@@ -54,6 +56,8 @@ STATE_DIR = "/var/lib/ds4"
 LOG_DIR = "/var/log/ds4"
 RECORDS_DIR = "/var/lib/ds4-fleet"
 PACKAGES_RECORD = f"{RECORDS_DIR}/packages.json"
+# The GPU device groups ds4_service made where the system lacked them (ds4_groups_missing records them).
+GROUPS_RECORD = f"{RECORDS_DIR}/groups.json"
 # node_exporter's settings as the distribution had them before ds4_service wrote its own (ds4_service
 # keeps the first it finds); written back by the removal.
 NODE_EXPORTER_DEFAULTS = "/etc/default/prometheus-node-exporter"
@@ -159,39 +163,56 @@ def is_build_log(name):
     )
 
 
-def read_packages(text):
-    """The package names of the record's text (None: no record)."""
+def read_names(text, key="packages", path=PACKAGES_RECORD):
+    """The names of a record's text (None: no record): {KEY: [names]}."""
     if text is None:
         return []
     try:
-        names = json.loads(text).get("packages", [])
+        names = json.loads(text).get(key, [])
     except (ValueError, AttributeError) as exc:
-        raise RemoveError(f"{PACKAGES_RECORD} is not a packages record: {exc}") from exc
+        raise RemoveError(f"{path} is not a record of {key}: {exc}") from exc
     if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
-        raise RemoveError(f"{PACKAGES_RECORD} is not a packages record: its packages are not a list of names")
+        raise RemoveError(f"{path} is not a record of {key}: its {key} are not a list of names")
     return names
 
 
-def packages_text(names):
+def names_text(names, key="packages"):
     """The record's text for `names`, sorted, each once."""
-    return json.dumps({"packages": sorted(set(names))}, indent=1) + "\n"
+    return json.dumps({key: sorted(set(names))}, indent=1) + "\n"
 
 
-def record_packages(names, path=PACKAGES_RECORD):
-    """Add `names` to the packages record at `path` (in root's 0700 directory, written whole, never through
-    a link); whether the record changed."""
+def record_names(names, path=PACKAGES_RECORD, key="packages"):
+    """Add `names` to the record at `path` (in root's 0700 directory, written whole, never through a link);
+    whether the record changed."""
     if not names:
         return False
     if not private_dir(posixpath.dirname(path)):
         raise RemoveError(
-            f"{posixpath.dirname(path)} is not a directory of root's alone: no record of packages kept there"
+            f"{posixpath.dirname(path)} is not a directory of root's alone: no record kept there"
         )
-    before = read_packages(read_text(path))
+    before = read_names(read_text(path), key, path)
     after = sorted(set(before) | set(names))
     if after == sorted(set(before)):
         return False
-    replace_file(path, packages_text(after).encode(), 0o600)
+    replace_file(path, names_text(after, key).encode(), 0o600)
     return True
+
+
+def unused_groups(recorded, members, primary):
+    """Of the `recorded` groups the roles made, those nobody uses once the roles' users are gone: `members`
+    (group -> its member users) and `primary` (the groups that are a user's primary one). Returns (to delete,
+    kept: {name: why})."""
+    delete, kept = [], {}
+    for name in recorded:
+        if name not in members:
+            continue
+        if members[name]:
+            kept[name] = f"its members {', '.join(sorted(members[name]))} use it"
+        elif name in primary:
+            kept[name] = "it is a user's primary group"
+        else:
+            delete.append(name)
+    return delete, kept
 
 
 def simulated_removals(stdout):

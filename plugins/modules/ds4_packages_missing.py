@@ -57,7 +57,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_packages import (  #
     dpkg_query_argv,
     missing,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_remove import RemoveError, record_packages  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_remove import RemoveError, record_names  # noqa: E402
 
 
 def main():
@@ -75,7 +75,7 @@ def main():
         recorded = (
             bool(module.params["record"])
             and not module.check_mode
-            and record_packages(lacking, module.params["record"])
+            and record_names(lacking, module.params["record"])
         )
     except (PackagesError, RemoveError, OSError) as exc:
         module.fail_json(msg=str(exc))

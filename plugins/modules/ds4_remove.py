@@ -10,7 +10,9 @@ description:
   - Stops and disables the roles' units, deletes the engine firewall's nftables table, removes the units,
     drop-ins, timers' stamps, log rotation, facts, helpers, releases, logs, state, KV banks and the roles'
     records, writes back node_exporter's settings as the distribution had them, and deletes the service
-    and build users and their groups. The one list of what goes is module_utils/ds4_remove.py.
+    and build users and their groups, and the GPU device groups the roles made (their record,
+    /var/lib/ds4-fleet/groups.json) that no other user is in. The one list of what goes is
+    module_utils/ds4_remove.py.
   - Every path is walked from / without following a link (a link at a component above a path is refused);
     a link the roles made (current, previous, a weight file used in place) is removed itself.
   - A directory the operator named (O(gguf_dir), O(kv_dir), O(build_log_dir) outside the roles' own
@@ -92,6 +94,10 @@ restored:
   returned: always
   type: list
   elements: str
+groups_kept:
+  description: The device groups the roles made that stay, each with why (another user is in it).
+  returned: always
+  type: dict
 packages:
   description: The packages purged (or to be).
   returned: always
@@ -129,6 +135,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_remove import (  # n
     EMPTY,
     FIREWALL_TABLE,
     GROUPS,
+    GROUPS_RECORD,
     NODE_EXPORTER_DEFAULTS,
     NODE_EXPORTER_SAVED,
     NODE_EXPORTER_UNIT,
@@ -143,11 +150,12 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_remove import (  # n
     catalog_names,
     is_build_log,
     made,
+    names_text,
     orphans,
-    packages_text,
     purgeable,
-    read_packages,
+    read_names,
     simulated_removals,
+    unused_groups,
 )
 
 APT_ENV = {"LC_ALL": "C", "DEBIAN_FRONTEND": "noninteractive"}
@@ -170,16 +178,21 @@ class Remover:
             self.run(["systemctl", "disable", "--now", unit], f"systemctl disable --now {unit}")
         return present
 
-    def firewall(self):
+    def firewall_table(self):
+        """Whether the engine firewall's table is loaded (asked before its unit stops, which deletes it)."""
         nft = self.module.get_bin_path("nft")
-        if nft is None:
-            return False
         family, table = FIREWALL_TABLE
-        if self.run([nft, "list", "table", family, table], "nft list table", ok=(0, 1))[0] != 0:
-            return False
-        if not self.check:
-            self.run([nft, "delete", "table", family, table], f"nft delete table {family} {table}")
-        return True
+        return (
+            nft is not None
+            and self.run([nft, "list", "table", family, table], "nft list table", ok=(0, 1))[0] == 0
+        )
+
+    def firewall(self, loaded):
+        """Delete the table if it is still loaded once the units stopped; whether it was loaded."""
+        if loaded and not self.check and self.firewall_table():
+            family, table = FIREWALL_TABLE
+            self.run([self.module.get_bin_path("nft"), "delete", "table", family, table], "nft delete table")
+        return loaded
 
     def paths(self, plan, gone):
         removed = []
@@ -209,7 +222,8 @@ class Remover:
             )
         return [NODE_EXPORTER_DEFAULTS]
 
-    def accounts(self):
+    def accounts(self, device_groups):
+        """The roles' users and groups deleted, then the device groups they made that nobody uses now."""
         gone = []
         for user in USERS:
             if _uid(user) is not None:
@@ -222,7 +236,16 @@ class Remover:
                 if not self.check:
                     self.run(["groupdel", group], f"groupdel {group}")
                 gone.append(f"group {group}")
-        return gone
+        # In check mode the roles' users still stand: they are counted as gone.
+        ours = set(USERS)
+        members = {entry.gr_name: set(entry.gr_mem) - ours for entry in grp.getgrall()}
+        primary = {_group_name(entry.pw_gid) for entry in pwd.getpwall() if entry.pw_name not in ours}
+        delete, kept = unused_groups(device_groups, members, primary)
+        for group in delete:
+            if not self.check:
+                self.run(["groupdel", group], f"groupdel {group}")
+            gone.append(f"group {group}")
+        return gone, kept
 
     def installed(self, names):
         if not names:
@@ -259,7 +282,7 @@ class Remover:
         removed = remove(RECORDS_DIR, (PACKAGES_RECORD,), gone, self.check)
         if sorted(set(left)) != sorted(set(recorded)):
             if not self.check:
-                replace_file(PACKAGES_RECORD, packages_text(left).encode(), 0o600)
+                replace_file(PACKAGES_RECORD, names_text(left).encode(), 0o600)
             removed.append(f"{PACKAGES_RECORD} (of the packages that go)")
         return removed
 
@@ -278,6 +301,13 @@ def _gid(name):
         return None
 
 
+def _group_name(gid):
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return None
+
+
 def _lines(result, check):
     verb = "would go" if check else "gone"
     lines = [f"unit {unit}: stopped and disabled, {verb}" for unit in result["units"]]
@@ -289,6 +319,7 @@ def _lines(result, check):
         for path in result["restored"]
     ]
     lines += [f"{account}: {verb}" for account in result["accounts"]]
+    lines += [f"group {name}: stays, {why}" for name, why in sorted(result["groups_kept"].items())]
     lines += [f"package {name}: {verb} (purged)" for name in result["packages"]]
     lines += [f"package {name}: stays, {why}" for name, why in sorted(result["packages_kept"].items())]
     return lines or ["nothing of ds4 is left on this Spark"]
@@ -313,14 +344,17 @@ def main():
         names = catalog_names(p["catalog"])
         plan = made(p["root"], p["gguf_dir"], p["kv_dir"], p["build_log_dir"], names, p["weights"])
         # Read before anything goes: both live in the records' directory, which goes last.
-        recorded = read_packages(read_text(PACKAGES_RECORD))
+        recorded = read_names(read_text(PACKAGES_RECORD))
+        device_groups = read_names(read_text(GROUPS_RECORD), "groups", GROUPS_RECORD)
         saved = read_text(NODE_EXPORTER_SAVED)
         serving = module.run_command(["systemctl", "is-active", "--quiet", "ds4.service"])[0] == 0
         gone = set()
-        result = {"serving": serving, "units": remover.units(), "firewall": remover.firewall()}
+        loaded = remover.firewall_table()
+        result = {"serving": serving, "units": remover.units()}
+        result["firewall"] = remover.firewall(loaded)
         result["removed"] = remover.paths(plan, gone)
         result["restored"] = remover.node_exporter_defaults(saved)
-        result["accounts"] = remover.accounts()
+        result["accounts"], result["groups_kept"] = remover.accounts(device_groups)
         result["packages"], result["packages_kept"], left = remover.packages(recorded, p["packages"])
         result["removed"] += remover.records(recorded, left, gone)
         if result["units"] and not module.check_mode:

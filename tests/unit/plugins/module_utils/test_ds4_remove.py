@@ -20,10 +20,11 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_remove import (
     made,
     orphans,
     purgeable,
-    read_packages,
-    record_packages,
+    read_names,
+    record_names,
     refusals,
     simulated_removals,
+    unused_groups,
     within,
 )
 
@@ -210,15 +211,25 @@ def test_the_state_directory_is_the_service_users_home():
 
 def test_the_packages_record_gains_names_and_is_read_back(tmp_path):
     record = str(tmp_path / "records" / "packages.json")
-    assert record_packages(["nftables"], record)
-    assert not record_packages(["nftables"], record)
-    assert record_packages(["logrotate", "nftables"], record)
-    assert read_packages(Path(record).read_text()) == ["logrotate", "nftables"]
+    assert record_names(["nftables"], record)
+    assert not record_names(["nftables"], record)
+    assert record_names(["logrotate", "nftables"], record)
+    assert read_names(Path(record).read_text()) == ["logrotate", "nftables"]
     assert (Path(record).parent.stat().st_mode & 0o777) == 0o700
-    assert not record_packages([], str(tmp_path / "none" / "packages.json"))
-    assert read_packages(None) == []
-    with pytest.raises(RemoveError, match="not a packages record"):
-        read_packages('{"packages": "nftables"}')
+    assert not record_names([], str(tmp_path / "none" / "packages.json"))
+    assert read_names(None) == []
+    with pytest.raises(RemoveError, match="not a record of packages"):
+        read_names('{"packages": "nftables"}')
+
+
+def test_a_device_group_the_roles_made_goes_only_when_nobody_uses_it(tmp_path):
+    record = str(tmp_path / "records" / "groups.json")
+    assert record_names(["render"], record, "groups")
+    groups = read_names(Path(record).read_text(), "groups", record)
+    assert unused_groups(groups, {"render": set()}, set()) == (["render"], {})
+    assert unused_groups(groups, {"render": {"alice"}}, set()) == ([], {"render": "its members alice use it"})
+    assert unused_groups(groups, {"render": set()}, {"render"})[0] == []
+    assert unused_groups(groups, {}, set()) == ([], {})
 
 
 SIMULATION = """NOTE: This is only a simulation!
