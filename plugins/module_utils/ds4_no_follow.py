@@ -223,3 +223,95 @@ def open_file(path, follow_last_link=False):
         os.close(found)
         raise UnsafePath(f"{path} is not a regular file")
     return found
+
+
+def _parent_of(path):
+    """(descriptor of the directory that holds `path`, its last component), walked from / with no link at
+    any component; None when a directory on the way does not exist."""
+    parts = _components(path)
+    if not parts:
+        raise UnsafePath("/ is never removed")
+    fd = os.open("/", _DIR_FLAGS)
+    shown = ""
+    for name in parts[:-1]:
+        shown += "/" + name
+        child = _open_dir_at(fd, name, shown)
+        os.close(fd)
+        if child is None:
+            return None
+        fd = child
+    return fd, parts[-1]
+
+
+def _remove_at(dir_fd, name, shown, keep, gone, check_mode, select=None):
+    """Remove `name` in the directory `dir_fd`: a file or a link by unlinkat (a link is never followed, only
+    itself removed), a directory by its entries first (opened with O_NOFOLLOW). Paths in `keep` and the
+    directories above them stay; `select(name, stat)` (at the top only) picks the entries of a directory.
+    Returns the paths removed, a directory named alone when all of it went, and whether `name` went."""
+    if shown in keep:
+        return [], False
+    if shown in gone:
+        return [], True
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return [], True
+    if not stat.S_ISDIR(st.st_mode):
+        if not check_mode:
+            os.unlink(name, dir_fd=dir_fd)
+        gone.add(shown)
+        return [shown], True
+    fd = _open_dir_at(dir_fd, name, shown)
+    if fd is None:
+        return [], True
+    removed, whole = [], True
+    try:
+        for child in sorted(os.listdir(fd)):
+            path = f"{shown}/{child}"
+            if select is not None and not select(child, os.stat(child, dir_fd=fd, follow_symlinks=False)):
+                whole = False
+                continue
+            below, went = _remove_at(fd, child, path, keep, gone, check_mode)
+            removed += below
+            whole = whole and went
+    finally:
+        os.close(fd)
+    if not whole or select is not None:
+        return removed, False
+    if not check_mode:
+        os.rmdir(name, dir_fd=dir_fd)
+    gone.add(shown)
+    return [shown], True
+
+
+def remove(path, keep=(), gone=None, check_mode=False, select=None, empty_only=False):
+    """Remove `path` and what lies below it, walked from / through descriptors: a link at a component above
+    it is refused (UnsafePath), a link at it or below it is removed itself, never followed. Below it, the
+    paths in `keep` and the directories that hold them stay; with `select(name, stat)`, only the entries of
+    the directory `path` that it picks go, and the directory stays; with `empty_only`, a directory goes only
+    when nothing is left in it. `gone` (a set) carries what a check run counts as removed already, so that a
+    directory emptied by an earlier call counts as empty. Returns the paths removed (or, in check mode, that
+    would be), a directory named alone when all of it went."""
+    gone = set() if gone is None else gone
+    found = _parent_of(path)
+    if found is None:
+        return []
+    fd, name = found
+    try:
+        if empty_only:
+            child = _open_dir_at(fd, name, path)
+            if child is None:
+                return []
+            try:
+                left = [entry for entry in os.listdir(child) if f"{path}/{entry}" not in gone]
+            finally:
+                os.close(child)
+            if left or path in gone:
+                return []
+            if not check_mode:
+                os.rmdir(name, dir_fd=fd)
+            gone.add(path)
+            return [path]
+        return _remove_at(fd, name, path, set(keep), gone, check_mode, select)[0]
+    finally:
+        os.close(fd)

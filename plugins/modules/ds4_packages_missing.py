@@ -10,7 +10,7 @@ description:
   - Asks dpkg-query which of O(names) are installed and returns the others, in order, so that the role's
     own apt task runs only when one is missing. The package manager takes seconds to say that a package
     is already there; dpkg-query takes a fraction of one.
-  - Changes nothing, in check mode too.
+  - Changes nothing but the record O(record) names, and nothing in check mode.
 version_added: 0.1.0
 extends_documentation_fragment: [ds4.fleet.module]
 options:
@@ -19,6 +19,11 @@ options:
     type: list
     elements: str
     required: true
+  record:
+    description:
+      - A file where the missing ones are recorded, as the packages the roles install (the role's apt task
+        installs them next), so that playbooks/remove.yml knows which it may purge. Not in check mode.
+    type: path
 """
 
 EXAMPLES = r"""
@@ -35,6 +40,10 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+recorded:
+  description: Whether O(record) gained a package.
+  returned: always
+  type: bool
 missing:
   description: The packages of O(names) that are not installed, in the order given.
   returned: always
@@ -48,19 +57,29 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_packages import (  #
     dpkg_query_argv,
     missing,
 )
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_remove import RemoveError, record_names  # noqa: E402
 
 
 def main():
     module = AnsibleModule(
-        argument_spec={"names": {"type": "list", "elements": "str", "required": True}},
+        argument_spec={
+            "names": {"type": "list", "elements": "str", "required": True},
+            "record": {"type": "path"},
+        },
         supports_check_mode=True,
     )
     names = module.params["names"]
     rc, out, err = module.run_command(dpkg_query_argv(names), environ_update={"LC_ALL": "C"})
     try:
-        module.exit_json(changed=False, missing=missing(names, rc, out, err))
-    except PackagesError as exc:
+        lacking = missing(names, rc, out, err)
+        recorded = (
+            bool(module.params["record"])
+            and not module.check_mode
+            and record_names(lacking, module.params["record"])
+        )
+    except (PackagesError, RemoveError, OSError) as exc:
         module.fail_json(msg=str(exc))
+    module.exit_json(changed=recorded, recorded=recorded, missing=lacking)
 
 
 if __name__ == "__main__":

@@ -258,6 +258,9 @@ BAD = {
     "ds4_firewall": ["maybe", []],
     "ds4_firewall_allow": ["10.0.0.0/24", ["10.0.0.0 /24"], ["any"], ["10.0.0.0/24\n"]],
     "ds4_upgrade_gateway": ["maybe", []],
+    "ds4_remove_weights": ["maybe", []],
+    "ds4_remove_packages": ["maybe", 2],
+    "ds4_remove_force": ["yes please", {}],
     "ds4_upgrade_gateway_up_timeout": [-1, "long"],
     # ds4_monitoring
     "ds4_monitoring_dir": ["relative/dir", "/tmp/mon\n", ["/tmp"]],

@@ -16,6 +16,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import (
     open_file,
     owned_dir,
     read_text,
+    remove,
     set_attributes,
 )
 
@@ -184,3 +185,87 @@ def test_attributes_are_set_through_the_descriptor(root_dir, monkeypatch):
     finally:
         os.close(fd)
     assert _owner(root_dir / "moved.gguf") == (NOBODY, NOGROUP, 0o644)
+
+
+# --- remove: what the roles made taken off, walked without links (issue 28) -------------------------------
+
+
+def _tree(base):
+    (base / "releases" / "v1" / "bin").mkdir(parents=True)
+    (base / "releases" / "v1" / "bin" / "ds4-server").write_text("x")
+    (base / "releases" / "v2").mkdir()
+    (base / "releases" / "v2" / "ds4-server").write_text("y")
+    return base
+
+
+def test_a_tree_goes_whole_and_is_named_alone(tmp_path):
+    _tree(tmp_path)
+    assert remove(str(tmp_path / "releases")) == [str(tmp_path / "releases")]
+    assert not (tmp_path / "releases").exists()
+    assert remove(str(tmp_path / "releases")) == []
+
+
+def test_a_link_below_goes_itself_and_its_target_stays(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious").write_text("keep me")
+    made = tmp_path / "made"
+    made.mkdir()
+    (made / "current").symlink_to(outside)
+    (made / "model.gguf").symlink_to(outside / "precious")
+    assert remove(str(made)) == [str(made)]
+    assert (outside / "precious").read_text() == "keep me"
+
+
+def test_a_link_above_is_refused_and_nothing_goes(tmp_path):
+    real = _tree(tmp_path / "real")
+    (tmp_path / "root").symlink_to(real)
+    with pytest.raises(UnsafePath, match="symbolic link"):
+        remove(str(tmp_path / "root" / "releases"))
+    assert (real / "releases" / "v2" / "ds4-server").exists()
+
+
+def test_what_is_kept_stays_with_the_directories_above_it(tmp_path):
+    state = tmp_path / "state"
+    (state / "gguf").mkdir(parents=True)
+    (state / "gguf" / "model.gguf").write_text("w")
+    (state / "watchdog.json").write_text("{}")
+    (state / "kv").mkdir()
+    (state / "kv" / "bank").write_text("k")
+    removed = remove(str(state), keep=(str(state / "gguf"),))
+    assert sorted(removed) == [str(state / "kv"), str(state / "watchdog.json")]
+    assert sorted(p.name for p in state.iterdir()) == ["gguf"]
+    assert (state / "gguf" / "model.gguf").exists()
+
+
+def test_select_takes_only_the_entries_it_picks_and_the_directory_stays(tmp_path):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for name in ("build-v1.log", ".build-v1.progress.json", "theirs.log"):
+        (logs / name).write_text("")
+    removed = remove(str(logs), select=lambda name, _st: "build" in name)
+    assert sorted(removed) == [str(logs / ".build-v1.progress.json"), str(logs / "build-v1.log")]
+    assert sorted(p.name for p in logs.iterdir()) == ["theirs.log"]
+
+
+def test_an_empty_directory_goes_and_one_with_something_left_stays(tmp_path):
+    facts = tmp_path / "facts.d"
+    facts.mkdir()
+    (facts / "ds4.fact").write_text("{}")
+    (facts / "theirs.fact").write_text("{}")
+    remove(str(facts / "ds4.fact"))
+    assert remove(str(facts), empty_only=True) == []
+    remove(str(facts / "theirs.fact"))
+    assert remove(str(facts), empty_only=True) == [str(facts)]
+    assert not facts.exists()
+
+
+def test_a_check_run_lists_what_would_go_counting_what_went_before_and_removes_nothing(tmp_path):
+    facts = tmp_path / "facts.d"
+    facts.mkdir()
+    (facts / "ds4.fact").write_text("{}")
+    gone = set()
+    assert remove(str(facts / "ds4.fact"), gone=gone, check_mode=True) == [str(facts / "ds4.fact")]
+    assert remove(str(facts), gone=gone, check_mode=True, empty_only=True) == [str(facts)]
+    assert remove(str(facts), gone=gone, check_mode=True) == []
+    assert (facts / "ds4.fact").exists()

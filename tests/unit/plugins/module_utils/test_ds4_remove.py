@@ -1,0 +1,296 @@
+"""module_utils/ds4_remove.py: the one list of what the roles make on a Spark (held to the roles' tasks,
+templates and vars), the packages the removal may purge, and the last Spark serving behind a gateway."""
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible_collections.ds4.fleet.plugins.module_utils import ds4_remove
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_remove import (
+    BUILD_LOGS,
+    EMPTY,
+    FILE,
+    OWNED,
+    STATE_DIR,
+    TREE,
+    UNITS,
+    RemoveError,
+    catalog_names,
+    made,
+    orphans,
+    purgeable,
+    read_names,
+    record_names,
+    refusals,
+    simulated_removals,
+    unused_groups,
+    within,
+)
+
+ROOT = Path(__file__).resolve().parents[4]
+ROLES = ROOT / "roles"
+CATALOG = yaml.safe_load((ROLES / "ds4_common" / "defaults" / "main.yml").read_text())["ds4_model_catalog"]
+NAMES = catalog_names(CATALOG)
+
+
+def plan(gguf_dir="/var/lib/ds4/gguf", kv_dir="/var/lib/ds4/kv", build_log_dir="/var/log/ds4", weights=False):
+    return made("/opt/ds4", gguf_dir, kv_dir, build_log_dir, NAMES, weights)
+
+
+def covered(path, entries):
+    """Whether `path` goes with the plan: named, or below a tree (and not kept), or picked in a directory."""
+    for how, where, keep in entries:
+        if path == where:
+            return True
+        if (
+            how in (TREE, OWNED, BUILD_LOGS)
+            and within(path, where)
+            and not any(within(path, k) for k in keep)
+        ):
+            return True
+    return False
+
+
+# --- the list ---------------------------------------------------------------------------------------------
+
+
+def test_the_catalog_names_every_model_file_once():
+    assert len(NAMES) == len(set(NAMES)) == 5
+    assert "DSpark-drafter-Q2K-Q8-0731.gguf" in NAMES
+    with pytest.raises(RemoveError, match="no plain file name"):
+        catalog_names({"x": {"files": {"base": {"name": "../etc/passwd"}}}})
+
+
+def test_weights_stay_unless_asked_and_the_state_directory_keeps_them():
+    entries = plan()
+    assert not covered("/var/lib/ds4/gguf/" + NAMES[0], entries)
+    assert covered("/var/lib/ds4/watchdog.json", entries)
+    assert covered("/var/lib/ds4/kv/bank-0", entries)
+    asked = plan(weights=True)
+    for name in NAMES:
+        for companion in (name, f"{name}.part", f".{name}.verified.json", f".{name}.part.json"):
+            assert covered(f"/var/lib/ds4/gguf/{companion}", asked), companion
+
+
+def test_a_weights_directory_the_operator_named_loses_only_the_files_the_roles_fetched():
+    entries = plan(gguf_dir="/srv/models", weights=True)
+    assert covered(f"/srv/models/{NAMES[0]}", entries)
+    assert not covered("/srv/models", entries)
+    assert not covered("/srv/models/their-own.gguf", entries)
+    assert all(how == FILE for how, path, _ in entries if within(path, "/srv/models"))
+    assert not any(within("/srv/models", path) for how, path, _ in entries if how != FILE)
+
+
+def test_a_kv_directory_or_build_log_directory_the_operator_named_stays_itself():
+    entries = plan(kv_dir="/srv/kv", build_log_dir="/srv/logs")
+    assert (OWNED, "/srv/kv", ()) in entries
+    assert (BUILD_LOGS, "/srv/logs", ()) in entries
+    assert ds4_remove.is_build_log("build-v0.6.5.log") and ds4_remove.is_build_log(
+        ".build-v0.6.5.progress.json"
+    )
+    assert not ds4_remove.is_build_log("syslog")
+
+
+@pytest.mark.parametrize("bad", ["relative/dir", "/", "/opt/../etc", ""])
+def test_a_path_that_is_not_a_plain_absolute_one_is_refused(bad):
+    with pytest.raises(RemoveError, match="ds4_gguf_dir"):
+        made("/opt/ds4", bad, "", "/var/log/ds4", NAMES)
+
+
+# --- the list is complete: every path the roles write, by their tasks, templates and vars ---------------
+
+
+def _role_values():
+    """Every role's defaults and vars, one mapping (names do not collide: each is its role's)."""
+    values = {}
+    for path in sorted(ROLES.glob("*/defaults/main.yml")) + sorted(ROLES.glob("*/vars/main.yml")):
+        values.update(yaml.safe_load(path.read_text()) or {})
+    return values
+
+
+SIMPLE = re.compile(r"\{\{\s*([a-z_0-9]+)\s*(\|\s*dirname\s*)?\}\}")
+
+
+def _resolve(text, values, depth=0):
+    """`text` with its `{{ name }}` and `{{ name | dirname }}` put in; None when anything else is left."""
+    if not isinstance(text, str) or depth > 5:
+        return None
+
+    def put(match):
+        value = values.get(match[1])
+        value = _resolve(value, values, depth + 1) if isinstance(value, str) else None
+        if value is None:
+            return "\0"
+        return value.rsplit("/", 1)[0] if match[2] else value
+
+    out = SIMPLE.sub(put, text.strip())
+    return None if "\0" in out or "{{" in out else out
+
+
+def _written(node):
+    """Each path a task writes or makes: the dest or path of file, template, copy and ds4_owned_dir."""
+    if isinstance(node, list):
+        for item in node:
+            yield from _written(item)
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            writes = key in ("ansible.builtin.template", "ansible.builtin.copy", "ds4.fleet.ds4_owned_dir")
+            if writes or (key == "ansible.builtin.file" and value.get("state") != "absent"):
+                yield value.get("dest") or value.get("path")
+            else:
+                yield from _written(value)
+
+
+# What the roles write that is not the Spark's to lose, each with why.
+NOT_REMOVED = {
+    # The gateway's own files (role ds4_gateway on a gateway, not a Spark).
+    "/etc/haproxy/",
+    "/run/haproxy/",
+    # The distribution's node_exporter settings: written back as they were (NODE_EXPORTER_SAVED).
+    "/etc/default/prometheus-node-exporter",
+    # The fleet's Prometheus files, on the controller (role ds4_monitoring).
+    "ds4-monitoring",
+}
+
+
+def test_every_path_the_roles_write_on_a_spark_is_on_the_list():
+    values = _role_values()
+    entries = made(
+        values["ds4_root"],
+        values["ds4_gguf_dir"],
+        values["ds4_kv_disk_dir"],
+        values["ds4_engine_build_log_dir"],
+        NAMES,
+        weights=True,
+    )
+    found = set()
+    for tasks in ROLES.glob("*/tasks/*.yml"):
+        found |= {_resolve(path, values) for path in _written(yaml.safe_load(tasks.read_text()))}
+    for name, value in values.items():
+        resolved = _resolve(value, values) if name.startswith("_ds4_") else None
+        if resolved and resolved.startswith(("/etc/", "/var/", "/opt/", "/usr/", "/run/")):
+            found.add(resolved)
+    found.discard(None)
+    assert len(found) > 30, sorted(found)
+    missing = sorted(
+        path
+        for path in found
+        if path.startswith("/")
+        and not covered(path, entries)
+        and not any(path.startswith(prefix) for prefix in NOT_REMOVED)
+        # A directory that holds what goes (the facts' directory, /etc/systemd/system) is emptied or left.
+        and not any(within(where, path) for _, where, _ in entries)
+    )
+    assert missing == [], missing
+
+
+def test_every_unit_the_roles_template_is_on_the_list():
+    templates = {p.name.removesuffix(".j2") for p in ROLES.glob("*/templates/*.j2")}
+    units = {name for name in templates if name.endswith((".service", ".timer"))}
+    assert units == set(UNITS)
+
+
+def test_the_module_defaults_are_the_roles_defaults():
+    from ansible_collections.ds4.fleet.plugins.modules import ds4_remove as module
+
+    values = _role_values()
+    doc = yaml.safe_load(module.DOCUMENTATION)["options"]
+    assert doc["kv_dir"]["default"] == values["ds4_kv_disk_dir"]
+    assert doc["build_log_dir"]["default"] == values["ds4_engine_build_log_dir"]
+
+
+def test_the_state_directory_is_the_service_users_home():
+    values = _role_values()
+    assert values["_ds4_state_dir"] == STATE_DIR
+    assert (EMPTY, "/etc/ansible/facts.d", ()) in plan()
+
+
+# --- packages -------------------------------------------------------------------------------------------
+
+
+def test_the_packages_record_gains_names_and_is_read_back(tmp_path):
+    record = str(tmp_path / "records" / "packages.json")
+    assert record_names(["nftables"], record)
+    assert not record_names(["nftables"], record)
+    assert record_names(["logrotate", "nftables"], record)
+    assert read_names(Path(record).read_text()) == ["logrotate", "nftables"]
+    assert (Path(record).parent.stat().st_mode & 0o777) == 0o700
+    assert not record_names([], str(tmp_path / "none" / "packages.json"))
+    assert read_names(None) == []
+    with pytest.raises(RemoveError, match="not a record of packages"):
+        read_names('{"packages": "nftables"}')
+
+
+def test_a_device_group_the_roles_made_goes_only_when_nobody_uses_it(tmp_path):
+    record = str(tmp_path / "records" / "groups.json")
+    assert record_names(["render"], record, "groups")
+    groups = read_names(Path(record).read_text(), "groups", record)
+    assert unused_groups(groups, {"render": set()}, set()) == (["render"], {})
+    assert unused_groups(groups, {"render": {"alice"}}, set()) == ([], {"render": "its members alice use it"})
+    assert unused_groups(groups, {"render": set()}, {"render"})[0] == []
+    assert unused_groups(groups, {}, set()) == ([], {})
+
+
+SIMULATION = """NOTE: This is only a simulation!
+Purg nftables [1.0.6-2+deb12u2]
+Remv libnftables1:arm64 [1.0.6-2+deb12u2]
+Inst something
+"""
+
+
+def test_apt_simulation_is_read_by_its_purge_and_remove_lines():
+    assert simulated_removals(SIMULATION) == ["nftables", "libnftables1"]
+
+
+def test_a_package_whose_purge_takes_another_stays_and_says_why():
+    takes = {"nftables": ["nftables"], "git": ["git", "git-lfs"], "logrotate": ["logrotate"]}
+
+    def simulate(names):
+        return [taken for name in names for taken in takes[name]]
+
+    chosen, kept = purgeable(["nftables", "git", "logrotate"], simulate)
+    assert chosen == ["nftables", "logrotate"]
+    assert kept == {"git": "removing it would also remove git-lfs"}
+
+
+def test_packages_that_take_another_only_together_all_stay():
+    def simulate(names):
+        return [*names, "shared-dependent"] if len(names) > 1 else list(names)
+
+    chosen, kept = purgeable(["a", "b"], simulate)
+    assert chosen == []
+    assert set(kept) == {"a", "b"} and "shared-dependent" in kept["a"]
+
+
+def test_only_the_dependencies_the_purge_leaves_unneeded_go_with_it():
+    assert orphans(["nftables"], ["nftables", "libnftables1", "old-orphan"], ["old-orphan"]) == [
+        "libnftables1"
+    ]
+
+
+# --- the last Spark serving behind a gateway ---------------------------------------------------------------
+
+
+def servers(**up):
+    return [{"name": name, "up": state} for name, state in up.items()]
+
+
+def test_the_last_spark_serving_behind_a_gateway_is_refused_unless_forced():
+    gateways = {"gw01": servers(spark01=True, spark02=False)}
+    problems = refusals("spark01", ["spark01"], gateways)
+    assert len(problems) == 1 and "spark01 is the last Spark serving behind the gateway gw01" in problems[0]
+    assert "ds4_remove_force=true" in problems[0]
+    assert refusals("spark01", ["spark01"], gateways, force=True) == []
+
+
+def test_a_spark_may_go_while_another_outside_the_run_serves_or_when_it_serves_nowhere():
+    assert refusals("spark01", ["spark01"], {"gw01": servers(spark01=True, spark02=True)}) == []
+    assert refusals("spark02", ["spark02"], {"gw01": servers(spark01=True, spark02=False)}) == []
+    assert refusals("spark01", ["spark01"], {}) == []
+
+
+def test_sparks_removed_together_do_not_count_for_each_other():
+    gateways = {"gw01": servers(spark01=True, spark02=True), "gw02": servers(spark01=True, spark03=True)}
+    problems = refusals("spark01", ["spark01", "spark02"], gateways)
+    assert len(problems) == 1 and "gw01" in problems[0]
