@@ -63,8 +63,10 @@ GROUPS_RECORD = f"{RECORDS_DIR}/groups.json"
 NODE_EXPORTER_DEFAULTS = "/etc/default/prometheus-node-exporter"
 NODE_EXPORTER_SAVED = f"{RECORDS_DIR}/prometheus-node-exporter.default"
 NODE_EXPORTER_UNIT = "prometheus-node-exporter.service"
+# node_exporter's textfile directory as the distribution's package makes it (ds4_node_exporter_textfile_dir).
+TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
 FACTS_DIR = "/etc/ansible/facts.d"
-FACTS = ("ds4.fact", "ds4_perf.fact", "ds4_weights.fact", "ds4_update.fact")
+FACTS = ("ds4.fact", "ds4_perf.fact", "ds4_weights.fact", "ds4_update.fact", "ds4_verify.fact")
 
 
 class RemoveError(ValueError):
@@ -87,14 +89,16 @@ def _checked(name, path):
     return path
 
 
-def made(root, gguf_dir, kv_dir, build_log_dir, weight_names, weights=False):
+def made(root, gguf_dir, kv_dir, build_log_dir, weight_names, weights=False, textfile_dir=TEXTFILE_DIR):
     """Every path the roles make on a Spark, in the order it goes: [(how, path, keep)], `keep` the paths
-    below it that stay. ds4_root, ds4_gguf_dir, ds4_kv_disk_dir ("" for none) and ds4_engine_build_log_dir
-    as set; `weight_names` every model file name of the catalog; `weights` whether they go too."""
+    below it that stay. ds4_root, ds4_gguf_dir, ds4_kv_disk_dir ("" for none), ds4_engine_build_log_dir and
+    ds4_node_exporter_textfile_dir as set; `weight_names` every model file name of the catalog; `weights`
+    whether they go too."""
     root = _checked("ds4_root", root)
     gguf_dir = _checked("ds4_gguf_dir", gguf_dir)
     build_log_dir = _checked("ds4_engine_build_log_dir", build_log_dir)
     kv_dir = _checked("ds4_kv_disk_dir", kv_dir) if kv_dir else ""
+    textfile_dir = _checked("ds4_node_exporter_textfile_dir", textfile_dir)
     paths = [(FILE, f"{UNIT_DIR}/{unit}", ()) for unit in UNITS]
     paths += [
         (FILE, f"{UNIT_DIR}/ds4.service.d/00-ds4-fleet-supervision.conf", ()),
@@ -115,7 +119,8 @@ def made(root, gguf_dir, kv_dir, build_log_dir, weight_names, weights=False):
         (FILE, f"{root}/previous", ()),
         (TREE, f"{root}/releases", ()),
         (EMPTY, root, ()),
-        (FILE, "/var/lib/prometheus/node-exporter/ds4.prom", ()),
+        # The watchdog's file alone: the directory is node_exporter's (a site's own, or the package's).
+        (FILE, f"{textfile_dir}/ds4.prom", ()),
         (FILE, "/run/ds4-weights-peer-serve.stop", ()),
         # The engine's runtime directory (its lock): systemd removes it when ds4.service stops.
         (TREE, "/run/ds4", ()),

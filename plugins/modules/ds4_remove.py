@@ -41,6 +41,11 @@ options:
     description: Where the engine's build logs are (C(ds4_engine_build_log_dir)).
     type: path
     default: /var/log/ds4
+  textfile_dir:
+    description: node_exporter's textfile directory (C(ds4_node_exporter_textfile_dir)); only the
+      watchdog's C(ds4.prom) goes from it.
+    type: path
+    default: /var/lib/prometheus/node-exporter
   catalog:
     description: The model catalog (C(ds4_model_catalog)); with O(weights), each of its files and the files
       beside it go from O(gguf_dir).
@@ -332,6 +337,7 @@ def main():
             "gguf_dir": {"type": "path", "required": True},
             "kv_dir": {"type": "str", "default": "/var/lib/ds4/kv"},
             "build_log_dir": {"type": "path", "default": "/var/log/ds4"},
+            "textfile_dir": {"type": "path", "default": "/var/lib/prometheus/node-exporter"},
             "catalog": {"type": "dict", "default": {}},
             "weights": {"type": "bool", "default": False},
             "packages": {"type": "bool", "default": False},
@@ -342,7 +348,9 @@ def main():
     remover = Remover(module)
     try:
         names = catalog_names(p["catalog"])
-        plan = made(p["root"], p["gguf_dir"], p["kv_dir"], p["build_log_dir"], names, p["weights"])
+        plan = made(
+            p["root"], p["gguf_dir"], p["kv_dir"], p["build_log_dir"], names, p["weights"], p["textfile_dir"]
+        )
         # Read before anything goes: both live in the records' directory, which goes last.
         recorded = read_names(read_text(PACKAGES_RECORD))
         device_groups = read_names(read_text(GROUPS_RECORD), "groups", GROUPS_RECORD)

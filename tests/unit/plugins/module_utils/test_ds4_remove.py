@@ -82,6 +82,12 @@ def test_a_weights_directory_the_operator_named_loses_only_the_files_the_roles_f
     assert not any(within("/srv/models", path) for how, path, _ in entries if how != FILE)
 
 
+def test_of_a_sites_textfile_directory_only_the_watchdogs_file_goes():
+    entries = made("/opt/ds4", "/var/lib/ds4/gguf", "", "/var/log/ds4", NAMES, textfile_dir="/srv/textfiles")
+    assert ("file", "/srv/textfiles/ds4.prom", ()) in entries
+    assert not [path for _, path, _ in entries if path == "/srv/textfiles"]
+
+
 def test_a_kv_directory_or_build_log_directory_the_operator_named_stays_itself():
     entries = plan(kv_dir="/srv/kv", build_log_dir="/srv/logs")
     assert (OWNED, "/srv/kv", ()) in entries
@@ -163,6 +169,7 @@ def test_every_path_the_roles_write_on_a_spark_is_on_the_list():
         values["ds4_engine_build_log_dir"],
         NAMES,
         weights=True,
+        textfile_dir=values["ds4_node_exporter_textfile_dir"],
     )
     found = set()
     for tasks in ROLES.glob("*/tasks/*.yml"):
@@ -198,6 +205,7 @@ def test_the_module_defaults_are_the_roles_defaults():
     doc = yaml.safe_load(module.DOCUMENTATION)["options"]
     assert doc["kv_dir"]["default"] == values["ds4_kv_disk_dir"]
     assert doc["build_log_dir"]["default"] == values["ds4_engine_build_log_dir"]
+    assert doc["textfile_dir"]["default"] == values["ds4_node_exporter_textfile_dir"]
 
 
 def test_the_state_directory_is_the_service_users_home():
