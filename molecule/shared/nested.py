@@ -5,21 +5,27 @@ task starts, a host's result, the recap's counts), so that a test asks "what did
 spark01" or "how many changed on spark02" instead of matching the text of `TASK [` lines and the recap.
 Lines that are not events (what a module or an action plugin prints while it runs, -v output) are kept as
 they came, in order, for the tests that read what the operator reads. A run may also use the default
-callback (text only), for the tests that assert what an operator sees at a verbosity.
+callback (text only), for the tests that assert what an operator sees at a verbosity. A test that acts at a
+point of the run while it goes on (lets a held transfer go on, kills the run midway) gives play() a
+`during`, which reads the run as it goes (a Live) and may kill it.
 
 pyproject.toml puts this directory on pytest's path.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from waits import wait_for
 
 PROJECT = Path(__file__).resolve().parents[2]
 # A guard against a hang, not an expectation of speed: a fleet upgrade on a loaded 2-core machine has taken
@@ -90,6 +96,8 @@ class Run:
     stderr: str = ""
     events: list = field(default_factory=list)
     lines: list = field(default_factory=list)
+    # Whether play()'s `during` killed the run before it ended by itself.
+    killed: bool = False
 
     def __post_init__(self):
         self.results: list[Result] = []
@@ -193,6 +201,78 @@ class Run:
         return next(filter(None, (re.search(pattern, line) for line in self.said_lines(host))), None)
 
 
+class Live:
+    """A nested run as it goes, handed to play()'s `during`: its events and other lines so far, whether it
+    still runs, and a way to end it as an operator's Ctrl-C cannot (SIGKILL to every process of the run)."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self._proc = proc
+        self.events: list[dict] = []
+        self.lines: list[str] = []
+        self.killed = False
+
+    @property
+    def running(self) -> bool:
+        return self._proc.poll() is None
+
+    def printed(self, pattern: str) -> re.Match | None:
+        """The first line printed so far that is not an event and matches PATTERN whole, or None."""
+        return next(filter(None, (re.fullmatch(pattern, line) for line in list(self.lines))), None)
+
+    def started(self, task: str) -> bool:
+        """Whether the task named TASK (its role left out) has started, on any host."""
+        return any(
+            event["_event"] in ("v2_playbook_on_task_start", "v2_runner_on_start")
+            and task in (event["task"]["name"], event["task"]["name"].rsplit(" : ", 1)[-1])
+            for event in list(self.events)
+        )
+
+    def wait_for(self, what: str, check, timeout: float = 900):
+        """waits.wait_for while the run goes on: fails at once, with what the run printed, if it ends
+        before CHECK returns something true."""
+
+        def reached():
+            value = check()
+            assert value or self.running, f"the run ended before {what}:\n" + "\n".join(self.lines[-60:])
+            return value
+
+        return wait_for(what, reached, timeout=timeout, interval=0.5)
+
+    def kill(self) -> None:
+        if self.running:
+            self.killed = True
+            _end(self._proc)
+
+
+def _descendants(pid: int) -> list[int]:
+    """The processes PID started and theirs, from /proc: Ansible's workers leave its process group (each
+    calls setsid), so a signal to the group would not reach them."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # The command name, in parentheses, may hold spaces: the parent's pid is the second field after.
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _end(proc: subprocess.Popen) -> None:
+    """SIGKILL to every process of the run: stopped first, so that it starts no other while its own are
+    found."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(proc.pid, signal.SIGSTOP)
+    for pid in [*_descendants(proc.pid), proc.pid]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
 def play(
     playbook,
     *args,
@@ -202,6 +282,7 @@ def play(
     project_config=True,
     on_line=None,
     cwd=None,
+    during=None,
 ) -> Run:
     """Run PLAYBOOK (a path) with ARGS against the scenario's inventory (or INVENTORY: a path or a list of
     them) and wait for it.
@@ -210,6 +291,10 @@ def play(
     (the scenario's playbooks, with Molecule's roles and collections paths). ENV: more variables.
     callback: the jsonl events (the default), or None for the default callback, read as text only.
     on_line: called with each line of stdout as it is printed, while the run goes on.
+    during: called with a Live, in a thread of its own, while the run goes on: for a test that acts at a
+    point of the run (lets a held transfer go on once a progress line was printed; kills the run once it
+    switched releases, Run.killed). What it raises fails the test once the run has ended, and kills the run
+    first so that a held run does not wait for its hang guard.
     """
     inventories = (
         inventory if isinstance(inventory, list) else [inventory or os.environ["MOLECULE_INVENTORY_FILE"]]
@@ -236,12 +321,26 @@ def play(
         stderr=subprocess.PIPE,
         text=True,
     )
+    live = Live(proc)
     errors: list[str] = []
     reader = threading.Thread(target=lambda: errors.append(proc.stderr.read()), daemon=True)
     reader.start()
-    guard = threading.Timer(HANG_GUARD, proc.kill)
+    guard = threading.Timer(HANG_GUARD, _end, (proc,))
     guard.start()
-    out, events, lines = [], [], []
+    raised: list[BaseException] = []
+    actor = None
+    if during is not None:
+
+        def act():
+            try:
+                during(live)
+            except BaseException as error:  # raised again in the test's thread
+                raised.append(error)
+                live.kill()
+
+        actor = threading.Thread(target=act, daemon=True)
+        actor.start()
+    out, events, lines = [], live.events, live.lines
     try:
         for line in proc.stdout:
             out.append(line)
@@ -259,10 +358,14 @@ def play(
             if on_line is not None:
                 on_line(text)
         proc.wait()
+        if actor is not None:
+            actor.join()
     finally:
         guard.cancel()
         if proc.poll() is None:
-            proc.kill()
+            _end(proc)
             proc.wait()
         reader.join()
-    return Run(proc.returncode, "".join(out), "".join(errors), events, lines)
+    if raised:
+        raise raised[0]
+    return Run(proc.returncode, "".join(out), "".join(errors), events, lines, killed=live.killed)

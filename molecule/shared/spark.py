@@ -87,6 +87,17 @@ def ask(host, question=QUESTION, max_tokens=64, check=True):
     return json.loads(done.stdout)["choices"][0]["message"]["content"]
 
 
+def holds(host, check=True):
+    """The stand-in engine's open holds: {name: {"reads": in-flight reads while held, "readers": the same
+    per User-Agent, "requests": n}}; None when the engine does not answer (check False), else the test
+    fails."""
+    done = host.run(f"curl -fsS --max-time 5 {API}/standin/holds")
+    if done.rc != 0:
+        assert not check, f"the engine did not answer: {done.stderr}"
+        return None
+    return json.loads(done.stdout)
+
+
 def journal(host, unit, since):
     """UNIT's journal lines since the unix time SINCE, as text."""
     return host.check_output(f"journalctl --no-pager -o cat -u {unit} --since @{since}")

@@ -1,7 +1,12 @@
 """The speed gate on a sandbox Spark, asserted on the host. After converge (and Molecule's idempotence
-run) the Spark serves v0.6.5, measured once as its baseline. The tests run in file order and build on each
-other's state; each nested `ansible-playbook` is a run whose exit status and output are asserted, so that
-an expected failure (the slower release rolled back) fails the scenario only when the expectation is wrong.
+run) the Spark serves v0.6.5, measured once as its baseline. Each nested `ansible-playbook` is a run whose
+exit status and results are asserted (molecule/shared/nested.py), so that an expected failure (the slower
+release rolled back) fails the scenario only when the expectation is wrong.
+
+Each test passes alone after converge and in any order (pytest --reverse, molecule/shared/ordering.py): a
+test that changes the Spark puts it back (the rolled-back release leaves v0.6.5 serving, and its record is
+taken out of the speed history again); the operator's path from v0.6.5 to a slower release and on to new
+launch settings is one test in steps, which ends the scenario.
 
 The stand-in's releases (tests/standins/engine/README.md): v0.6.5.2 is 5% slower at prefill and decode,
 within the sandbox's ds4_perf_max_regression of 25% (inventory/sandbox: this busy machine is noisier than a
@@ -10,51 +15,42 @@ machine's load does not decide the verdicts, and no test asserts a measured spee
 makes certain (a prefill never faster than the release's).
 """
 
+import base64
 import json
-import os
-import re
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 
-PROJECT = Path(__file__).resolve().parents[3]
+import pytest
+from nested import PROJECT
+from nested import play as nested_play
+from spark import ask, release
+
 FACT = "/etc/ansible/facts.d/ds4_perf.fact"
 
 
-def playbook(path, *args):
-    """Run a playbook of this project on the scenario's Spark; (exit status, output)."""
-    ansible = shutil.which(
-        "ansible-playbook", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+def playbook(path, *args, during=None):
+    """A playbook of this project, run on the scenario's Spark as an operator runs it: a nested.Run."""
+    return nested_play(PROJECT / path, "-l", "spark01", *args, during=during)
+
+
+def site(*args, gate="enforce", during=None):
+    """site.yml with v0.6.5, as converge runs it, and ARGS. The gate enforced, as on a real Spark: the
+    sandbox's own default only warns."""
+    return playbook(
+        "site.yml", "-e", "ds4_release=v0.6.5", "-e", f"ds4_perf_gate={gate}", *args, during=during
     )
-    env = {key: value for key, value in os.environ.items() if key != "ANSIBLE_FORCE_COLOR"}
-    env.update(ANSIBLE_NOCOLOR="1", ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"))
-    proc = subprocess.run(
-        [ansible, "-i", os.environ["MOLECULE_INVENTORY_FILE"], str(PROJECT / path), "-l", "spark01", *args],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1800,
-    )  # fmt: skip
-    return proc.returncode, proc.stdout
-
-
-def site(*args):
-    # The gate enforced, as on a real Spark: the sandbox's own default only warns.
-    return playbook("site.yml", "-e", "ds4_release=v0.6.5", "-e", "ds4_perf_gate=enforce", *args)
 
 
 def history(host):
     return json.loads(host.file(FACT).content_string)["history"]
 
 
-def release(host):
-    return host.run("readlink /opt/ds4/current").stdout.strip().rsplit("/", 1)[-1]
-
-
-def answer(host):
-    body = json.dumps(
-        {"max_tokens": 16, "messages": [{"role": "user", "content": "What is the capital of France?"}]}
+@pytest.fixture
+def history_put_back(host):
+    """The speed history as it was before the test, written back after it."""
+    before = base64.b64encode(host.file(FACT).content_string.encode()).decode()
+    yield
+    host.check_output(
+        f"echo {before} | base64 -d > {FACT}.new && chmod 0644 {FACT}.new && mv {FACT}.new {FACT}"
     )
-    out = host.check_output(f"curl -fsS --max-time 30 -d '{body}' http://127.0.0.1:8000/v1/chat/completions")
-    return json.loads(out)["choices"][0]["message"]["content"]
 
 
 def test_a_first_install_records_a_baseline_and_a_rerun_measures_nothing(host):
@@ -74,30 +70,31 @@ def test_a_first_install_records_a_baseline_and_a_rerun_measures_nothing(host):
     assert host.file(FACT).mode == 0o644 and host.file(FACT).user == "root"
 
 
-def test_a_release_decoding_at_half_speed_is_rolled_back_with_both_figures(host):
-    rc, out = site("-e", "ds4_release=v0.6.5.3")
-    assert rc != 0, out
-    assert "Activation of v0.6.5.3 failed at \"Measure the engine's speed" in out, out
-    found = re.search(
+def test_a_release_decoding_at_half_speed_is_rolled_back_with_both_figures(host, history_put_back):
+    run = site("-e", "ds4_release=v0.6.5.3")
+    assert run.rc != 0, run
+    assert run.said("Activation of v0.6.5.3 failed at \"Measure the engine's speed"), run
+    found = run.search(
         r"decode ([0-9.]+) tok/s against ([0-9.]+) tok/s of v0.6.5 \((-[0-9.]+)%\): "
-        r"decode slower than ds4_perf_max_regression \(25%\) allows on this Spark",
-        out,
+        r"decode slower than ds4_perf_max_regression \(25%\) allows on this Spark"
     )
-    assert found, out
+    assert found, run
     new, old, change = (float(group) for group in found.groups())
     assert change < -25 and new < old
-    assert "Rolled back to v0.6.5" in out and "it serves again" in out
+    assert run.said("Rolled back to v0.6.5") and run.said("it serves again")
     assert release(host) == "v0.6.5" and host.service("ds4").is_running
     description = host.check_output("systemctl show ds4 -p Description --value")
     assert "v0.6.5" in description and "v0.6.5.3" not in description
-    assert "Paris" in answer(host)
+    assert "Paris" in ask(host)
     last = history(host)[-1]
     assert (last["release"], last["verdict"], last["decode_tps"]) == ("v0.6.5.3", "rolled-back", new)
 
 
-def test_a_release_within_the_bound_passes_against_the_release_it_replaced(host):
-    rc, out = site("-e", "ds4_release=v0.6.5.2")
-    assert rc == 0, out
+@pytest.mark.ends_scenario
+def test_a_release_within_the_bound_passes_and_changed_launch_settings_start_a_new_baseline(host):
+    # Step 1: v0.6.5.2, 5% slower, passes against v0.6.5, the release it replaced.
+    run = site("-e", "ds4_release=v0.6.5.2")
+    assert run.rc == 0, run
     assert release(host) == "v0.6.5.2"
     last = history(host)[-1]
     assert (last["release"], last["verdict"]) == ("v0.6.5.2", "passed"), last
@@ -106,26 +103,24 @@ def test_a_release_within_the_bound_passes_against_the_release_it_replaced(host)
         and last["baseline"]["decode_tps"] == history(host)[0]["decode_tps"]
     )
     assert all(change >= -25 for change in last["change_pct"].values()), last
-    # Flattened: the YAML result format folds a long message over several lines.
-    assert "within ds4_perf_max_regression (25%)" in " ".join(out.split())
+    assert run.said("within ds4_perf_max_regression (25%)"), run
 
-
-def test_changed_launch_settings_start_a_new_baseline(host):
-    rc, out = site("-e", "ds4_ctx=65536")
-    assert rc == 0, out
+    # Step 2: back to v0.6.5 with another context size: nothing to compare against, a new baseline.
+    run = site("-e", "ds4_ctx=65536")
+    assert run.rc == 0, run
     last = history(host)[-1]
     assert (last["release"], last["verdict"], last["baseline"]) == ("v0.6.5", "baseline", None), last
-    assert (
+    assert run.said(
         "recorded as the baseline, nothing compared (the model set, launch settings or measurement "
         "changed since v0.6.5.2 was measured)"
-    ) in " ".join(out.split())
+    ), run
     assert "65536" in last["settings"]["args"]
 
 
 def test_status_shows_the_speed_of_each_spark_against_the_release_before(host, tmp_path):
-    rc, out = playbook("playbooks/status.yml", "-e", f"ds4_status_json={tmp_path}/fleet.json")
-    assert rc == 0, out
+    run = playbook("playbooks/status.yml", "-e", f"ds4_status_json={tmp_path}/fleet.json")
+    assert run.rc == 0, run
     record = json.loads((tmp_path / "fleet.json").read_text())["hosts"][0]
     assert record["perf"]["release"] == "v0.6.5" and record["perf"]["verdict"] == "baseline"
     assert record["perf"]["decode_tps"] == history(host)[-1]["decode_tps"]
-    assert re.search(r"PREFILL TOK/S +DECODE TOK/S", out), out
+    assert run.search(r"PREFILL TOK/S +DECODE TOK/S"), run

@@ -9,6 +9,7 @@ import textwrap
 
 import nested
 from nested import play
+from waits import wait_for
 
 PLAYBOOK = """
 - name: The first play
@@ -101,6 +102,87 @@ def test_the_warnings_are_read_from_the_results_and_from_ansible(tmp_path):
     assert run.warnings("localhost") == [module]
     # Ansible's own, outside any result, only among the whole run's.
     assert run.warnings() == [module, "Could not match supplied host pattern, ignoring: nohost"]
+
+
+HELD = """
+- name: A run held until the test lets it go
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Say it waits
+      ansible.builtin.debug:
+        msg: waiting
+    - name: Wait for the go-ahead
+      ansible.builtin.wait_for:
+        path: "{{ go }}"
+        timeout: 600
+    - name: Say it went on
+      ansible.builtin.debug:
+        msg: went on
+"""
+
+
+def held(tmp_path, during):
+    playbook = tmp_path / "held.yml"
+    playbook.write_text(HELD)
+    go = tmp_path / "go"
+    # The module runs with this Python: the machine's own may have no Ansible beside it.
+    args = ("-c", "local", "-e", f"go={go}", "-e", f"ansible_python_interpreter={sys.executable}")
+    return go, play(playbook, *args, inventory="localhost,", during=during)
+
+
+def test_during_acts_at_a_point_of_the_run_and_the_run_goes_on(tmp_path):
+    seen = []
+
+    def let_go(live):
+        live.wait_for("the wait started", lambda: live.started("Wait for the go-ahead"))
+        seen.append(live.running)
+        go.touch()
+
+    go = tmp_path / "go"
+    _, run = held(tmp_path, let_go)
+    assert run.rc == 0 and not run.killed and seen == [True], run
+    assert run.said("went on")
+
+
+def test_during_kills_the_run_with_its_processes(tmp_path):
+    def kill(live):
+        live.wait_for("the wait started", lambda: live.started("Wait for the go-ahead"))
+        live.kill()
+
+    _, run = held(tmp_path, kill)
+    assert run.killed and run.rc == -9, run
+    assert "Say it waits" in run.tasks and not run.said("went on") and run.stats == {}
+    # No worker of the run is left waiting for the file, once the kill has reached them all.
+    left = ["pgrep", "-f", str(tmp_path / "go")]
+    wait_for("no process of the run left", lambda: subprocess.run(left).returncode == 1, timeout=30)
+
+
+def test_what_during_raises_fails_the_test_and_ends_the_run(tmp_path):
+    def never(live):
+        live.wait_for("a line that never comes", lambda: live.printed("never"), timeout=1)
+
+    try:
+        held(tmp_path, never)
+    except AssertionError as error:
+        assert "a line that never comes: not within 1 s" in str(error)
+    else:
+        raise AssertionError("the failure of `during` was lost")
+
+
+def test_during_fails_at_once_when_the_run_ends_before_the_point(tmp_path):
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(PLAYBOOK)
+
+    def too_late(live):
+        live.wait_for("a task that never starts", lambda: live.started("No such task"))
+
+    try:
+        play(playbook, "-c", "local", inventory="localhost,", during=too_late)
+    except AssertionError as error:
+        assert "the run ended before a task that never starts" in str(error)
+    else:
+        raise AssertionError("the run's end was not noticed")
 
 
 def test_reverse_runs_the_tests_last_to_first_and_the_end_of_the_scenario_last(tmp_path):
