@@ -20,7 +20,10 @@ def pytest_configure(config):
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
+    ends = [item for item in items if item.get_closest_marker("ends_scenario") is not None]
+    others = [item for item in items if item.get_closest_marker("ends_scenario") is None]
     if config.getoption("--reverse"):
-        items.reverse()
-    # A stable sort: the others keep their order, and so do the ends among themselves.
-    items.sort(key=lambda item: item.get_closest_marker("ends_scenario") is not None)
+        others.reverse()
+    # The ends keep their written order whatever the others': each leaves the hosts changed for good, so
+    # the later one runs on what the earlier left (the gateway's upgrade, then its removal).
+    items[:] = others + ends

@@ -200,6 +200,9 @@ def test_reverse_runs_the_tests_last_to_first_and_the_end_of_the_scenario_last(t
             def test_b(): pass
 
             def test_c(): pass
+
+            @pytest.mark.ends_scenario
+            def test_d(): pass
             """
         )
     )
@@ -216,4 +219,8 @@ def test_reverse_runs_the_tests_last_to_first_and_the_end_of_the_scenario_last(t
         )
         assert done.returncode == 0, done.stdout + done.stderr
         listed[reverse] = [line.split("::")[-1] for line in done.stdout.splitlines() if "::" in line]
-    assert listed == {False: ["test_a", "test_c", "test_b"], True: ["test_c", "test_a", "test_b"]}
+    # The ends keep their written order: the later one runs on what the earlier left.
+    assert listed == {
+        False: ["test_a", "test_c", "test_b", "test_d"],
+        True: ["test_c", "test_a", "test_b", "test_d"],
+    }
