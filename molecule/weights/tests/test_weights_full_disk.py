@@ -46,7 +46,8 @@ ENGINE_PORT = 18111
 # request with the sha256 of the bytes it maps.
 ENGINE = f"""
 import hashlib, http.server, mmap, sys
-weights = mmap.mmap(open(sys.argv[1], "rb").fileno(), 0, access=mmap.ACCESS_READ)
+held = open(sys.argv[1], "rb")
+weights = mmap.mmap(held.fileno(), 0, access=mmap.ACCESS_READ)
 class Serve(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         body = hashlib.sha256(weights).hexdigest().encode()
@@ -120,16 +121,19 @@ def engine(spark02):
     asks it for the sha256 of what it maps."""
     script = base64.b64encode(ENGINE.encode()).decode()
     spark02.run_expect([0], f"echo {script} | base64 -d > /root/weights-engine.py")
+    # --collect: a unit that failed is not kept, and the next test starts its own.
     spark02.run_expect(
-        [0], f"systemd-run --unit=weights-engine python3 /root/weights-engine.py {GGUF}/{DRAFTER}"
+        [0], f"systemd-run --collect --unit=weights-engine python3 /root/weights-engine.py {GGUF}/{DRAFTER}"
     )
 
     def ask():
         return spark02.run(f"curl -fsS --max-time 10 http://127.0.0.1:{ENGINE_PORT}/").stdout
 
-    wait_for("the stand-in engine answering", ask, timeout=60)
-    yield ask
-    spark02.run("systemctl stop weights-engine; rm -f /root/weights-engine.py")
+    try:
+        wait_for("the stand-in engine answering", ask, timeout=60)
+        yield ask
+    finally:
+        spark02.run("systemctl stop weights-engine; rm -f /root/weights-engine.py")
 
 
 def assert_said_no_space(run, needed):
@@ -149,12 +153,12 @@ def test_a_disk_that_fills_during_the_fetch_keeps_what_came_and_resumes(spark02,
     size = FILES[BASE]["size"]
     serving = engine()
     assert serving == FILES[DRAFTER]["sha256"]
-    spark02.run_expect([0], f"rm -f {GGUF}/{BASE} {GGUF}/.{BASE}.*")
+    spark02.run_expect([0], f"rm -f {FILLER} {GGUF}/{BASE} {GGUF}/.{BASE}.*")
     before = others(spark02)
     try:
         # 1. The plan passed (the disk had room), then the disk filled before the first byte came.
         run = fill_while_held(spark02, 0)
-        assert run.result("Plan the weights before any byte moves", "spark02").data["fits"], run
+        assert run.result("Plan the weights against what is on disk", "spark02").data["fits"], run
         assert_said_no_space(run, size)
         assert not spark02.file(f"{GGUF}/{BASE}").exists
 
