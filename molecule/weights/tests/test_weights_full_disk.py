@@ -93,6 +93,13 @@ def others(host):
     return host.check_output(f"cd {GGUF} && ls -A | grep -vF {BASE} | xargs -r sha256sum")
 
 
+def written(host):
+    """Bytes the base's part holds on the disk (its blocks: it is written out of order, sparse)."""
+    done = host.run(f"stat -c '%b %B' {GGUF}/{BASE}.part")
+    blocks, size = map(int, done.stdout.split()) if done.rc == 0 else (0, 0)
+    return blocks * size
+
+
 def fill_while_held(host, hold_after):
     """Run the role on HOST; once the hub holds the base's transfer after `hold_after` bytes, fill the
     disk beside it and let the transfer go on. The nested.Run."""
@@ -104,6 +111,12 @@ def fill_while_held(host, hold_after):
         wait_for(
             f"the hub holding {BASE} after {hold_after:,} bytes",
             lambda: hub(host, "GET", "/_standin/holds")["holds"][BASE]["waiting"],
+            timeout=600,
+        )
+        # And the fetch having written them: the hub sent them, a loaded Spark may still be reading.
+        wait_for(
+            f"{hold_after:,} bytes of {BASE} written to its part",
+            lambda: written(host) >= hold_after,
             timeout=600,
         )
         # dd stops at the full disk (and says so): it is the other writer.
