@@ -193,10 +193,11 @@ def test_a_full_disk_mid_way_keeps_the_ranges_on_disk_and_nothing_in_place(
     hub, hub_files, tmp_path, monkeypatch
 ):
     want = hub_files[BASE]
-    real, real_new = os.pwrite, ds4_hub_records.open_new
+    real, real_new = ds4_hub_transfer.write_all, ds4_hub_records.open_new
     written, full = [], []
 
     def filling(fd, data, offset):
+        """The part's writes: the disk is full once half the file is in."""
         if sum(written) >= want["size"] // 2:
             full.append(offset)
             raise OSError(errno.ENOSPC, "No space left on device")
@@ -210,7 +211,7 @@ def test_a_full_disk_mid_way_keeps_the_ranges_on_disk_and_nothing_in_place(
             raise OSError(errno.ENOSPC, "No space left on device")
         return real_new(path)
 
-    monkeypatch.setattr(ds4_hub_transfer.os, "pwrite", filling)
+    monkeypatch.setattr(ds4_hub_transfer, "write_all", filling)
     monkeypatch.setattr(ds4_hub_records, "open_new", no_new_file_once_full)
     monkeypatch.setattr(ds4_hub_transfer, "free_bytes", lambda path: 4096)
     progress = tmp_path / "p.json"
@@ -227,7 +228,7 @@ def test_a_full_disk_mid_way_keeps_the_ranges_on_disk_and_nothing_in_place(
     assert not (tmp_path / BASE).exists()
     assert json.loads(progress.read_text())["state"] == "failed"
     assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")], "no half-made file is left"
-    monkeypatch.setattr(ds4_hub_transfer.os, "pwrite", real)
+    monkeypatch.setattr(ds4_hub_transfer, "write_all", real)
     full.clear()
     result = hub_file(hub, hub_files, BASE, tmp_path).ensure()
     assert result["bytes_fetched"] == want["size"] - kept
