@@ -1,25 +1,31 @@
 #!/usr/bin/env python3
-"""Fetch throughput of our hub client beside curl -C - and huggingface_hub, on one file of 1 GiB or more.
+"""Fetch throughput of our hub client beside curl -C -, huggingface_hub and hf_transfer, on one file of 1 GiB
+or more.
 
 Ours is module_utils/ds4_hub.py's HubFile, what ds4.fleet.ds4_hub_file runs: it fetches byte ranges over
 several connections, hashes (sha256) in order as they come, verifies, fsyncs and renames into place.
-curl -C - is what the shell installer runs; hf_hub_download is the hub's own client (its Xet and
-hf_transfer extras off, as on a Spark without them). They fetch the same file from the hub stand-in
-(tests/standins/hub, a subprocess) over loopback, one after another:
+curl -C - is what the shell installer runs, followed by sha256sum, as the installer's checksum step;
+hf_hub_download is the hub's own client (its Xet extra off, as on a Spark without it); hf_transfer is the
+hub's parallel Rust client (PyPI hf-transfer, a benchmark dependency only), called as huggingface_hub
+called it (100 files at most, 10 MiB ranges) on the storage URL the hub redirects to; it verifies
+nothing and is timed without a hash (the peer at its fastest). They fetch the same file from the hub
+stand-in (tests/standins/hub, a subprocess) over loopback, one after another, and each client's CPU
+seconds per GB (its process and its children, the stand-in not counted) is printed beside its rate:
 
 1. capped as the real path is: a link of --link-mbps shared by all connections, each connection held to
    1/8 of it (a CDN's pacing), a round trip of --rtt-ms before each answer; the rates are also given as a
    fraction of the link. Then ours alone with 1 to 32 connections, which is how the default was chosen;
 2. the link capped at about 1 GB/s and no cap per connection, a fast real link;
-3. uncapped, where each client is its own limit;
+3. uncapped, where each client is its own limit; then ours alone by connection count there, to see how
+   many connections a path that does not cap them gains from;
 4. cut at half way, then fetched again: the bytes each one fetched beyond the half it was missing.
 
-It prints throughputs and ratios (ours/curl, ours/hf, each/link) and asserts nothing. The files and the
+It prints throughputs and ratios (ours to each, each/link) and asserts nothing. The files and the
 stand-in's data go under /tmp; the downloads go to /dev/shm when it has room, so that no client waits on
 the disk (ours fsyncs, the others do not). Everything is removed at the end, also after a failure or Ctrl-C.
 
     .venv/bin/python bench/fetch_throughput.py [--size-mib 1024] [--repeat 3] [--capped-mib 256]
-        [--link-mbps 100] [--rtt-ms 20]
+        [--capped-repeat 1] [--link-mbps 100] [--rtt-ms 20] [--capped-only] [--no-sweep]
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import hashlib
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -53,6 +60,10 @@ CAPPED_NAME = "bench-capped.gguf"
 FAST_LINK_BPS = 1_000_000_000
 MB = 1_000_000
 SWEEP = (1, 4, 8, 16, 32)
+UNCAPPED_SWEEP = (1, 2, 4, 16)
+# As huggingface_hub called hf_transfer (HF_TRANSFER_CONCURRENCY, DOWNLOAD_CHUNK_SIZE) before it dropped it.
+HF_TRANSFER_FILES = 100
+HF_TRANSFER_CHUNK = 10 << 20
 
 
 class Blob(NamedTuple):
@@ -125,6 +136,31 @@ def ours(hub, dest, blob, connections=CONNECTIONS, retries=5):
     return result["bytes_fetched"]
 
 
+def sha256sum(path, blob):
+    out = subprocess.run(["sha256sum", str(path)], capture_output=True, text=True, check=True)
+    if out.stdout.split()[0] != blob.sha256:
+        raise SystemExit(f"{path} came down with another sha256: {out.stdout.strip()}")
+
+
+def curl_verified(hub, dest, blob):
+    """curl, then sha256sum, as the shell installer fetches and checks."""
+    moved = curl(hub, dest, blob)[0]
+    sha256sum(dest / blob.name, blob)
+    return moved
+
+
+def hf_transfer(hub, dest, blob):
+    """hf_transfer's download of the storage URL the hub redirects to (nothing verified)."""
+    import hf_transfer as rust  # a benchmark dependency only (requirements-dev.txt)
+    import requests
+
+    head = requests.head(f"{hub.endpoint}/{REPO}/resolve/main/{blob.name}", allow_redirects=False, timeout=30)
+    url = head.headers.get("Location") or head.url
+    rust.download(url=url, filename=str(dest / blob.name), max_files=HF_TRANSFER_FILES,
+                  chunk_size=HF_TRANSFER_CHUNK, parallel_failures=3, max_retries=5)  # fmt: skip
+    return blob.size
+
+
 def curl(hub, dest, blob):
     out = subprocess.run(
         ["curl", "-sS", "-L", "--fail", "-C", "-", "-o", str(dest / blob.name), "-w", "%{size_download}",
@@ -171,22 +207,35 @@ class HubClient:
         return self.received
 
 
+def cpu_seconds():
+    """CPU seconds of this process and of its children that ended (curl, sha256sum; not the stand-in)."""
+    return sum(
+        usage.ru_utime + usage.ru_stime
+        for usage in (resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN))
+    )
+
+
 def timed(fetch, *args):
-    started = time.perf_counter()
+    """(wall seconds, CPU seconds) of one fetch."""
+    started, cpu = time.perf_counter(), cpu_seconds()
     fetch(*args)
-    return time.perf_counter() - started
+    return time.perf_counter() - started, cpu_seconds() - cpu
 
 
-def best_rates(clients, hub, dest_root, blob, repeat):
-    """Each client's best of `repeat` fetches into an empty dest, in MB/s. The clients take turns, so that
-    a burst of load from elsewhere on the machine does not fall on one client's fetches alone."""
+def best_rates(clients, hub, dest_root, blob, repeat, cpu=None):
+    """Each client's best of `repeat` fetches into an empty dest, in MB/s (and, into `cpu`, its least CPU
+    seconds per GB). The clients take turns, so that a burst of load from elsewhere on the machine does not
+    fall on one client's fetches alone."""
     best = dict.fromkeys(clients, 0.0)
     for _ in range(repeat):
         for name, fetch in clients.items():
             dest = dest_root / name
             shutil.rmtree(dest, ignore_errors=True)
             dest.mkdir()
-            best[name] = max(best[name], blob.size / timed(fetch, hub, dest, blob) / MB)
+            wall, used = timed(fetch, hub, dest, blob)
+            best[name] = max(best[name], blob.size / wall / MB)
+            if cpu is not None:
+                cpu[name] = min(cpu.get(name, float("inf")), used / (blob.size / 1e9))
             shutil.rmtree(dest, ignore_errors=True)
     return best
 
@@ -242,23 +291,35 @@ def killed_at(hub, dest, blob, at):
     return (dest / f"{blob.name}.part").stat().st_blocks * 512
 
 
-def capped(hub, clients, dest_root, blob, link_bps, rtt_ms):
-    """Each client once on the capped path (curl and hf take size / (link / 8) seconds), then the sweep."""
+def ratios(rates):
+    return ", ".join(f"ours/{name} {rates['ours'] / rates[name]:.2f}" for name in rates if name != "ours")
+
+
+def sweep(hub, dest_root, blob, counts, link=None):
+    """Ours alone by connection count: MB/s (and of the link), CPU seconds per GB."""
+    print(f"\nours by connections (default {CONNECTIONS}), same path:")
+    print("{:<13}{:>10}{:>9}{:>10}".format("connections", "MB/s", "/link" if link else "", "CPU s/GB"))
+    for n in counts:
+        one, cpu = {"ours": lambda *a, n=n: ours(*a, connections=n)}, {}
+        rate = best_rates(one, hub, dest_root, blob, 1, cpu)["ours"]
+        share = f"{rate / link:>9.2f}" if link else " " * 9
+        print(f"{n:<13}{rate:>10.1f}{share}{cpu['ours']:>10.2f}", flush=True)
+
+
+def capped(hub, clients, dest_root, blob, link_bps, rtt_ms, repeat):
+    """Each client on the capped path (curl and hf take size / (link / 8) seconds), then the sweep."""
     hub.network(conn_bps=link_bps // 8, link_bps=link_bps, rtt_ms=rtt_ms)
     try:
-        rates = best_rates(clients, hub, dest_root, blob, 1)
+        cpu = {}
+        rates = best_rates(clients, hub, dest_root, blob, repeat, cpu)
         link = link_bps / MB
         print(f"capped: link {link:.0f} MB/s, {link / 8:.1f} MB/s per connection, round trip {rtt_ms} ms")
-        print("{:<10}{:>10}{:>9}".format("client", "MB/s", "/link"))
+        print(f"best of {repeat} per client, on {blob.size:,} bytes")
+        print("{:<13}{:>10}{:>9}{:>10}".format("client", "MB/s", "/link", "CPU s/GB"))
         for name, rate in rates.items():
-            print(f"{name:<10}{rate:>10.1f}{rate / link:>9.2f}")
-        print(f"ours/curl {rates['ours'] / rates['curl']:.2f}, ours/hf {rates['ours'] / rates['hf']:.2f}")
-        print(f"\nours by connections (default {CONNECTIONS}), same path:")
-        print("{:<13}{:>10}{:>9}".format("connections", "MB/s", "/link"))
-        for n in SWEEP:
-            one = {"ours": lambda *a, n=n: ours(*a, connections=n)}
-            rate = best_rates(one, hub, dest_root, blob, 1)
-            print(f"{n:<13}{rate['ours']:>10.1f}{rate['ours'] / link:>9.2f}", flush=True)
+            print(f"{name:<13}{rate:>10.1f}{rate / link:>9.2f}{cpu[name]:>10.2f}")
+        print(ratios(rates))
+        sweep(hub, dest_root, blob, SWEEP, link)
     finally:
         hub.network()
 
@@ -272,7 +333,9 @@ def main():
     )
     parser.add_argument("--link-mbps", type=float, default=100, help="the capped link, MB/s (default 100)")
     parser.add_argument("--rtt-ms", type=float, default=20, help="the capped path's round trip (default 20)")
+    parser.add_argument("--capped-repeat", type=int, default=1, help="fetches per client when capped")
     parser.add_argument("--capped-only", action="store_true", help="only the capped setting")
+    parser.add_argument("--no-sweep", action="store_true", help="no sweep of our connections uncapped")
     args = parser.parse_args()
     size = args.size_mib << 20
 
@@ -290,29 +353,33 @@ def main():
         blob = blobs[NAME]
         hub = Standin(work / "hub", work / "standin.log")
         hf = HubClient(hub.endpoint, work)
-        clients = {"ours": ours, "curl": lambda *a: curl(*a)[0], "hf": hf}
+        clients = {"ours": ours, "curl+sha256sum": curl_verified, "hf": hf, "hf_transfer": hf_transfer}
         print(f"downloads to {dest_root}; the clients taking turns")
         # Ours needs a core for the hash beside the one moving bytes: other work on the machine costs it most.
         print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start\n")
         if capped_size:
-            capped(hub, clients, dest_root, blobs[CAPPED_NAME], int(args.link_mbps * MB), args.rtt_ms)
+            capped(
+                hub, clients, dest_root, blobs[CAPPED_NAME], int(args.link_mbps * MB), args.rtt_ms,
+                args.capped_repeat,
+            )  # fmt: skip
         if args.capped_only:
             return
         print(f"\nbest of {args.repeat} per client and setting, on {size:,} bytes")
-        header = ("setting", "ours MB/s", "curl MB/s", "hf MB/s", "ours/curl", "ours/hf")
-        print("{:<24}{:>11}{:>11}{:>10}{:>11}{:>9}".format(*header))
         for setting, link in (("link capped at ~1 GB/s", FAST_LINK_BPS), ("uncapped", None)):
             if link:
                 hub.network(link_bps=link)
-            rates = best_rates(clients, hub, dest_root, blob, args.repeat)
+            cpu = {}
+            rates = best_rates(clients, hub, dest_root, blob, args.repeat, cpu)
+            print(f"\n{setting}, load average {os.getloadavg()[0]:.1f}")
+            print("{:<16}{:>8}{:>10}".format("client", "MB/s", "CPU s/GB"))
+            for name, rate in rates.items():
+                print(f"{name:<16}{rate:>8.0f}{cpu[name]:>10.2f}")
+            print(ratios(rates), flush=True)
+            if not link and not args.no_sweep:
+                sweep(hub, dest_root, blob, UNCAPPED_SWEEP)
             hub.network()
-            print(
-                f"{setting:<24}{rates['ours']:>11.0f}{rates['curl']:>11.0f}{rates['hf']:>10.0f}"
-                f"{rates['ours'] / rates['curl']:>11.2f}{rates['ours'] / rates['hf']:>9.2f}",
-                flush=True,
-            )
         print(f"\nbytes fetched again after a cut at {size // 2:,} bytes (beyond the half that was missing):")
-        for name in clients:
+        for name in ("ours", "curl", "hf"):
             extra = refetched_after_a_cut(name, hub, dest_root / name, blob, hf)
             print(f"  {name:<5} {extra:,}")
         print("(ours: killed once half is listed as on disk; the next run's bytes_fetched less the bytes")

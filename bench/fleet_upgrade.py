@@ -46,9 +46,10 @@ RUN_TIMEOUT = 1800
 class Fleet:
     """The sandbox's three Sparks: their containers and an inventory that reaches them."""
 
-    def __init__(self, prefix: str, workdir: Path):
+    def __init__(self, prefix: str, workdir: Path, *options: str):
+        """OPTIONS: more of sandbox.py up's (--small-disk HOST=SIZE)."""
         self.prefix = prefix
-        hosts = sandbox_up(prefix, HOSTS)
+        hosts = sandbox_up(prefix, HOSTS, *options)
         # A separate sandbox has random ports: an inventory of its own.
         self.inventory = (
             write_inventory(workdir, {"sparks": {"hosts": hosts}}) if prefix else SANDBOX_INVENTORY

@@ -31,6 +31,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import 
 )
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_records import (
     PartState,
+    free_bytes,
     fsync_dir,
     hash_into,
     read_record,
@@ -58,11 +59,6 @@ PEER_TIMEOUT = 10.0
 # Bounded: a file whose content disagrees with its hash twice, or that changes twice under the transfer,
 # is a hub problem, not a transfer one.
 VERIFY_ATTEMPTS = 2
-
-
-def free_bytes(path):
-    st = os.statvfs(path)
-    return st.f_bavail * st.f_frsize
 
 
 def hash_fd(fd, chunk_size=CHUNK, progress=None):
@@ -387,6 +383,8 @@ class HubFile:
         self.progress = Progress(
             self.progress_path, self.ref.name, state.size, self.progress_interval, state.bytes_done
         )
+        # Written before the first byte: on a disk that fills, it is there to be rewritten as failed.
+        self.progress.report("fetching", state.bytes_done)
         self._moved_from = {}
         try:
             for peer in self.peers:

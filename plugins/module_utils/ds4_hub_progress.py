@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import threading
 import time
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_records import open_new
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_records import replace_text
 
 
 def write_progress(path, **fields):
@@ -22,10 +23,7 @@ def write_progress(path, **fields):
     if not path:
         return
     fields.update(updated=round(time.time(), 3), pid=os.getpid())
-    tmp = f"{path}.tmp"
-    with open_new(tmp) as f:
-        json.dump(fields, f, sort_keys=True)
-    os.replace(tmp, path)
+    replace_text(path, json.dumps(fields, sort_keys=True), sync=False)
 
 
 class Progress:
@@ -68,4 +66,9 @@ class Progress:
         if error is not None:
             fields["error"] = error
         with self._lock:
-            write_progress(self.path, **fields)
+            try:
+                write_progress(self.path, **fields)
+            except OSError as e:
+                # A full disk is the transfer's to report, in words; the operator's view waits for room.
+                if e.errno != errno.ENOSPC:
+                    raise

@@ -10,8 +10,10 @@ prefix (curl -C -, an adopted file, the one-stream fallback).
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import stat
 import time
 
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_weight_files import part_name, ranges_name
@@ -37,13 +39,57 @@ def open_new(path):
     return os.fdopen(fd, "w", encoding="utf-8")
 
 
-def _write_json(path, doc):
+def free_bytes(path):
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
+
+
+def replace_text(path, text, sync=True):
+    """Replace PATH with TEXT in one rename, so that a reader never sees half of it (synced first when
+    `sync`). On a full disk, where no new file can be written, the file already at PATH is rewritten in
+    place instead, if TEXT fits in the blocks it holds: the list of a part's ranges then still says what
+    came before the disk filled, and the progress file that the fetch failed. A crash during that write
+    leaves a document that does not parse, which a reader takes for none: the ranges are fetched again,
+    never trusted wrongly."""
     tmp = f"{path}.tmp"
-    with open_new(tmp) as f:
-        json.dump(doc, f, indent=1, sort_keys=True)
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        with open_new(tmp) as f:
+            f.write(text)
+            f.flush()
+            if sync:
+                os.fsync(f.fileno())
+    except OSError as e:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        if e.errno != errno.ENOSPC or not _rewrite_in_place(path, text.encode(), sync):
+            raise
+        return
     os.replace(tmp, path)
+
+
+def _rewrite_in_place(path, data, sync):
+    """Write DATA over the file at PATH within the blocks it holds (padded with spaces, which JSON
+    allows, to its length); False when there is no such file, or it is not a regular file of this
+    process's alone with one name, or DATA needs more blocks than it has."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        st = os.fstat(fd)
+        own = stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and st.st_uid == os.geteuid()
+        if not own or len(data) > st.st_blocks * 512:
+            return False
+        os.pwrite(fd, data.ljust(st.st_size, b" "), 0)
+        if sync:
+            os.fsync(fd)
+        return True
+    finally:
+        os.close(fd)
+
+
+def _write_json(path, doc):
+    replace_text(path, json.dumps(doc, indent=1, sort_keys=True))
 
 
 def read_record(path, st):

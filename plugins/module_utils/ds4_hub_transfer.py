@@ -33,7 +33,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import 
     retrying,
     unquote_etag,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_records import missing
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_records import free_bytes, missing
 
 # The largest body read: the Python work per read (a write, a handoff to the hash) stays small next to it.
 READ = 1 << 20
@@ -236,11 +236,27 @@ class Transfer:
                     worker.join(self.progress.interval)
                     if self.progress.due(time.monotonic()):
                         self.progress.report("fetching", self.state.bytes_done + self._in_flight())
+            if isinstance(self._error, OSError) and self._error.errno == errno.ENOSPC:
+                # Told once every worker has listed what it wrote: what stays is known.
+                raise self._no_space() from self._error
             if self._error is not None:
                 raise self._error
             return hasher.hexdigest(), hasher.reread
         finally:
             hasher.close()
+
+    def _no_space(self):
+        kept = self.state.bytes_done
+        still = self.size - kept
+        free = free_bytes(self.dest_dir)
+        short = still - free
+        return NoSpaceError(
+            f"{self.dest_dir} filled up while fetching {self.ref.name}: {describe_bytes(still)} are still "
+            f"to come and {describe_bytes(free)} are free; the {describe_bytes(kept)} that came stay in the "
+            "part for the next run: "
+            + (f"free {describe_bytes(short)} more and run again" if short > 0 else "run again"),
+            max(short, 0),
+        )
 
     def _in_flight(self):
         """Bytes written and not yet in the part's list (the pieces under way)."""
@@ -341,18 +357,7 @@ class Transfer:
                     continue
             pos = at["pos"]
             chunk = chunk[: end - pos]
-            try:
-                os.pwrite(self.fd, chunk, pos)
-            except OSError as e:
-                if e.errno != errno.ENOSPC:
-                    raise
-                short = self.size - self.state.bytes_done
-                raise NoSpaceError(
-                    f"{self.dest_dir} filled up while fetching {self.ref.name}: "
-                    f"{describe_bytes(self.state.bytes_done)} are kept in the part, "
-                    f"{describe_bytes(short)} are still to come; free that much and run again",
-                    short,
-                ) from e
+            write_all(self.fd, chunk, pos)
             hasher.wrote(pos, chunk)
             at["pos"] = pos + len(chunk)
             self._moved[i] += len(chunk)
@@ -385,6 +390,15 @@ class Transfer:
                 raise HubChangedError(
                     f"{self.ref.describe()} changed during the transfer: ETag {self.state.etag}, then {etag}"
                 )
+
+
+def write_all(fd, data, offset):
+    """Write all of DATA at OFFSET: a disk that fills mid-write takes part of it (then the next write
+    fails with ENOSPC), and a byte never written must never be listed as on disk."""
+    view = memoryview(data)
+    while view:
+        n = os.pwrite(fd, view, offset)
+        view, offset = view[n:], offset + n
 
 
 def body_chunks(raw, chunk_size):

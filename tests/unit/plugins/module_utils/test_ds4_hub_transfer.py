@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from ansible_collections.ds4.fleet.plugins.module_utils import ds4_hub_transfer
+from ansible_collections.ds4.fleet.plugins.module_utils import ds4_hub_records, ds4_hub_transfer
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import HubFile
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import (
     FileRef,
@@ -193,28 +193,82 @@ def test_a_full_disk_mid_way_keeps_the_ranges_on_disk_and_nothing_in_place(
     hub, hub_files, tmp_path, monkeypatch
 ):
     want = hub_files[BASE]
-    real = os.pwrite
-    written = []
+    real, real_new = ds4_hub_transfer.write_all, ds4_hub_records.open_new
+    written, full = [], []
 
     def filling(fd, data, offset):
+        """The part's writes: the disk is full once half the file is in."""
         if sum(written) >= want["size"] // 2:
+            full.append(offset)
             raise OSError(errno.ENOSPC, "No space left on device")
         written.append(len(data))
         return real(fd, data, offset)
 
-    monkeypatch.setattr(ds4_hub_transfer.os, "pwrite", filling)
+    def no_new_file_once_full(path):
+        # A full disk has no block for a new file either: the range list and the progress are rewritten
+        # where they are.
+        if full:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_new(path)
+
+    monkeypatch.setattr(ds4_hub_transfer, "write_all", filling)
+    monkeypatch.setattr(ds4_hub_records, "open_new", no_new_file_once_full)
+    monkeypatch.setattr(ds4_hub_transfer, "free_bytes", lambda path: 4096)
     progress = tmp_path / "p.json"
-    with pytest.raises(NoSpaceError, match=f"{tmp_path} filled up while fetching {BASE}") as e:
+    with pytest.raises(NoSpaceError) as e:
         hub_file(hub, hub_files, BASE, tmp_path, progress_path=str(progress)).ensure()
-    assert e.value.shortfall_bytes > 0
-    assert not (tmp_path / BASE).exists()
-    assert json.loads(progress.read_text())["state"] == "failed"
     kept = state_of(tmp_path, hub_files).bytes_done
     assert 0 < kept < want["size"]
-    monkeypatch.setattr(ds4_hub_transfer.os, "pwrite", real)
+    still = want["size"] - kept
+    assert str(e.value).startswith(
+        f"{tmp_path} filled up while fetching {BASE}: {still:,} bytes ({still / 2**30:.2f} GiB) are still to "
+        f"come and 4,096 bytes (0.00 GiB) are free; the {kept:,} bytes"
+    ), e.value
+    assert e.value.shortfall_bytes == still - 4096
+    assert not (tmp_path / BASE).exists()
+    assert json.loads(progress.read_text())["state"] == "failed"
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")], "no half-made file is left"
+    monkeypatch.setattr(ds4_hub_transfer, "write_all", real)
+    full.clear()
     result = hub_file(hub, hub_files, BASE, tmp_path).ensure()
     assert result["bytes_fetched"] == want["size"] - kept
     assert sha256_of(tmp_path / BASE) == want["sha256"]
+
+
+def test_a_write_that_a_filling_disk_cuts_short_is_written_on(hub, hub_files, tmp_path, monkeypatch):
+    """A write that takes part of its bytes: the rest is written before the range goes on, never left
+    as a hole that the hash, taken from memory, would not see."""
+    want = hub_files[BASE]
+    real = os.pwrite
+    cut = []
+
+    def short(fd, data, offset):
+        if not cut and len(data) > 1:
+            cut.append(offset)
+            return real(fd, bytes(data[: len(data) // 2]), offset)
+        return real(fd, data, offset)
+
+    monkeypatch.setattr(ds4_hub_transfer.os, "pwrite", short)
+    result = hub_file(hub, hub_files, BASE, tmp_path).ensure()
+    assert cut and result["action"] == "fetched"
+    assert sha256_of(tmp_path / BASE) == want["sha256"]
+
+
+def test_on_a_full_disk_a_list_with_another_name_is_never_rewritten_in_place(tmp_path, monkeypatch):
+    doc, other = tmp_path / "list.json", tmp_path / "elsewhere.json"
+    doc.write_text('{"done": []}')
+    os.link(doc, other)
+
+    def full(path):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(ds4_hub_records, "open_new", full)
+    with pytest.raises(OSError, match="No space left"):
+        ds4_hub_records.replace_text(str(doc), '{"done": [[0, 1]]}')
+    assert other.read_text() == '{"done": []}'
+    os.unlink(other)
+    ds4_hub_records.replace_text(str(doc), '{"done": [[0, 1]]}')
+    assert json.loads(doc.read_text()) == {"done": [[0, 1]]}
 
 
 def test_check_mode_counts_the_ranges_on_disk(hub, hub_files, tmp_path):
