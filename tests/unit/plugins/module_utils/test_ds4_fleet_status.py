@@ -299,7 +299,7 @@ def test_the_last_verification_is_in_the_record_the_table_and_for_a_slow_spark_a
     ]
     never = fleet_record("spark03", reading(), fact())
     assert never["verify"] is None
-    table = render_table([ok, slow, never]).splitlines()
+    table = render_table([ok, slow, never])
     assert table[0].endswith("VERIFIED")
     assert table[1].endswith("ok 0.93") and table[2].endswith("SLOW 0.50") and table[3].endswith("-")
     # No column while no Spark was verified.
