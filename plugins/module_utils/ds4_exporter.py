@@ -3,14 +3,12 @@ a site's own exporter's textfile directory can take the watchdog's ds4.prom.
 
 With ds4_node_exporter_manage the role installs and configures the distribution's prometheus-node-exporter;
 without it, the site's exporter is left alone and only its textfile directory is written into. Every fact
-comes in as a value or a callable (the route, the port's holder, the directory's lstat), so that each rule
+comes in as a value or a callable (the port's holder, the directory's lstat), so that each rule
 is tested without a host.
 """
 
 from __future__ import annotations
 
-import ipaddress
-import json
 import os
 import re
 import stat
@@ -23,27 +21,10 @@ if TYPE_CHECKING:
 # The distribution's node_exporter (Debian's and Ubuntu's prometheus-node-exporter): the one program the
 # role may find on its port when it manages the exporter.
 EXPORTER_PROGRAMS = ("/usr/bin/prometheus-node-exporter",)
-# Addresses `ip route get` is asked the way to: no packet is sent, the kernel only says which source
-# address it would use, the one a Prometheus elsewhere reaches the Spark at.
-ROUTE_PROBES = ("192.0.2.1", "2001:db8::1")
 # The distribution's unit, whose main process stands for the exporter where the socket's is hidden.
 EXPORTER_UNIT = "prometheus-node-exporter.service"
 # The socket's owner in `ss -Hltne` (extended): ... uid:100 ino:629039 ...
 _SS_UID_RE = re.compile(r"\buid:(\d+)\b")
-
-
-def route_source(text: str) -> str | None:
-    """The source address (prefsrc) of `ip -j route get ADDRESS`'s answer; None without one."""
-    try:
-        routes = json.loads(text)
-    except ValueError:
-        return None
-    if not isinstance(routes, list):
-        return None
-    for route in routes:
-        if isinstance(route, dict) and route.get("prefsrc"):
-            return str(route["prefsrc"])
-    return None
 
 
 def host_port(address: str, port: int) -> str:
@@ -51,22 +32,12 @@ def host_port(address: str, port: int) -> str:
     return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
 
 
-def listen_addresses(setting: str, port: int, source: str | None) -> tuple[list[str], str | None]:
-    """([ADDRESS:PORT, ...], problem): where node_exporter listens, by ds4_node_exporter_listen_address.
-
-    Empty: loopback, for what runs on the Spark, and SOURCE, the address of its default route, where a
-    Prometheus on the site's network reaches it; never every address (a second network, such as the
-    link between two Sparks, or a public one). An address: that one alone, 0.0.0.0 or :: every address."""
-    if setting:
-        return [host_port(setting, port)], None
-    if source is None:
-        return [], (
-            "ds4_node_exporter_listen_address is empty (loopback and the address of the default route), but"
-            " this Spark has no default route: set ds4_node_exporter_listen_address to the address its"
-            " Prometheus reaches it at"
-        )
-    loopback = "::1" if ipaddress.ip_address(source).version == 6 else "127.0.0.1"
-    return [host_port(loopback, port), host_port(source, port)], None
+def listen_addresses(setting: str, port: int) -> list[str]:
+    """[ADDRESS:PORT, ...]: where node_exporter listens, by ds4_node_exporter_listen_address. Empty: every
+    address, as the distribution's package does (`:PORT`). An address: that one alone, such as the Spark's
+    address on the site's network, so that its other networks (the link between two Sparks, a public one)
+    do not carry it."""
+    return [host_port(setting, port)] if setting else [f":{port}"]
 
 
 def ss_uid_command(ss: str, port: int) -> list[str]:

@@ -31,7 +31,7 @@ options:
     required: true
   listen_address:
     description:
-      - C(ds4_node_exporter_listen_address), empty for loopback and the default route's address.
+      - C(ds4_node_exporter_listen_address), empty for every address.
     type: str
     default: ""
   textfile_dir:
@@ -62,11 +62,9 @@ import os  # noqa: E402
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_exporter import (  # noqa: E402
     EXPORTER_UNIT,
-    ROUTE_PROBES,
     listen_addresses,
     listener_uid,
     port_clash,
-    route_source,
     ss_uid_command,
     textfile_dir_problem,
 )
@@ -94,17 +92,7 @@ def main():
             module.fail_json(msg=problem)
         module.exit_json(changed=False, listen=[])
 
-    source = None
-    if not params["listen_address"]:
-        ip = module.get_bin_path("ip")
-        for probe in ROUTE_PROBES if ip else ():
-            rc, out, _err = module.run_command([ip, "-j", "route", "get", probe])
-            source = route_source(out) if rc == 0 else None
-            if source:
-                break
-    listen, problem = listen_addresses(params["listen_address"], params["port"], source)
-    if problem:
-        module.fail_json(msg=problem)
+    listen = listen_addresses(params["listen_address"], params["port"])
 
     ss = module.get_bin_path("ss")
     holder, warnings = port_holder(params["port"], module.run_command, ss)

@@ -9,36 +9,20 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_exporter import (
     listen_addresses,
     listener_uid,
     port_clash,
-    route_source,
     textfile_dir_problem,
 )
 
-ROUTE = '[{"dst":"192.0.2.1","gateway":"10.88.0.1","dev":"eth0","prefsrc":"10.88.0.7","flags":[],"uid":0}]'
 
-
-def test_the_default_route_names_the_address_a_prometheus_elsewhere_reaches():
-    assert route_source(ROUTE) == "10.88.0.7"
-    assert route_source('[{"dst":"192.0.2.1","dev":"eth0"}]') is None
-    assert route_source("RTNETLINK answers: Network is unreachable") is None
-    assert route_source("{}") is None
-
-
-def test_by_default_loopback_and_the_default_routes_address_never_every_address():
-    assert listen_addresses("", 9100, "10.88.0.7") == (["127.0.0.1:9100", "10.88.0.7:9100"], None)
-    assert listen_addresses("", 9101, "fd00::7") == (["[::1]:9101", "[fd00::7]:9101"], None)
+def test_by_default_every_address_as_the_distributions_package():
+    assert listen_addresses("", 9100) == [":9100"]
+    assert listen_addresses("", 9101) == [":9101"]
 
 
 def test_an_address_the_operator_gives_is_the_only_one():
-    assert listen_addresses("10.0.0.5", 9100, "10.88.0.7") == (["10.0.0.5:9100"], None)
-    assert listen_addresses("0.0.0.0", 9100, None) == (["0.0.0.0:9100"], None)
-    assert listen_addresses("::", 9100, None) == (["[::]:9100"], None)
+    assert listen_addresses("10.0.0.5", 9100) == ["10.0.0.5:9100"]
+    assert listen_addresses("0.0.0.0", 9100) == ["0.0.0.0:9100"]
+    assert listen_addresses("::", 9100) == ["[::]:9100"]
     assert host_port("::1", 1) == "[::1]:1"
-
-
-def test_no_default_route_and_no_address_is_refused_by_name():
-    listen, problem = listen_addresses("", 9100, None)
-    assert listen == []
-    assert "ds4_node_exporter_listen_address" in problem and "no default route" in problem
 
 
 def holder(pid=None, in_use=True, comm=None):
