@@ -203,6 +203,12 @@ def record_names(names, path=PACKAGES_RECORD, key="packages"):
     return True
 
 
+def record_missing(names, path, check_mode, key="packages"):
+    """What ds4_packages_missing and ds4_groups_missing do with `record`: add the missing `names` to the
+    record at `path` (none: no record), never in check mode; whether the record changed."""
+    return bool(path) and not check_mode and record_names(names, path, key)
+
+
 def unused_groups(recorded, members, primary):
     """Of the `recorded` groups the roles made, those nobody uses once the roles' users are gone: `members`
     (group -> its member users) and `primary` (the groups that are a user's primary one). Returns (to delete,

@@ -46,7 +46,7 @@ recorded:
 import grp  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_remove import RemoveError, record_names  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_remove import RemoveError, record_missing  # noqa: E402
 
 
 def _exists(name):
@@ -67,11 +67,7 @@ def main():
     )
     lacking = [name for name in module.params["names"] if not _exists(name)]
     try:
-        recorded = (
-            bool(module.params["record"])
-            and not module.check_mode
-            and record_names(lacking, module.params["record"], "groups")
-        )
+        recorded = record_missing(lacking, module.params["record"], module.check_mode, "groups")
     except (RemoveError, OSError) as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(changed=recorded, recorded=recorded, missing=lacking)

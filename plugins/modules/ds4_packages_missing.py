@@ -57,7 +57,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_packages import (  #
     dpkg_query_argv,
     missing,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_remove import RemoveError, record_names  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_remove import RemoveError, record_missing  # noqa: E402
 
 
 def main():
@@ -72,11 +72,7 @@ def main():
     rc, out, err = module.run_command(dpkg_query_argv(names), environ_update={"LC_ALL": "C"})
     try:
         lacking = missing(names, rc, out, err)
-        recorded = (
-            bool(module.params["record"])
-            and not module.check_mode
-            and record_names(lacking, module.params["record"])
-        )
+        recorded = record_missing(lacking, module.params["record"], module.check_mode)
     except (PackagesError, RemoveError, OSError) as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(changed=recorded, recorded=recorded, missing=lacking)
