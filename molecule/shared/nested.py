@@ -122,9 +122,25 @@ class Run:
                 for host, data in event["hosts"].items():
                     self.results.append(Result(play, event["task"]["name"], host, kind, data))
 
-    def __str__(self):
-        """What a failed assertion shows: the exit status and the end of the output."""
-        return f"rc={self.rc}\n{self.output[-6000:]}\n{self.stderr[-2000:]}"
+    def __repr__(self):
+        """What a failed assertion shows (pytest prints the repr of its message): the exit status, each
+        failed task with its message, the recap, and the end of what the run printed outside its events
+        and of its stderr. The events themselves are JSON lines no one reads in a failure report."""
+        failed = [
+            f"  {result.host} failed {result.task!r}: {result.msg or result.data.get('stderr', '')}"[:3000]
+            for result in self.failures()
+        ]
+        return "\n".join(
+            [
+                f"nested run: rc={self.rc}{' (killed)' if self.killed else ''}",
+                *failed,
+                f"  recap: {json.dumps(self.stats, sort_keys=True)}",
+                *(f"  {line}" for line in self.lines[-20:]),
+                *(f"  stderr: {line}" for line in self.stderr.splitlines()[-20:]),
+            ]
+        )
+
+    __str__ = __repr__
 
     def count(self, host: str, what: str = "changed") -> int:
         """A number of the recap for HOST: changed, failures, ok, skipped, unreachable, rescued, ignored."""

@@ -58,6 +58,11 @@ def test_a_run_is_read_back_by_host_task_and_play(tmp_path):
     assert run.search(r"Spark is (\w+)$")[1] == "as" and run.search(r"Spark is as the") is None
     # The lines that are not events stay, in order: -v names the configuration file.
     assert any("config file" in line for line in run.lines)
+    # A failed assertion shows the exit status and each failure with its message, not the JSON events.
+    shown = repr(run)
+    assert shown.startswith("nested run: rc=2\n"), shown
+    assert 'localhost failed \'Fail saying why\': Activation of v1 failed at "Ask"' in shown, shown
+    assert '"_event"' not in shown, shown
     assert len(printed) == len(run.output.splitlines())
 
 
