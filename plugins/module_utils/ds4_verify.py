@@ -8,7 +8,8 @@ once (the aggregate: every token they generated over the wall time from the firs
 The decode is held to DSpark's figure when the Spark is configured for DSpark, to the plain one otherwise.
 
 State (`gpu_state`, `memory_state`, `speculation_running`, `native_archs`): pure readers of what
-nvidia-smi, /proc/meminfo, the engine's command line and environment and the release's build stamp say.
+nvidia-smi, /proc/meminfo, the engine's command line and environment (`unit_environment` where root may
+not read it) and the release's build stamp say.
 
 Judgement (`judge`): each figure's ratio to its reference (scaled by `scale`, 1 on a GB10), a verdict
 against `min_ratio`, and for a slow Spark the causes found in that state, most likely first (`CAUSES`).
@@ -18,6 +19,7 @@ against `min_ratio`, and for a slow Spark the causes found in that state, most l
 from __future__ import annotations
 
 import re
+import shlex
 import threading
 import time
 import uuid
@@ -236,6 +238,42 @@ def speculation_running(argv: list[str], env: dict) -> str:
     if "--no-mtp" not in args and value("--mtp"):
         return "mtp"
     return "plain"
+
+
+def env_file_values(text: str) -> dict[str, str]:
+    """The variables of an EnvironmentFile= as systemd reads the ones ds4_launch.env_file_line writes:
+    `NAME=value`, the value bare, or double-quoted with \\ escapes, or single-quoted as it stands; blank
+    lines and lines starting with # or ; are comments."""
+    values = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line[0] in "#;" or "=" not in line:
+            continue
+        name, value = (part.strip() for part in line.split("=", 1))
+        if len(value) >= 2 and value[0] == value[-1] == '"':
+            value = re.sub(r"\\(.)", r"\1", value[1:-1])
+        elif len(value) >= 2 and value[0] == value[-1] == "'":
+            value = value[1:-1]
+        values[name] = value
+    return values
+
+
+def unit_environment(show: str, read) -> dict[str, str]:
+    """The environment a unit gives its process, from `systemctl show -p Environment -p EnvironmentFiles`:
+    each file's variables (READ(path) gives its text, None when unreadable), then Environment='s on top.
+    What the engine was started with when its own environment cannot be read (reading another user's
+    /proc/PID/environ needs CAP_SYS_PTRACE, which root lacks in a container); it is the unit's setting now,
+    which a change not yet restarted into may have moved on from."""
+    env: dict[str, str] = {}
+    inline: dict[str, str] = {}
+    for line in show.splitlines():
+        key, _, value = line.partition("=")
+        if key == "EnvironmentFiles" and value:
+            text = read(value.split(" (ignore_errors=")[0].strip())
+            env.update(env_file_values(text or ""))
+        elif key == "Environment" and value:
+            inline.update(env_file_values("\n".join(shlex.split(value))))
+    return {**env, **inline}
 
 
 def native_archs(stamp: dict | None) -> list[str] | None:

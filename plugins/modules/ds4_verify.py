@@ -137,6 +137,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_verify import (
     parse_gpu_state,
     report_lines,
     speculation_running,
+    unit_environment,
 )
 
 
@@ -158,14 +159,20 @@ def _stamp(release_dir):
 
 
 def _engine(module):
-    """The engine's pid, command line and environment (root reads them); (None, [], {}) when not running."""
+    """The engine's pid, command line and environment; (None, [], {}) when not running."""
     rc, out, _ = module.run_command(["systemctl", "show", module.params["unit"], "-p", "MainPID", "--value"])
     pid = out.strip() if rc == 0 else ""
     if not pid.isdigit() or pid == "0":
         return None, [], {}
     cmdline = _read(f"/proc/{pid}/cmdline", binary=True) or b""
-    environ = _read(f"/proc/{pid}/environ", binary=True) or b""
+    environ = _read(f"/proc/{pid}/environ", binary=True)
     argv = [part.decode("utf-8", "replace") for part in cmdline.split(b"\0") if part]
+    if environ is None:
+        # Root without CAP_SYS_PTRACE (in a container) may not read another user's environment.
+        rc, out, _ = module.run_command(
+            ["systemctl", "show", module.params["unit"], "-p", "Environment", "-p", "EnvironmentFiles"]
+        )
+        return int(pid), argv, unit_environment(out if rc == 0 else "", _read)
     env = dict(
         part.decode("utf-8", "replace").partition("=")[::2] for part in environ.split(b"\0") if b"=" in part
     )

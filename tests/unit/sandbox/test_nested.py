@@ -61,7 +61,7 @@ def test_a_run_is_read_back_by_host_task_and_play(tmp_path):
     # A failed assertion shows the exit status and each failure with its message, not the JSON events.
     shown = repr(run)
     assert shown.startswith("nested run: rc=2\n"), shown
-    assert 'localhost failed \'Fail saying why\': Activation of v1 failed at "Ask"' in shown, shown
+    assert "localhost failed 'Fail saying why': Activation of v1 failed at \"Ask\"" in shown, shown
     assert '"_event"' not in shown, shown
     assert len(printed) == len(run.output.splitlines())
 

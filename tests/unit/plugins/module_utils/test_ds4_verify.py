@@ -20,6 +20,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_verify import (
     report_lines,
     speculation_running,
     summary_of,
+    unit_environment,
 )
 from module_runner import run_module
 
@@ -208,6 +209,30 @@ def test_memory_and_swap_from_meminfo():
 )
 def test_the_running_engines_speculation_as_the_contract_reads_its_flags(argv, env, running):
     assert speculation_running(argv, env) == running
+
+
+def test_the_units_environment_stands_for_an_engine_environment_root_may_not_read():
+    """What ds4_launch writes in the env file, read back as systemd reads it, Environment= on top; an
+    unreadable file gives nothing rather than an error."""
+    files = {
+        "/etc/ds4/ds4.env": "# managed\nDS4_CONT_DSPARK=1\nDS4_DSPARK_MODEL=/var/lib/ds4/gguf/d.gguf\n"
+        'DS4_NOTE="a \\"quoted\\" \\$word"\n\nDS4_X=file\n',
+    }
+    show = (
+        'Environment=DS4_X=inline "DS4_Y=two words"\n'
+        "EnvironmentFiles=/etc/ds4/ds4.env (ignore_errors=no)\n"
+        "EnvironmentFiles=/gone.env (ignore_errors=yes)\n"
+    )
+    env = unit_environment(show, files.get)
+    assert env == {
+        "DS4_CONT_DSPARK": "1",
+        "DS4_DSPARK_MODEL": "/var/lib/ds4/gguf/d.gguf",
+        "DS4_NOTE": 'a "quoted" $word',
+        "DS4_X": "inline",
+        "DS4_Y": "two words",
+    }
+    assert speculation_running(["ds4-server", "--cuda"], env) == "dspark"
+    assert unit_environment("", files.get) == {}
 
 
 def test_native_archs_from_the_build_stamp():
