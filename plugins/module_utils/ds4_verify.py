@@ -23,6 +23,7 @@ import shlex
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_catalog import FIGURES
@@ -258,7 +259,7 @@ def env_file_values(text: str) -> dict[str, str]:
     return values
 
 
-def unit_environment(show: str, read) -> dict[str, str]:
+def unit_environment(show: str, read: Callable[[str], str | None]) -> dict[str, str]:
     """The environment a unit gives its process, from `systemctl show -p Environment -p EnvironmentFiles`:
     each file's variables (READ(path) gives its text, None when unreadable), then Environment='s on top.
     What the engine was started with when its own environment cannot be read (reading another user's
