@@ -2,29 +2,39 @@
 
 Runs on the fleet test_fleet.py leaves serving, with test_monitoring_garbage.py's Prometheus in spark01 on
 the fast live configuration (an alert's for: and the counters' window in seconds: test_monitoring.LIVE).
-The conditions of the two Sparks do not touch each other, so each Spark's story runs at once with the
+The conditions of the three Sparks do not touch each other, so each Spark's story runs at once with the
 others', one after the other within it, and each puts its Spark back:
 - spark01: its engine hangs (SIGSTOP): the watchdog kills it and systemd starts it again
   (Ds4EngineHungRestarted); then its node_exporter stops (Ds4SparkUnreachable);
+- spark02: its engine exits at every start (a model file that is not there, as a bad upgrade of the
+  weights leaves it), restarted a second later each time, until the start limit: Ds4EngineRestartLoop,
+  then Ds4EngineStartLimitHit; the operator's reset-failed and start;
 - spark03: its engine prints lines that break the text format (Ds4MetricsDropped); the release feed names
   a newer release (Ds4UpdateAvailable), then cannot be read (Ds4UpdateCheckFailing); a model file is
   touched after its verification (Ds4WeightsNotVerified); the watchdog's timer stops (Ds4MetricsStale).
 Ds4EngineDown, Ds4MetricsUnparsable, Ds4MetricsMissing and Ds4GpuThrottled fire in test_monitoring.py and
-test_monitoring_garbage.py. Only in their promtool cases so far: Ds4DiskShortForNextGeneration (the
-sandbox's free space is the machine's), and Ds4EngineRestartLoop and Ds4EngineStartLimitHit (a crash loop
-driven by SIGKILL did not reach the start limit within 180 s in the fresh-clone run: to be found out).
+test_monitoring_garbage.py. Only in its promtool case so far: Ds4DiskShortForNextGeneration (the sandbox's
+free space is the machine's).
 The gateway's alerts fire in the gateway scenario (test_gateway_metrics.py).
 """
 
 import json
 from concurrent.futures import ThreadPoolExecutor
 
-from spark import ask, main_pid, release
+from spark import ask, main_pid, release, show
 from test_monitoring_garbage import GARBAGE, HOLD_DIR, alerts, prometheus, sparks  # noqa: F401
 from waits import wait_for
 
 FEED = "http://forge:18080/_standin/feed"
 DEFAULT_FEED = "v0.6.5"  # what the release feed stand-in serves unless told otherwise
+# Each start fails at once, a second after the one before, and the fifth within ten minutes is refused. (A
+# crash loop driven by SIGKILL on a running engine did not reach the limit: each start waits for a model
+# load, so the kills raced the starts.)
+CRASH_LOOP = "/run/systemd/system/ds4.service.d/zz-test-crash-loop.conf"
+CRASHING = (
+    "[Unit]\nStartLimitIntervalSec=600\nStartLimitBurst=5\n"
+    "[Service]\nRestartSec=1\nExecStart=\nExecStart=/opt/ds4/current/ds4-server --cuda -m /nonexistent.gguf\n"
+)
 FEED_OVERRIDE = "/run/systemd/system/ds4-update-check.service.d/zz-test-unreachable.conf"
 WEIGHTS_FACT = "/etc/ansible/facts.d/ds4_weights.fact"  # the verified model files, where ds4_weights put them
 
@@ -58,6 +68,36 @@ def hang_then_unreachable(prom, spark):
     finally:
         spark.check_output("systemctl start prometheus-node-exporter")
     clears(prom, "Ds4SparkUnreachable", "spark01")
+
+
+def crash_loop_to_the_start_limit(prom, spark):
+    spark.check_output(
+        f"mkdir -p {CRASH_LOOP.rsplit('/', 1)[0]} && printf '{CRASHING}' > {CRASH_LOOP}"
+        " && systemctl daemon-reload"
+    )
+    try:
+        # It fails to start: what matters is what systemd does after.
+        spark.run("systemctl restart ds4")
+        wait_for(
+            "ds4.service at its start limit",
+            lambda: (
+                show(spark, "ds4.service", "ActiveState", "Result")
+                == {"ActiveState": "failed", "Result": "start-limit-hit"}
+            ),
+            timeout=120,
+        )
+        fires(prom, "Ds4EngineRestartLoop", "spark02", timeout=60)
+        fires(prom, "Ds4EngineStartLimitHit", "spark02", timeout=60)
+        # At the start limit it is that alert, not a second one saying the engine is down.
+        assert "spark02" not in alerts(prom, "Ds4EngineDown", "firing")
+    finally:
+        spark.check_output(
+            f"rm -f {CRASH_LOOP} && systemctl daemon-reload"
+            " && systemctl reset-failed ds4 && systemctl start ds4"
+        )
+    serving(spark)
+    clears(prom, "Ds4EngineStartLimitHit", "spark02")
+    clears(prom, "Ds4EngineRestartLoop", "spark02")
 
 
 def check_updates(spark, feed):
@@ -120,6 +160,7 @@ def textfile_feed_weights_stale(prom, spark):
 def test_each_sparks_alerts_fire_on_their_real_condition_and_clear(prometheus, sparks):  # noqa: F811
     stories = {
         "spark01": hang_then_unreachable,
+        "spark02": crash_loop_to_the_start_limit,
         "spark03": textfile_feed_weights_stale,
     }
     with ThreadPoolExecutor(len(stories)) as pool:
