@@ -39,8 +39,17 @@ demo: sandbox-up
 	$(BIN)/ansible-playbook site.yml -l spark01
 	$(PY) tests/sandbox/sandbox.py show spark01
 
-# Command two of the README: every test.
-test: host setup lint unit sanity molecule
+# Command two of the README: every test, phase by phase, each timed in the last line (CI shows only the
+# last lines; the molecule phase prints each scenario's time as it ends). The first phase that fails ends it.
+TEST_PHASES := lint unit sanity molecule
+test: host setup
+	@times=""; for phase in $(TEST_PHASES); do \
+	  SECONDS=0; \
+	  if ! $(MAKE) --no-print-directory $$phase; then \
+	    echo "== phases:$$times $$phase FAILED after $$SECONDS s"; exit 2; \
+	  fi; \
+	  times="$$times $$phase $$SECONDS s,"; \
+	done; echo "== phases:$${times%,}"
 
 lint: setup
 	$(BIN)/yamllint --strict .

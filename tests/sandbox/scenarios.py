@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     args.logs.mkdir(parents=True, exist_ok=True)
     args.reports.mkdir(parents=True, exist_ok=True)
 
-    waiting, running, failed = list(args.scenarios), {}, []
+    waiting, running, failed, took = list(args.scenarios), {}, [], {}
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
 
         def start_next():
@@ -104,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
             for future in done:
                 scenario = running.pop(future)
                 rc, seconds = future.result()
+                took[scenario] = seconds
                 print(
                     f"== {scenario}: {'passed' if rc == 0 else f'FAILED (exit {rc})'} in {seconds:.0f} s",
                     flush=True,
@@ -116,6 +117,9 @@ def main(argv: list[str] | None = None) -> int:
         print(
             "\n".join(what_failed(scenario, args.logs / f"{scenario}.log", args.reports / f"{scenario}.xml"))
         )
+    # Last, beside make test's phases: where the time went, the longest first.
+    longest = sorted(took, key=took.__getitem__, reverse=True)
+    print("== scenarios: " + ", ".join(f"{name} {took[name]:.0f} s" for name in longest), flush=True)
     return 1 if failed else 0
 
 

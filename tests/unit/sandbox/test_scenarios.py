@@ -2,6 +2,7 @@
 failed is printed last, read from the JUnit report a real pytest run wrote. Molecule is stood in for by a
 script that runs pytest on a test file named after the scenario, as Molecule's verify step would."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -52,6 +53,8 @@ def test_passing_scenarios_run_side_by_side_and_pass(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "== a: passed" in done.stdout and "== b: passed" in done.stdout
     assert "converged a" in (tmp_path / "logs" / "a.log").read_text()
+    # The last line: each scenario's time, the longest first.
+    assert re.fullmatch(r"== scenarios: a \d+ s, b \d+ s", done.stdout.splitlines()[-1]), done.stdout
 
 
 def test_one_job_runs_one_scenario_at_a_time(tmp_path):
@@ -69,14 +72,15 @@ def test_after_a_failure_nothing_starts_and_the_failed_test_is_printed_last(tmp_
     tail = "\n".join(lines[lines.index("== bad failed; the end of logs/bad.log:") :])
     assert "converged bad" in tail
     assert "== what failed in bad's tests:\nFAILED bad::test_fails" in tail
-    assert "inflight_at_start was 0" in tail and lines[-1].strip().startswith("bad.py:")
+    assert "inflight_at_start was 0" in tail and lines[-2].strip().startswith("bad.py:")
+    assert re.fullmatch(r"== scenarios: (good|bad) \d+ s, (good|bad) \d+ s", lines[-1]), lines[-1]
     assert "test_passes" not in tail
 
 
 def test_a_scenario_that_fails_before_its_tests_says_so(tmp_path):
     done = run(tmp_path, 1, {"broken": None})
     assert done.returncode == 1
-    assert done.stdout.splitlines()[-2:] == [
+    assert done.stdout.splitlines()[-3:-1] == [
         "create failed for broken",
         "== broken wrote no verify report: it failed before its tests ran",
     ]
