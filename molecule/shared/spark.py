@@ -7,6 +7,7 @@ import os
 import subprocess
 
 import testinfra
+from waits import wait_for
 
 ROOT = "/opt/ds4"
 API = "http://127.0.0.1:8000"
@@ -57,6 +58,19 @@ def show(host, unit, *props):
     """systemctl show UNIT's PROPS, as a mapping."""
     out = host.check_output(f"systemctl show {unit} " + " ".join(f"--property={p}" for p in props))
     return dict(line.split("=", 1) for line in out.splitlines())
+
+
+def failed_for_good(host, timeout, unit="ds4.service"):
+    """Wait until UNIT is failed and no restart is scheduled (not "auto-restart"): at its start limit. Its
+    Result does not say so on the Sparks' systemd (it keeps the last run's: exit-code, signal); only the
+    journal's "Start request repeated too quickly" does."""
+    wait_for(
+        f"{unit} at its start limit",
+        lambda: (
+            show(host, unit, "ActiveState", "SubState") == {"ActiveState": "failed", "SubState": "failed"}
+        ),
+        timeout=timeout,
+    )
 
 
 def main_pid(host, unit="ds4.service"):

@@ -21,7 +21,7 @@ The gateway's alerts fire in the gateway scenario (test_gateway_metrics.py).
 import json
 from concurrent.futures import ThreadPoolExecutor
 
-from spark import ask, main_pid, release, show
+from spark import ask, failed_for_good, main_pid, release
 from test_monitoring_garbage import GARBAGE, HOLD_DIR, alerts, prometheus, sparks  # noqa: F401
 from waits import wait_for
 
@@ -78,16 +78,7 @@ def crash_loop_to_the_start_limit(prom, spark):
     try:
         # It fails to start: what matters is what systemd does after.
         spark.run("systemctl restart ds4")
-        # Failed for good, not waiting for its next restart. (Its Result stays exit-code on the Sparks'
-        # systemd: the journal's "Start request repeated too quickly" is what tells the watchdog.)
-        wait_for(
-            "ds4.service at its start limit",
-            lambda: (
-                show(spark, "ds4.service", "ActiveState", "SubState")
-                == {"ActiveState": "failed", "SubState": "failed"}
-            ),
-            timeout=120,
-        )
+        failed_for_good(spark, timeout=120)
         fires(prom, "Ds4EngineRestartLoop", "spark02", timeout=60)
         fires(prom, "Ds4EngineStartLimitHit", "spark02", timeout=60)
         # At the start limit it is that alert, not a second one saying the engine is down.

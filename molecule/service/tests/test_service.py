@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from nested import play as nested_play
-from spark import journal, main_pid, show
+from spark import failed_for_good, journal, main_pid, show
 from waits import wait_for
 
 SCENARIO = Path(__file__).resolve().parents[1]
@@ -402,15 +402,7 @@ def test_a_crash_loop_stops_at_the_start_limit(host):
     since = int(time.time())
     try:
         host.run("systemctl restart ds4")
-        # Failed for good, not waiting for its next restart.
-        wait_for(
-            "the start limit",
-            lambda: (
-                show(host, "ds4.service", "ActiveState", "SubState")
-                == {"ActiveState": "failed", "SubState": "failed"}
-            ),
-            timeout=45,
-        )
+        failed_for_good(host, timeout=45)
         # "failed", not "auto-restart": no further restart is scheduled, and the journal says why.
         lines = journal(host, "ds4", since)
         assert "Start request repeated too quickly" in lines

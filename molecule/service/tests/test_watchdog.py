@@ -11,7 +11,7 @@ import json
 import re
 import time
 
-from spark import journal, main_pid, show
+from spark import failed_for_good, journal, main_pid, show
 from test_service import API, DROPINS, answers, play
 from waits import wait_for
 
@@ -181,16 +181,7 @@ def test_an_engine_that_hangs_at_every_start_is_stopped_by_the_start_limit(host)
         # The starts before this test do not count towards the limit.
         host.check_output("systemctl reset-failed ds4")
         host.run("systemctl restart ds4")
-        # Failed for good, not waiting for its next restart. systemd keeps the killed run's Result
-        # ("signal"): only its journal says that the start limit refused the restart.
-        wait_for(
-            "the start limit",
-            lambda: (
-                show(host, "ds4.service", "ActiveState", "SubState")
-                == {"ActiveState": "failed", "SubState": "failed"}
-            ),
-            timeout=400,
-        )
+        failed_for_good(host, timeout=400)
         assert show(host, "ds4.service", "Result")["Result"] == "signal"
         wait_for(
             "the watchdog to see it", lambda: watchdog_state(host)["verdict"] == "start-limit-hit", timeout=60
