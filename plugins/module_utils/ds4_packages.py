@@ -23,9 +23,16 @@ def missing(names, rc, stdout, stderr=""):
     (`libfoo:arm64`) is compared without it, as dpkg prints ${Package}."""
     if rc not in (0, 1):
         raise PackagesError(f"dpkg-query failed (exit {rc}): {stderr.strip() or stdout.strip()}")
-    installed = set()
+    shown = installed(stdout)
+    return [name for name in names if name.split(":", 1)[0] not in shown]
+
+
+def installed(stdout):
+    """The packages dpkg-query's output (dpkg_query_argv, of some names or of none: every package dpkg
+    knows) shows installed, sorted."""
+    names = set()
     for line in stdout.splitlines():
         fields = line.split()
         if len(fields) == 2 and fields[1] == "installed":
-            installed.add(fields[0])
-    return [name for name in names if name.split(":", 1)[0] not in installed]
+            names.add(fields[0])
+    return sorted(names)

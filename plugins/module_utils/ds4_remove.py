@@ -8,7 +8,8 @@ controller, which Spark may not be removed because it is the last one serving be
   own directories) never goes itself: only what the roles put in it. Weights go only when asked.
 - `UNITS`, `USERS`, `GROUPS`, `FIREWALL_TABLE`: the units, accounts and nftables table the roles make.
 - Packages: `PACKAGES_RECORD` lists those the roles installed (ds4_packages_missing records each it finds
-  missing, before the role's apt task); `purgeable` keeps those whose removal would take anything else.
+  missing, before the role's apt task) and, once, every package installed before (`brought_in` tells what
+  apt brought in beside them); `purgeable` keeps those whose removal would take anything else.
 - Groups: `GROUPS_RECORD` lists the device groups the roles made (video, render where the system lacked
   them); `unused_groups` deletes those nobody uses once the roles' users are gone.
 - `refusals`: a Spark that serves behind a gateway where no Spark outside the run serves stays, unless forced.
@@ -168,45 +169,80 @@ def is_build_log(name):
     )
 
 
-def read_names(text, key="packages", path=PACKAGES_RECORD):
-    """The names of a record's text (None: no record): {KEY: [names]}."""
+def read_record(text, path=PACKAGES_RECORD):
+    """A record's document (None: no record): {"packages": [names], "before": [names]} for packages,
+    {"groups": [names]} for groups."""
     if text is None:
-        return []
+        return {}
     try:
-        names = json.loads(text).get(key, [])
-    except (ValueError, AttributeError) as exc:
-        raise RemoveError(f"{path} is not a record of {key}: {exc}") from exc
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise RemoveError(f"{path} is not a record: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise RemoveError(f"{path} is not a record: not a mapping")
+    return doc
+
+
+def names_of(doc, key="packages", path=PACKAGES_RECORD):
+    """The names under KEY of a record's document (read_record)."""
+    names = doc.get(key, [])
     if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
         raise RemoveError(f"{path} is not a record of {key}: its {key} are not a list of names")
     return names
 
 
-def names_text(names, key="packages"):
-    """The record's text for `names`, sorted, each once."""
-    return json.dumps({key: sorted(set(names))}, indent=1) + "\n"
+def read_names(text, key="packages", path=PACKAGES_RECORD):
+    """The names under KEY of a record's text (None: no record)."""
+    return names_of(read_record(text, path), key, path)
 
 
-def record_names(names, path=PACKAGES_RECORD, key="packages"):
-    """Add `names` to the record at `path` (in root's 0700 directory, written whole, never through a link);
-    whether the record changed."""
-    if not names:
+def record_text(doc):
+    """A record's text: each list of names sorted, each name once."""
+    return json.dumps({key: sorted(set(names)) for key, names in doc.items()}, indent=1) + "\n"
+
+
+def names_text(names, key="packages", doc=None):
+    """The text of the record DOC (none: an empty one) with KEY's names replaced by `names`."""
+    return record_text({**(doc or {}), key: names})
+
+
+def record_names(names, path=PACKAGES_RECORD, key="packages", before=None):
+    """Add `names` to the record at `path` (in root's 0700 directory, written whole, never through a link),
+    and for the packages record, the packages installed before the roles installed any (`before()`, asked
+    only when the record has none yet: what apt brings in beside the roles' packages is told from it at
+    removal); whether the record changed."""
+    if not names and before is None:
         return False
     if not private_dir(posixpath.dirname(path)):
         raise RemoveError(
             f"{posixpath.dirname(path)} is not a directory of root's alone: no record kept there"
         )
-    before = read_names(read_text(path), key, path)
-    after = sorted(set(before) | set(names))
-    if after == sorted(set(before)):
+    doc = read_record(read_text(path), path)
+    have = names_of(doc, key, path)
+    after = sorted(set(have) | set(names))
+    baseline = before is not None and "before" not in doc
+    if after == sorted(set(have)) and not baseline:
         return False
-    replace_file(path, names_text(after, key).encode(), 0o600)
+    doc = {**doc, key: after, **({"before": before()} if baseline else {})}
+    replace_file(path, record_text(doc).encode(), 0o600)
     return True
 
 
-def record_missing(names, path, check_mode, key="packages"):
-    """What ds4_packages_missing and ds4_groups_missing do with `record`: add the missing `names` to the
-    record at `path` (none: no record), never in check mode; whether the record changed."""
-    return bool(path) and not check_mode and record_names(names, path, key)
+def record_missing(names, path, check_mode, key="packages", before=None):
+    """What ds4_packages_missing and ds4_groups_missing do with `record`: add the missing `names` (and the
+    packages installed before, see record_names) to the record at `path` (none: no record), never in check
+    mode; whether the record changed."""
+    return bool(path) and not check_mode and record_names(names, path, key, before)
+
+
+def brought_in(doc, installed, automatic):
+    """The packages apt brought in beside those the roles named, by the packages record DOC: installed now
+    (`installed`), installed automatically (`automatic`, apt-mark showauto), and not installed before the
+    roles installed any. None where the record does not say what was installed before (written by an older
+    ds4-fleet)."""
+    if not isinstance(doc.get("before"), list):
+        return None
+    return sorted(set(installed) & set(automatic) - set(doc["before"]) - set(doc.get("packages", [])))
 
 
 def unused_groups(recorded, members, primary):

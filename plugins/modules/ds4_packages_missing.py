@@ -22,7 +22,9 @@ options:
   record:
     description:
       - A file where the missing ones are recorded, as the packages the roles install (the role's apt task
-        installs them next), so that playbooks/remove.yml knows which it may purge. Not in check mode.
+        installs them next), so that playbooks/remove.yml knows which it may purge; and, the first time,
+        every package installed then, before the roles installed any, so that it knows what apt brought in
+        beside them. Not in check mode.
     type: path
 """
 
@@ -41,7 +43,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 recorded:
-  description: Whether O(record) gained a package.
+  description: Whether O(record) gained a package, or the packages installed before.
   returned: always
   type: bool
 missing:
@@ -55,6 +57,7 @@ from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_packages import (  # noqa: E402
     PackagesError,
     dpkg_query_argv,
+    installed,
     missing,
 )
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_remove import RemoveError, record_missing  # noqa: E402
@@ -70,9 +73,16 @@ def main():
     )
     names = module.params["names"]
     rc, out, err = module.run_command(dpkg_query_argv(names), environ_update={"LC_ALL": "C"})
+
+    def every_installed():
+        rc, out, err = module.run_command(dpkg_query_argv([]), environ_update={"LC_ALL": "C"})
+        if rc != 0:
+            raise PackagesError(f"dpkg-query failed (exit {rc}): {err.strip() or out.strip()}")
+        return installed(out)
+
     try:
         lacking = missing(names, rc, out, err)
-        recorded = record_missing(lacking, module.params["record"], module.check_mode)
+        recorded = record_missing(lacking, module.params["record"], module.check_mode, before=every_installed)
     except (PackagesError, RemoveError, OSError) as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(changed=recorded, recorded=recorded, missing=lacking)

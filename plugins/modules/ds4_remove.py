@@ -135,6 +135,9 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_packages import (  #
     dpkg_query_argv,
     missing,
 )
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_packages import (
+    installed as every_installed,
+)
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_remove import (  # noqa: E402
     BUILD_LOGS,
     EMPTY,
@@ -152,13 +155,16 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_remove import (  # n
     UNITS,
     USERS,
     RemoveError,
+    brought_in,
     catalog_names,
     is_build_log,
     made,
+    names_of,
     names_text,
     orphans,
     purgeable,
     read_names,
+    read_record,
     simulated_removals,
     unused_groups,
 )
@@ -259,10 +265,21 @@ class Remover:
         absent = missing(names, rc, out, err)
         return [name for name in names if name not in absent]
 
-    def packages(self, recorded, wanted):
+    def brought(self, record):
+        """What apt brought in beside the recorded packages (ds4_remove.brought_in), or []."""
+        if "before" not in record:
+            return []
+        rc, out, err = self.module.run_command(dpkg_query_argv([]), environ_update=APT_ENV)
+        if rc != 0:
+            raise PackagesError(f"dpkg-query failed (exit {rc}): {err.strip() or out.strip()}")
+        automatic = self.run(["apt-mark", "showauto"], "apt-mark showauto")[1].split()
+        return brought_in(record, every_installed(out), automatic) or []
+
+    def packages(self, record, recorded, wanted):
         installed = self.installed(recorded)
         if not wanted:
             return [], {name: "ds4_remove_packages is false" for name in installed}, installed
+        installed += self.brought(record)
 
         def simulate(names):
             return simulated_removals(
@@ -280,14 +297,15 @@ class Remover:
             self.run(["apt-get", "purge", "--yes", *chosen], "apt-get purge")
         return chosen, kept, list(kept)
 
-    def records(self, recorded, left, gone):
-        """The roles' records go; the packages record keeps the packages the roles installed that stay."""
+    def records(self, record, left, gone):
+        """The roles' records go; the packages record keeps the packages the roles installed (or apt brought
+        in beside them) that stay."""
         if not left:
             return remove(RECORDS_DIR, (), gone, self.check)
         removed = remove(RECORDS_DIR, (PACKAGES_RECORD,), gone, self.check)
-        if sorted(set(left)) != sorted(set(recorded)):
+        if sorted(set(left)) != sorted(set(record.get("packages", []))):
             if not self.check:
-                replace_file(PACKAGES_RECORD, names_text(left).encode(), 0o600)
+                replace_file(PACKAGES_RECORD, names_text(left, doc=record).encode(), 0o600)
             removed.append(f"{PACKAGES_RECORD} (of the packages that go)")
         return removed
 
@@ -352,7 +370,8 @@ def main():
             p["root"], p["gguf_dir"], p["kv_dir"], p["build_log_dir"], names, p["weights"], p["textfile_dir"]
         )
         # Read before anything goes: both live in the records' directory, which goes last.
-        recorded = read_names(read_text(PACKAGES_RECORD))
+        record = read_record(read_text(PACKAGES_RECORD))
+        recorded = names_of(record)
         device_groups = read_names(read_text(GROUPS_RECORD), "groups", GROUPS_RECORD)
         saved = read_text(NODE_EXPORTER_SAVED)
         serving = module.run_command(["systemctl", "is-active", "--quiet", "ds4.service"])[0] == 0
@@ -363,8 +382,8 @@ def main():
         result["removed"] = remover.paths(plan, gone)
         result["restored"] = remover.node_exporter_defaults(saved)
         result["accounts"], result["groups_kept"] = remover.accounts(device_groups)
-        result["packages"], result["packages_kept"], left = remover.packages(recorded, p["packages"])
-        result["removed"] += remover.records(recorded, left, gone)
+        result["packages"], result["packages_kept"], left = remover.packages(record, recorded, p["packages"])
+        result["removed"] += remover.records(record, left, gone)
         if result["units"] and not module.check_mode:
             remover.run(["systemctl", "daemon-reload"], "systemctl daemon-reload")
     except (RemoveError, UnsafePath, PackagesError, OSError) as exc:

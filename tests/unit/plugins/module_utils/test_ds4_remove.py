@@ -16,11 +16,15 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_remove import (
     TREE,
     UNITS,
     RemoveError,
+    brought_in,
     catalog_names,
     made,
+    names_text,
     orphans,
     purgeable,
     read_names,
+    read_record,
+    record_missing,
     record_names,
     refusals,
     simulated_removals,
@@ -228,6 +232,43 @@ def test_the_packages_record_gains_names_and_is_read_back(tmp_path):
     assert read_names(None) == []
     with pytest.raises(RemoveError, match="not a record of packages"):
         read_names('{"packages": "nftables"}')
+
+
+def test_the_packages_installed_before_the_roles_installed_any_are_recorded_once(tmp_path):
+    record = str(tmp_path / "records" / "packages.json")
+    asked = []
+
+    def before(installed=("base-files", "bash")):
+        asked.append(True)
+        return list(installed)
+
+    # The first run records what was installed before its apt task, whether or not anything is missing.
+    assert record_names([], record, before=before)
+    assert read_record(Path(record).read_text()) == {"packages": [], "before": ["base-files", "bash"]}
+    assert record_names(["nftables"], record, before=lambda: before(("base-files", "bash", "nftables")))
+    assert not record_names(["nftables"], record, before=before)
+    assert len(asked) == 1, "asked once, before the roles installed any"
+    doc = read_record(Path(record).read_text())
+    assert doc == {"packages": ["nftables"], "before": ["base-files", "bash"]}
+    # Rewritten with fewer packages (remove.yml keeps those that stay): what was installed before stays.
+    assert read_record(names_text(["git"], doc=doc)) == {
+        "packages": ["git"],
+        "before": ["base-files", "bash"],
+    }
+    # Never in check mode, nor without a record.
+    assert not record_missing(["git"], str(tmp_path / "other.json"), True, before=before)
+    assert not record_missing(["git"], None, False, before=before)
+    assert not (tmp_path / "other.json").exists() and len(asked) == 1
+
+
+def test_what_apt_brought_in_beside_the_recorded_packages_is_told_by_what_was_there_before():
+    doc = {"packages": ["nftables"], "before": ["base-files", "bash", "old-auto"]}
+    installed = ["base-files", "bash", "libnftables1", "netbase", "nftables", "old-auto", "vim"]
+    automatic = ["libnftables1", "netbase", "old-auto"]
+    # Installed automatically since: brought in. Installed before, or by hand (vim), or recorded: not.
+    assert brought_in(doc, installed, automatic) == ["libnftables1", "netbase"]
+    # A record of an older ds4-fleet does not say: nothing is taken for brought in.
+    assert brought_in({"packages": ["nftables"]}, installed, automatic) is None
 
 
 def test_a_device_group_the_roles_made_goes_only_when_nobody_uses_it(tmp_path):
