@@ -14,10 +14,13 @@ seconds per GB (its process and its children, the stand-in not counted) is print
 
 1. capped as the real path is: a link of --link-mbps shared by all connections, each connection held to
    1/8 of it (a CDN's pacing), a round trip of --rtt-ms before each answer; the rates are also given as a
-   fraction of the link. Then ours alone with 1 to 32 connections, which is how the default was chosen;
+   fraction of the link. Then ours alone with 1 to 32 connections all open from the start (no ramp),
+   which is how the most it opens was chosen;
 2. the link capped at about 1 GB/s and no cap per connection, a fast real link;
 3. uncapped, where each client is its own limit; then ours alone by connection count there, to see how
-   many connections a path that does not cap them gains from;
+   many connections a path that does not cap them gains from.
+Ours lets its ramp choose the count (module_utils/ds4_hub_transfer.py's Ramp) and the counts it settled on
+are printed under each table of clients;
 4. cut at half way, then fetched again: the bytes each one fetched beyond the half it was missing.
 
 It prints throughputs and ratios (ours to each, each/link) and asserts nothing. The files and the
@@ -128,12 +131,25 @@ class Standin:
         self.proc.wait(timeout=10)
 
 
-def ours(hub, dest, blob, connections=CONNECTIONS, retries=5):
+# The connection counts ours ended its fetches with (as the ramp settled), for the rows that let it choose.
+SETTLED: list[int] = []
+
+
+def ours(hub, dest, blob, connections=CONNECTIONS, retries=5, ramp=True):
     result = HubFile(
         FileRef(hub.endpoint, REPO, "main", blob.name), str(dest), expected_size=blob.size,
-        expected_sha256=blob.sha256, retries=retries, retry_delay=0.1, connections=connections,
+        expected_sha256=blob.sha256, retries=retries, retry_delay=0.1, connections=connections, ramp=ramp,
     ).ensure()  # fmt: skip
+    if ramp:
+        SETTLED.append(result["connections"])
     return result["bytes_fetched"]
+
+
+def settled():
+    """The counts ours settled on since the last call, as a line."""
+    counts = ", ".join(map(str, SETTLED))
+    SETTLED.clear()
+    return f"ours (at most {CONNECTIONS}) settled on {counts} connection(s)"
 
 
 def sha256sum(path, blob):
@@ -296,11 +312,12 @@ def ratios(rates):
 
 
 def sweep(hub, dest_root, blob, counts, link=None):
-    """Ours alone by connection count: MB/s (and of the link), CPU seconds per GB."""
-    print(f"\nours by connections (default {CONNECTIONS}), same path:")
+    """Ours alone by connection count, all open from the start (no ramp): MB/s (and of the link), CPU seconds
+    per GB."""
+    print(f"\nours by connections, all open from the start (at most {CONNECTIONS} by default), same path:")
     print("{:<13}{:>10}{:>9}{:>10}".format("connections", "MB/s", "/link" if link else "", "CPU s/GB"))
     for n in counts:
-        one, cpu = {"ours": lambda *a, n=n: ours(*a, connections=n)}, {}
+        one, cpu = {"ours": lambda *a, n=n: ours(*a, connections=n, ramp=False)}, {}
         rate = best_rates(one, hub, dest_root, blob, 1, cpu)["ours"]
         share = f"{rate / link:>9.2f}" if link else " " * 9
         print(f"{n:<13}{rate:>10.1f}{share}{cpu['ours']:>10.2f}", flush=True)
@@ -319,6 +336,7 @@ def capped(hub, clients, dest_root, blob, link_bps, rtt_ms, repeat):
         for name, rate in rates.items():
             print(f"{name:<13}{rate:>10.1f}{rate / link:>9.2f}{cpu[name]:>10.2f}")
         print(ratios(rates))
+        print(settled())
         sweep(hub, dest_root, blob, SWEEP, link)
     finally:
         hub.network()
@@ -374,7 +392,8 @@ def main():
             print("{:<16}{:>8}{:>10}".format("client", "MB/s", "CPU s/GB"))
             for name, rate in rates.items():
                 print(f"{name:<16}{rate:>8.0f}{cpu[name]:>10.2f}")
-            print(ratios(rates), flush=True)
+            print(ratios(rates))
+            print(settled(), flush=True)
             if not link and not args.no_sweep:
                 sweep(hub, dest_root, blob, UNCAPPED_SWEEP)
             hub.network()

@@ -93,6 +93,7 @@ class HubFile:
         progress_interval=2.0,
         chunk_size=CHUNK,
         connections=CONNECTIONS,
+        ramp=True,
         piece=PIECE,
         hash_window=HASH_WINDOW,
         peers=(),
@@ -116,6 +117,8 @@ class HubFile:
         self.retries, self.retry_delay, self.timeout = retries, retry_delay, timeout
         self.progress_interval, self.chunk_size = progress_interval, chunk_size
         self.connections, self.piece, self.hash_window = connections, piece, hash_window
+        # Grow the connections up to `connections` while the rate gains from them (Ramp); off: all at once.
+        self.ramp = ramp
         # Base URLs of Sparks serving their verified copies (ds4_peer), tried in order before the hub.
         self.peers = list(peers)
         self._token = token
@@ -365,7 +368,7 @@ class HubFile:
 
     def _transfer(self, fd, state, location, **kw):
         kw = {
-            "relocate": lambda: self._metadata().location, "connections": self.connections,
+            "relocate": lambda: self._metadata().location, "connections": self.connections, "ramp": self.ramp,
             "retries": self.retries, "timeout": self.timeout, "session_factory": self._content_session, **kw,
         }  # fmt: skip
         return Transfer(

@@ -1,12 +1,12 @@
 """Move a file from storage into its part: several connections, a byte range each, hashed in order.
 
 The missing ranges of the part are cut into pieces of `piece` bytes, taken in file order by up to
-`connections` workers; each piece is one ranged GET over a kept-alive connection, resumed within the piece
-after a cut, synced and added to the part's list of ranges when complete (PartState), so that a killed run
-loses at most one piece per connection. sha256 needs the bytes in file order: OrderedHash takes them as they
-are written, in memory while they fall within `window` bytes of its position, and reads from the part only
-the bytes that came further ahead than that (and the ranges that were on disk before the run). Memory is
-bounded by window + (connections + 1) * READ.
+`connections` workers (as many as the rate gains from: Ramp); each piece is one ranged GET over a
+kept-alive connection, resumed within the piece after a cut, synced and added to the part's list of ranges
+when complete (PartState), so that a killed run loses at most one piece per connection. sha256 needs the
+bytes in file order: OrderedHash takes them as they are written, in memory while they fall within `window`
+bytes of its position, and reads from the part only the bytes that came further ahead than that (and the
+ranges that were on disk before the run). Memory is bounded by window + (connections + 1) * READ.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import math
 import os
 import re
 import threading
@@ -47,9 +48,22 @@ READ_SLOW = 0.25
 PIECE = 16 << 20
 # A file of fewer than 4 pieces per connection is cut finer, down to this, so that all connections work.
 MIN_PIECE = 1 << 20
-# Connections per file; measured in bench/fetch_throughput.py: with each connection held to 1/8 of the
-# link and a round trip before each piece, 16 fill the link where 8 leave the gaps between pieces idle.
+# Connections per file at most; measured in bench/fetch_throughput.py: with each connection held to 1/8 of
+# the link and a round trip before each piece, 16 fill the link where 8 leave the gaps between pieces idle.
 CONNECTIONS = 16
+# The ramp (Ramp): from one connection, eight times as many at each step while the rate grows nearly as
+# much (RAMP_KEEP of it). Each step is timed over RAMP_WINDOW seconds once RAMP_SETTLE has passed, so that
+# the new connections have sent their first request and left TCP's slow start at a CDN's round trip. Big,
+# short steps: the time spent below the path's rate is what the ramp costs (under a second, against the
+# minutes a model takes; bench/fetch_throughput.py measures it against clients that open all at once).
+RAMP_FACTOR = 8
+RAMP_KEEP = 0.75
+RAMP_SETTLE = 0.3
+RAMP_WINDOW = 0.5
+# A rate within this factor of what fewer connections carry is theirs: measured rates wobble by a few percent.
+RAMP_SLACK = 1.1
+# How often the transfer's own thread looks at the rate (and the progress), in seconds.
+TICK = 0.1
 # Bytes ahead of the hash kept in memory; beyond it, bytes are hashed from the part.
 HASH_WINDOW = 256 << 20
 
@@ -175,6 +189,53 @@ class OrderedHash:
         self._thread.join()
 
 
+class Ramp:
+    """How many connections a transfer uses: no more than its rate gains from.
+
+    From one connection, each step multiplies the count by RAMP_FACTOR while the rate the step measured grew
+    by at least RAMP_KEEP of that factor. A path that caps each connection (a CDN) goes on growing; a path
+    that one connection already fills (a LAN peer, a link slower than a connection's share) stays at one.
+    When a step gains less, the count settles on the rate it reached over the per-connection rate of the
+    step before (never fewer than that step had, never more than it has): 16 connections on a link that 8
+    fill come back to 8, 8 on a link that 3 fill to 3. `update(now, moved)` is fed the clock and the bytes moved so far and answers the
+    count; it decides nothing more once settled.
+    """
+
+    def __init__(self, most, now):
+        self.most = most
+        self.count = 1
+        self.settled = most <= 1
+        self._since = now
+        self._base = None  # (time, bytes moved) where the step's window began
+        self._last = None  # (count, rate) of the step before
+
+    def update(self, now, moved):
+        if self.settled:
+            return self.count
+        if self._base is None:
+            if now - self._since >= RAMP_SETTLE:
+                self._base = (now, moved)
+            return self.count
+        began, moved_then = self._base
+        if now - began < RAMP_WINDOW:
+            return self.count
+        rate = (moved - moved_then) / (now - began)
+        if self._last is not None:
+            count, last_rate = self._last
+            if rate < RAMP_KEEP * last_rate * self.count / count:
+                per_connection = last_rate / count
+                needed = math.ceil(rate / per_connection / RAMP_SLACK) if per_connection > 0 else self.count
+                self.count, self.settled = min(self.count, max(count, needed)), True
+                return self.count
+        if self.count >= self.most:
+            self.settled = True
+            return self.count
+        self._last = (self.count, rate)
+        self.count = min(self.most, self.count * RAMP_FACTOR)
+        self._since, self._base = now, None
+        return self.count
+
+
 class Transfer:
     """Fill the missing ranges of an open part `fd` (state: PartState) from `location`.
 
@@ -184,12 +245,12 @@ class Transfer:
 
     def __init__(
         self, *, ref, location, relocate, fd, state, session_factory, token, connections, piece, window,
-        timeout, retries, retry_delay, progress, count, dest_dir, peer_sha256=None,
+        timeout, retries, retry_delay, progress, count, dest_dir, peer_sha256=None, ramp=True,
     ):  # fmt: skip
         self.ref, self.location, self.relocate = ref, location, relocate
         self.peer_sha256 = peer_sha256
         self.fd, self.state, self.session_factory, self._token = fd, state, session_factory, token
-        self.connections, self.window = connections, window
+        self.connections, self.window, self.ramp = connections, window, ramp
         self.piece = min(piece, max(MIN_PIECE, -(-state.size // (4 * connections))))
         self.timeout, self.retries, self.retry_delay = timeout, retries, retry_delay
         self.progress, self.count, self.dest_dir = progress, count, dest_dir
@@ -199,6 +260,8 @@ class Transfer:
         self._error = None
         self._moved = []
         self._unrecorded = []
+        # Workers from this index on end after their piece (the ramp settled below them).
+        self._target = 0
         self.used_connections = 0
 
     @property
@@ -221,21 +284,29 @@ class Transfer:
                     for start, end in missing(self.state.done, self.size)
                     for s in range(start, end, self.piece)
                 )
-            self.used_connections = min(self.connections, len(pieces))
-            self.progress.connections = self.used_connections
-            self._moved = [0] * self.used_connections
-            self._unrecorded = [0] * self.used_connections
-            workers = [
-                threading.Thread(target=self._worker, args=(i, pieces, hasher, one_stream), daemon=True)
-                for i in range(self.used_connections)
-            ]
-            for worker in workers:
-                worker.start()
-            for worker in workers:
-                while worker.is_alive():
-                    worker.join(self.progress.interval)
-                    if self.progress.due(time.monotonic()):
-                        self.progress.report("fetching", self.state.bytes_done + self._in_flight())
+            most = 1 if one_stream else min(self.connections, len(pieces))
+            ramp = Ramp(most, time.monotonic()) if self.ramp else None
+            self._target = min(ramp.count, most) if ramp else most
+            self._moved = [0] * most
+            self._unrecorded = [0] * most
+            workers = []
+            while True:
+                while len(workers) < self._target:
+                    worker = threading.Thread(
+                        target=self._worker, args=(len(workers), pieces, hasher, one_stream), daemon=True
+                    )
+                    worker.start()
+                    workers.append(worker)
+                self.used_connections = self.progress.connections = self._target
+                alive = [worker for worker in workers if worker.is_alive()]
+                if not alive:
+                    break
+                alive[0].join(TICK)
+                now = time.monotonic()
+                if ramp is not None and not self._stop.is_set():
+                    self._target = min(ramp.update(now, self.moved), most)
+                if self.progress.due(now):
+                    self.progress.report("fetching", self.state.bytes_done + self._in_flight())
             if isinstance(self._error, OSError) and self._error.errno == errno.ENOSPC:
                 # Told once every worker has listed what it wrote: what stays is known.
                 raise self._no_space() from self._error
@@ -267,7 +338,7 @@ class Transfer:
         try:
             while not self._stop.is_set():
                 with self._lock:
-                    if not pieces:
+                    if not pieces or i >= self._target:
                         return
                     start, end = pieces.popleft()
                 self._piece(i, session, start, end, hasher, one_stream)

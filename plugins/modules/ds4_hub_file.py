@@ -28,11 +28,12 @@ description:
   - Reads the size, the sha256 (C(X-Linked-Etag)) and the commit (C(X-Repo-Commit)) from the hub's answer
     to a HEAD, following redirects only while they stay on the hub; when O(size) or O(sha256) are given
     too, the hub's values must agree with them.
-  - Downloads into C(<file>.part) over O(connections) connections, each fetching 16 MiB byte ranges of the
-    file in order from the storage the hub redirects to (without the token). Each completed range is synced
-    and listed in C(.<file>.part.json), so a cut or killed run loses at most one range per connection and
-    the next run fetches only the missing ranges. A storage that ignores C(Range) is read as one stream; a
-    file whose C(ETag) changes between ranges is discarded and fetched again from the start.
+  - Downloads into C(<file>.part) over up to O(connections) connections, each fetching 16 MiB byte ranges
+    of the file in order from the storage the hub redirects to (without the token). Each completed range is
+    synced and listed in C(.<file>.part.json), so a cut or killed run loses at most one range per
+    connection and the next run fetches only the missing ranges. A storage that ignores C(Range) is read
+    as one stream; a file whose C(ETag) changes between ranges is discarded and fetched again from the
+    start.
   - Hashes the file in order as the ranges come, from memory within 256 MiB ahead of the hash and from the
     part beyond that (and for ranges already on disk); memory stays under 256 MiB plus 1 MiB per
     connection. The part is fsynced and renamed into place only once its size and sha256 match; a part
@@ -109,8 +110,10 @@ options:
     default: []
   connections:
     description:
-      - Connections per file, each fetching its own byte ranges. CDNs cap each connection well below a fast
-        link; several fill it. 1 fetches the file as one stream.
+      - Connections per file at most, each fetching its own byte ranges. CDNs cap each connection well below
+        a fast link; several fill it. The transfer starts with one and opens eight times as many at each step
+        while the rate grows nearly as much, then settles on as many as the rate needs (a path one
+        connection fills keeps one). 1 fetches the file as one stream.
     type: int
     default: 16
   owner:
@@ -189,7 +192,7 @@ bytes_from:
   returned: when fetched
   type: dict
 connections:
-  description: Connections the transfer used.
+  description: Connections the transfer used at its end (the count the ramp settled on, or reached).
   returned: when fetched
   type: int
 hashed_from_disk:

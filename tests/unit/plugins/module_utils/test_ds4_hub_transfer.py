@@ -32,6 +32,8 @@ def hub_file(hub, hub_files, name, dest, **kw):
     kw.setdefault("retry_delay", 0.01)
     kw.setdefault("piece", PIECE)
     kw.setdefault("connections", 4)
+    # All connections from the start: these tests are about ranges, not how many (the ramp's tests below).
+    kw.setdefault("ramp", False)
     return HubFile(FileRef(hub.endpoint, hub_files[name]["repo"], "main", name), str(dest), **kw)
 
 
@@ -356,3 +358,60 @@ def test_a_blocking_read_doubles_while_quick_halves_when_slow_and_stays_within_b
     assert body.asked == [16 * k, 32 * k, 64 * k, 128 * k, 64 * k, 64 * k, 32 * k, 16 * k, 16 * k, 32 * k,
                           64 * k, 128 * k, 128 * k]  # fmt: skip
     assert [len(chunk) for chunk in chunks] == body.asked
+
+
+def settled_on(most, per_connection, link, seconds=20.0, tick=0.1):
+    """The count a Ramp settles on over a simulated path: each connection carries `per_connection` bytes/s
+    (None: as much as the link), all of them together `link` (None: no cap)."""
+    ramp = ds4_hub_transfer.Ramp(most, 0.0)
+    now = moved = 0.0
+    while now < seconds and not ramp.settled:
+        rate = min(ramp.count * (per_connection or link), link or float("inf"))
+        now, moved = now + tick, moved + rate * tick
+        ramp.update(now, moved)
+    assert ramp.settled, f"still ramping after {seconds} s at {ramp.count}"
+    return ramp.count
+
+
+@pytest.mark.parametrize(
+    ("per_connection", "link", "settled"),
+    [
+        pytest.param(12.5, 100, 8, id="a CDN's eighth of the link each: 16 come back to the 8 that fill it"),
+        pytest.param(None, 100, 1, id="one connection fills the path: it stays one"),
+        pytest.param(10, 25, 3, id="a link three connections fill: three"),
+        pytest.param(10, None, 16, id="each connection held and no link cap: all it may open"),
+    ],
+)
+def test_the_ramp_opens_as_many_connections_as_the_rate_gains_from(per_connection, link, settled):
+    assert settled_on(16, per_connection, link) == settled
+
+
+def test_the_ramp_never_opens_more_than_it_may():
+    assert settled_on(6, 10, None) == 6
+    assert settled_on(1, 10, None) == 1
+
+
+# Real pacing wobbles: one connection leaves a gap at each piece's request that a second one fills, and a
+# window may catch a burst; the exact rule is the simulated tests' above.
+@pytest.mark.parametrize(
+    ("network", "settled"),
+    [
+        pytest.param({"link_bps": 256 << 10}, {1, 2}, id="a link one or two connections fill"),
+        pytest.param(
+            {"conn_bps": 64 << 10, "link_bps": 256 << 10}, {4, 5}, id="a link four connections fill"
+        ),
+    ],
+)
+def test_a_transfer_settles_on_the_connections_its_path_needs(
+    hub, hub_files, tmp_path, monkeypatch, network, settled
+):
+    # The ramp's steps shortened so that the ~385 KiB file outlasts them at these rates.
+    monkeypatch.setattr(ds4_hub_transfer, "RAMP_SETTLE", 0.1)
+    monkeypatch.setattr(ds4_hub_transfer, "RAMP_WINDOW", 0.3)
+    hub.set_network(**network)
+    try:
+        result = hub_file(hub, hub_files, BASE, tmp_path, connections=16, ramp=True).ensure()
+    finally:
+        hub.set_network()
+    assert result["connections"] in settled
+    assert sha256_of(tmp_path / BASE) == hub_files[BASE]["sha256"]
