@@ -19,8 +19,8 @@ seconds per GB (its process and its children, the stand-in not counted) is print
 2. the link capped at about 1 GB/s and no cap per connection, a fast real link;
 3. uncapped, where each client is its own limit; then ours alone by connection count there, to see how
    many connections a path that does not cap them gains from.
-Ours lets its ramp choose the count (module_utils/ds4_hub_transfer.py's Ramp) and the counts it settled on
-are printed under each table of clients;
+Ours lets its ramp choose the count (module_utils/ds4_hub_transfer.py's Ramp) and the counts it ended
+with are printed under each table of clients (a file too small for the ramp's steps ends before it settles);
 4. cut at half way, then fetched again: the bytes each one fetched beyond the half it was missing.
 
 It prints throughputs and ratios (ours to each, each/link) and asserts nothing. The files and the
@@ -131,7 +131,8 @@ class Standin:
         self.proc.wait(timeout=10)
 
 
-# The connection counts ours ended its fetches with (as the ramp settled), for the rows that let it choose.
+# The connection counts ours ended its fetches with, for the rows that let its ramp choose: where it settled,
+# or how far it had come when a short fetch ended first.
 SETTLED: list[int] = []
 
 
@@ -146,10 +147,10 @@ def ours(hub, dest, blob, connections=CONNECTIONS, retries=5, ramp=True):
 
 
 def settled():
-    """The counts ours settled on since the last call, as a line."""
+    """The counts ours ended with since the last call, as a line."""
     counts = ", ".join(map(str, SETTLED))
     SETTLED.clear()
-    return f"ours (at most {CONNECTIONS}) settled on {counts} connection(s)"
+    return f"ours (at most {CONNECTIONS}) ended with {counts} connection(s)"
 
 
 def sha256sum(path, blob):
