@@ -19,7 +19,7 @@ connection). The hub's bytes come from the stand-in's own count (GET /_standin/s
 / model size and fleet wall time / one Spark's for 2 and 3, and asserts nothing. The wall time is the
 playbook's, Ansible's own start-up included.
 
-    .venv/bin/python bench/fleet_weights.py [--prefix bench-weights-] [--model-mib 352] [--link-kbps 5000]
+    .venv/bin/python bench/fleet_weights.py [--prefix bench-weights-] [--model-mib 352] [--link-kbps 2000]
         [--rtt-ms 20]
 """
 
@@ -142,7 +142,12 @@ def main():
     parser.add_argument(
         "--model-mib", type=int, default=352, help="model size, MiB (default 352; 0: the sandbox's files)"
     )
-    parser.add_argument("--link-kbps", type=float, default=5000, help="the hub link, kB/s (default 5000)")
+    parser.add_argument(
+        "--link-kbps",
+        type=float,
+        default=2000,
+        help="the hub link, kB/s (default 2000: ~3 min of transfer a Spark)",
+    )
     parser.add_argument("--rtt-ms", type=float, default=20, help="round trip to the hub (default 20)")
     args = parser.parse_args()
     link = int(args.link_kbps * 1000)
