@@ -197,8 +197,8 @@ class Ramp:
     that one connection already fills (a LAN peer, a link slower than a connection's share) stays at one.
     When a step gains less, the count settles on the rate it reached over the per-connection rate of the
     step before (never fewer than that step had, never more than it has): 16 connections on a link that 8
-    fill come back to 8, 8 on a link that 3 fill to 3. `update(now, moved)` is fed the clock and the bytes moved so far and answers the
-    count; it decides nothing more once settled.
+    fill come back to 8, 8 on a link that 3 fill to 3 (RAMP_SLACK allowed). `update(now, moved)` is fed the
+    clock and the bytes moved so far and answers the count; it decides nothing more once settled.
     """
 
     def __init__(self, most, now):
