@@ -22,9 +22,21 @@ def missing(names, rc, stdout, stderr=""):
     name is unknown to it, which is a missing package, not an error; an architecture suffix
     (`libfoo:arm64`) is compared without it, as dpkg prints ${Package}."""
     if rc not in (0, 1):
-        raise PackagesError(f"dpkg-query failed (exit {rc}): {stderr.strip() or stdout.strip()}")
+        raise _failed(rc, stdout, stderr)
     shown = installed(stdout)
     return [name for name in names if name.split(":", 1)[0] not in shown]
+
+
+def every_installed(rc, stdout, stderr=""):
+    """Every package dpkg-query of no names (dpkg_query_argv([])) shows installed, sorted; any exit status
+    but 0 is a failure, since no name could be unknown."""
+    if rc != 0:
+        raise _failed(rc, stdout, stderr)
+    return installed(stdout)
+
+
+def _failed(rc, stdout, stderr):
+    return PackagesError(f"dpkg-query failed (exit {rc}): {stderr.strip() or stdout.strip()}")
 
 
 def installed(stdout):

@@ -57,7 +57,7 @@ from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_packages import (  # noqa: E402
     PackagesError,
     dpkg_query_argv,
-    installed,
+    every_installed,
     missing,
 )
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_remove import RemoveError, record_missing  # noqa: E402
@@ -74,15 +74,12 @@ def main():
     names = module.params["names"]
     rc, out, err = module.run_command(dpkg_query_argv(names), environ_update={"LC_ALL": "C"})
 
-    def every_installed():
-        rc, out, err = module.run_command(dpkg_query_argv([]), environ_update={"LC_ALL": "C"})
-        if rc != 0:
-            raise PackagesError(f"dpkg-query failed (exit {rc}): {err.strip() or out.strip()}")
-        return installed(out)
+    def before():
+        return every_installed(*module.run_command(dpkg_query_argv([]), environ_update={"LC_ALL": "C"}))
 
     try:
         lacking = missing(names, rc, out, err)
-        recorded = record_missing(lacking, module.params["record"], module.check_mode, before=every_installed)
+        recorded = record_missing(lacking, module.params["record"], module.check_mode, before=before)
     except (PackagesError, RemoveError, OSError) as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(changed=recorded, recorded=recorded, missing=lacking)

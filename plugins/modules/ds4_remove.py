@@ -133,10 +133,8 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import (  
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_packages import (  # noqa: E402
     PackagesError,
     dpkg_query_argv,
+    every_installed,
     missing,
-)
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_packages import (
-    installed as every_installed,
 )
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_remove import (  # noqa: E402
     BUILD_LOGS,
@@ -269,11 +267,9 @@ class Remover:
         """What apt brought in beside the recorded packages (ds4_remove.brought_in), or []."""
         if "before" not in record:
             return []
-        rc, out, err = self.module.run_command(dpkg_query_argv([]), environ_update=APT_ENV)
-        if rc != 0:
-            raise PackagesError(f"dpkg-query failed (exit {rc}): {err.strip() or out.strip()}")
+        packages = every_installed(*self.module.run_command(dpkg_query_argv([]), environ_update=APT_ENV))
         automatic = self.run(["apt-mark", "showauto"], "apt-mark showauto")[1].split()
-        return brought_in(record, every_installed(out), automatic) or []
+        return brought_in(record, packages, automatic) or []
 
     def packages(self, record, recorded, wanted):
         installed = self.installed(recorded)

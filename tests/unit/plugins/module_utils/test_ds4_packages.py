@@ -6,6 +6,7 @@ import pytest
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_packages import (
     PackagesError,
     dpkg_query_argv,
+    every_installed,
     missing,
 )
 
@@ -37,3 +38,11 @@ def test_an_architecture_suffix_is_compared_without_it():
 def test_a_dpkg_failure_is_an_error_not_a_missing_package():
     with pytest.raises(PackagesError, match="exit 2"):
         missing(["git"], 2, "", "dpkg-query: error: database locked")
+
+
+def test_every_installed_package_is_listed_sorted_and_any_failure_of_dpkg_is_an_error():
+    stdout = "netbase installed\nlogrotate config-files\nbash installed\n"
+    assert every_installed(0, stdout) == ["bash", "netbase"]
+    # Asked of no names, dpkg-query has no unknown name to exit 1 for.
+    with pytest.raises(PackagesError, match=r"\(exit 1\): dpkg-query: error: database locked"):
+        every_installed(1, "", "dpkg-query: error: database locked")
