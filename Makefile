@@ -59,8 +59,10 @@ lint: setup
 	$(BIN)/ansible-lint --profile production
 	$(BIN)/antsibull-changelog lint
 
+# The unit tests spread over UNIT_JOBS processes (pytest-xdist): alone they keep one core of two busy.
+UNIT_JOBS ?= 2
 unit: setup
-	$(BIN)/pytest -q tests
+	$(BIN)/pytest -q -n $(UNIT_JOBS) tests
 
 # ansible-test sanity on the collection as users get it: built, installed under a throw-away
 # ansible_collections/ds4/fleet (ansible-test needs that path), with tests/sanity (its ignore file) and
