@@ -7,20 +7,25 @@ test still waits for the condition, never for a time. pyproject.toml puts this d
 import time
 
 
-def wait_for(what, check, timeout=30.0, interval=0.2):
+def wait_for(what, check, timeout=30.0, interval=0.2, longest=1.0):
     """Call `check` until it returns something true, and return that; fail naming `what` after `timeout`
-    seconds."""
+    seconds. The pause between checks grows from `interval` by half each time up to `longest`: a check
+    reaches into a host (a `podman exec` costs about 0.1 s of CPU on the test machines), and long waits
+    that checked five times a second kept a core of two busy doing it."""
     deadline = time.monotonic() + timeout
+    pause = interval
     while True:
         value = check()
         if value:
             return value
         assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
-        time.sleep(interval)
+        time.sleep(pause)
+        pause = min(pause * 1.5, max(interval, longest))
 
 
 def seconds_until(what, check, timeout, interval=0.2):
-    """wait_for, returning the seconds it took instead."""
+    """wait_for at a steady `interval`, returning the seconds it took instead: a measurement as fine as
+    its checks."""
     started = time.monotonic()
-    wait_for(what, check, timeout, interval)
+    wait_for(what, check, timeout, interval, longest=interval)
     return time.monotonic() - started

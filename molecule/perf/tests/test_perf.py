@@ -31,12 +31,15 @@ def playbook(path, *args, during=None):
     return nested_play(PROJECT / path, "-l", "spark01", *args, during=during)
 
 
+def converge_settings(gate="enforce"):
+    """The settings converge.yml gives site.yml: v0.6.5, the gate enforced as on a real Spark (the sandbox's
+    own default only warns), or GATE."""
+    return ("-e", "ds4_release=v0.6.5", "-e", f"ds4_perf_gate={gate}")
+
+
 def site(*args, gate="enforce", during=None):
-    """site.yml with v0.6.5, as converge runs it, and ARGS. The gate enforced, as on a real Spark: the
-    sandbox's own default only warns."""
-    return playbook(
-        "site.yml", "-e", "ds4_release=v0.6.5", "-e", f"ds4_perf_gate={gate}", *args, during=during
-    )
+    """site.yml with converge's settings (the gate GATE) and ARGS."""
+    return playbook("site.yml", *converge_settings(gate), *args, during=during)
 
 
 def history(host):

@@ -7,7 +7,8 @@ check can never find them), with its own ssh control sockets; it shares only the
 controllers on one LAN do. Killing the namespace's first process (SIGKILL) takes every process of A down
 at once, as removing an AWX job's container does: nothing of A is left to release or renew the lock.
 Controller B is this test's own ansible-playbook, under the machine's host name: it waits, takes the
-Spark over once A's lease has run out, and names A.
+Spark over once A's lease has run out, and names A. Both run site.yml with the settings the perf scenario
+converged with: this test needs a converged Spark, not a scenario of its own.
 """
 
 import json
@@ -19,7 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from nested import PROJECT, play
+from nested import PROJECT
+from test_perf import converge_settings, site
 from waits import wait_for
 
 LOCK = "/run/ds4-fleet.lock"
@@ -46,7 +48,7 @@ def controller_a(control_dir):
     # it is killed; it changes nothing on this converged Spark before that.
     run = [
         str(ansible), "-i", os.environ["MOLECULE_INVENTORY_FILE"], str(PROJECT / "site.yml"),
-        "-e", "ds4_skip_when_unchanged=false", "-e", f"ds4_run_lock_lease={LEASE}",
+        *converge_settings(), "-e", "ds4_skip_when_unchanged=false", "-e", f"ds4_run_lock_lease={LEASE}",
     ]  # fmt: skip
     # --kill-child: when unshare is killed, so is the namespace's first process, and with it the rest.
     return subprocess.Popen(
@@ -85,7 +87,7 @@ def test_a_run_killed_on_another_controller_is_taken_over_once_its_lease_runs_ou
     try:
         # Step 3: this controller's run waits for A's lease to run out, takes over naming A, and finds
         # the Spark as converge left it.
-        run = play(PROJECT / "site.yml")
+        run = site()
         assert run.rc == 0, run
         said = (
             f"took this Spark over from {held['user']} on controller-a (pid {held['pid']}, "
