@@ -7,9 +7,11 @@ import os
 import subprocess
 
 import testinfra
+from nested import PROJECT
 from waits import wait_for
 
 ROOT = "/opt/ds4"
+SSH_CONFIG = PROJECT / ".sandbox" / "ssh" / "config"
 API = "http://127.0.0.1:8000"
 QUESTION = "What is the capital of France?"
 # One command to HAProxy's runtime API (its first argument) in a gateway, without the collection: its answer.
@@ -28,8 +30,9 @@ def container(name):
 
 
 def sandbox_host(name):
-    """The scenario's host NAME, as testinfra reaches it."""
-    return testinfra.get_host(f"podman://{container(name)}")
+    """The scenario's host NAME, as testinfra reaches it: over SSH, by its container's name in the sandboxes'
+    ssh_config (tests/sandbox/sandbox.py), as the verifier's own `host` does (.config/molecule/config.yml)."""
+    return testinfra.get_host(f"ssh://{container(name)}", ssh_config=str(SSH_CONFIG))
 
 
 def forge(*cmd, check=False, timeout=120, stdin=None):

@@ -26,9 +26,8 @@ import threading
 from pathlib import Path
 
 import pytest
-import testinfra
 from nested import play as nested_play
-from spark import ask, show
+from spark import ask, sandbox_host, show
 from waits import wait_for
 
 ROOT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
@@ -42,7 +41,7 @@ QUESTION = "What is the capital of France? Answer in one sentence."
 
 @pytest.fixture(scope="module")
 def sparks():
-    return {name: testinfra.get_host(f"podman://{PREFIX}{name}") for name in NAMES}
+    return {name: sandbox_host(name) for name in NAMES}
 
 
 @pytest.fixture(scope="module")

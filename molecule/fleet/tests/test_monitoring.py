@@ -14,9 +14,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import testinfra
 import yaml
 from prometheus_host import install_prometheus, start_prometheus
+from spark import sandbox_host
 from waits import wait_for
 
 ROOT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
@@ -42,7 +42,7 @@ LIVE = {
 
 @pytest.fixture(scope="module")
 def sparks():
-    return {name: testinfra.get_host(f"podman://{PREFIX}{name}") for name in NAMES}
+    return {name: sandbox_host(name) for name in NAMES}
 
 
 @pytest.fixture(scope="module")

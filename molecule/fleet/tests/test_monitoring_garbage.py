@@ -14,11 +14,10 @@ from the GPU's health that the watchdog reads with nvidia-smi on each run.
 import json
 
 import pytest
-import testinfra
+from spark import sandbox_host
 from test_monitoring import (
     MONITOR,
     NAMES,
-    PREFIX,
     REMOTE,
     TESTS,
     configurations,
@@ -38,7 +37,7 @@ GARBAGE = "ds4_tokens_total{model=deepseek} 5\n# TYPE ds4_requests_inflight coun
 
 @pytest.fixture(scope="module")
 def sparks():
-    return {name: testinfra.get_host(f"podman://{PREFIX}{name}") for name in NAMES}
+    return {name: sandbox_host(name) for name in NAMES}
 
 
 def api(host, path):

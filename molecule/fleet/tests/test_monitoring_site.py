@@ -19,10 +19,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import testinfra
 import yaml
 from nested import play
-from spark import main_pid
+from spark import main_pid, sandbox_host
 from test_monitoring import NAMES, PREFIX, generate
 from waits import wait_for
 
@@ -48,7 +47,7 @@ SITE_EXPORTER_ARGS = (
 
 @pytest.fixture(scope="module")
 def sparks():
-    return {name: testinfra.get_host(f"podman://{PREFIX}{name}") for name in NAMES}
+    return {name: sandbox_host(name) for name in NAMES}
 
 
 @pytest.fixture(scope="module")

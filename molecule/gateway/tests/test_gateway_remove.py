@@ -11,13 +11,12 @@ import os
 from pathlib import Path
 
 import pytest
-import testinfra
 from nested import play
+from spark import sandbox_host
 
 ROOT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 INVENTORY = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
 BEFORE = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
-PREFIX = f"mol-{os.environ['MOLECULE_SCENARIO_NAME']}-"
 LISTING = (ROOT / "molecule" / "shared" / "listing.sh").read_text()
 REMOVE = ROOT / "playbooks" / "remove.yml"
 
@@ -58,8 +57,8 @@ def kept_weights(line):
 
 @pytest.mark.ends_scenario
 def test_remove_takes_ds4_off_a_spark_and_refuses_the_last_one_serving():
-    spark01 = testinfra.get_host(f"podman://{PREFIX}spark01")
-    spark02 = testinfra.get_host(f"podman://{PREFIX}spark02")
+    spark01 = sandbox_host("spark01")
+    spark02 = sandbox_host("spark02")
     before = items((BEFORE / "before-spark02.txt").read_text())
     converged = listing(spark02)
     assert "packages: nftables" in converged - before, "the roles installed no package to record"

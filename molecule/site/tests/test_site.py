@@ -18,9 +18,8 @@ import subprocess
 import sys
 
 import pytest
-import testinfra
 from nested import PROJECT, play
-from spark import ask, release
+from spark import ask, release, sandbox_host
 
 sys.path.insert(0, str(PROJECT / "tests" / "unit"))
 from settings_cases import site_rounds  # noqa: E402
@@ -70,7 +69,7 @@ def state(host):
 
 @pytest.fixture(scope="module")
 def sparks():
-    return {name: testinfra.get_host(f"podman://{PREFIX}{name}") for name in NAMES}
+    return {name: sandbox_host(name) for name in NAMES}
 
 
 @pytest.fixture

@@ -15,14 +15,13 @@ import re
 from pathlib import Path
 
 import pytest
-import testinfra
 from nested import play as nested_play
+from spark import sandbox_host
 
 ROOT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 PLAYBOOK = Path(os.environ["MOLECULE_SCENARIO_DIRECTORY"]) / "weights.yml"
 # The directory, so that the sandbox group_vars linked beside the inventory file apply too.
 INVENTORY = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
-PREFIX = f"mol-{os.environ['MOLECULE_SCENARIO_NAME']}-"
 GGUF = "/var/lib/ds4/gguf"
 FACT = "/etc/ansible/facts.d/ds4_weights.fact"
 CONVERGED = "/root/converged-weights"
@@ -50,12 +49,12 @@ OLD = {OLD_BASE, OLD_DRAFTER, OLD_MTP}
 
 @pytest.fixture(scope="module")
 def spark01():
-    return testinfra.get_host(f"podman://{PREFIX}spark01")
+    return sandbox_host("spark01")
 
 
 @pytest.fixture(scope="module")
 def spark02():
-    return testinfra.get_host(f"podman://{PREFIX}spark02")
+    return sandbox_host("spark02")
 
 
 @pytest.fixture(scope="module", autouse=True)

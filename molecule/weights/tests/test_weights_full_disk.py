@@ -18,14 +18,13 @@ import threading
 from pathlib import Path
 
 import pytest
-import testinfra
 from nested import play
+from spark import sandbox_host
 from waits import wait_for
 
 PLAYBOOK = Path(os.environ["MOLECULE_SCENARIO_DIRECTORY"]) / "weights.yml"
 # The directory, so that the sandbox group_vars linked beside the inventory file apply too.
 INVENTORY = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
-PREFIX = f"mol-{os.environ['MOLECULE_SCENARIO_NAME']}-"
 HUB = "http://forge:18080"
 DISK = "/var/lib/ds4"
 GGUF = f"{DISK}/gguf"
@@ -61,7 +60,7 @@ http.server.HTTPServer(("127.0.0.1", {ENGINE_PORT}), Serve).serve_forever()
 
 @pytest.fixture(scope="module")
 def spark02():
-    return testinfra.get_host(f"podman://{PREFIX}spark02")
+    return sandbox_host("spark02")
 
 
 def hub(host, method, path, body=None):
