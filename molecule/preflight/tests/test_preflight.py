@@ -171,7 +171,7 @@ def test_check_mode_passes_and_names_the_spark_build(runs):
 
 
 def test_nothing_on_the_host_changed(host, runs):
-    name = host.backend.name.removeprefix(container(""))
+    name = host.backend.get_hostname().removeprefix(container(""))
     assert runs["before"][name] == runs["after"][name]
     assert not host.file("/opt/ds4").exists
     assert not host.file("/var/lib/ds4/gguf").exists
