@@ -10,8 +10,8 @@ import time
 def wait_for(what, check, timeout=30.0, interval=0.2, longest=1.0):
     """Call `check` until it returns something true, and return that; fail naming `what` after `timeout`
     seconds. The pause between checks grows from `interval` by half each time up to `longest`: a check
-    reaches into a host (a `podman exec` costs about 0.1 s of CPU on the test machines), and long waits
-    that checked five times a second kept a core of two busy doing it."""
+    reaches into a host, and long waits that checked five times a second spent a good part of a core of two
+    on it."""
     deadline = time.monotonic() + timeout
     pause = interval
     while True:
