@@ -139,13 +139,19 @@ def _resolve(text, values, depth=0):
 
 
 def _written(node):
-    """Each path a task writes or makes: the dest or path of file, template, copy and ds4_owned_dir."""
+    """Each path a task writes or makes: the dest or path of file, template, copy, ds4_owned_dir and
+    ds4_files (the directory it writes into)."""
     if isinstance(node, list):
         for item in node:
             yield from _written(item)
     elif isinstance(node, dict):
         for key, value in node.items():
-            writes = key in ("ansible.builtin.template", "ansible.builtin.copy", "ds4.fleet.ds4_owned_dir")
+            writes = key in (
+                "ansible.builtin.template",
+                "ansible.builtin.copy",
+                "ds4.fleet.ds4_owned_dir",
+                "ds4.fleet.ds4_files",
+            )
             if writes or (key == "ansible.builtin.file" and value.get("state") != "absent"):
                 yield value.get("dest") or value.get("path")
             else:
