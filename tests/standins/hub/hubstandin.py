@@ -246,10 +246,14 @@ class _Handler(BaseHTTPRequestHandler):
             with open(source, "rb") if isinstance(source, Path) else io.BytesIO(source) as f:
                 if fault is None and not network.conn_bps and not network.link_bps:
                     # sendfile: the benchmark's ~1 GB/s over loopback needs the kernel to copy, not Python.
+                    # Counted before it leaves (see HubStandin.content_bytes), then less what a file cut
+                    # shorter since it was listed did not hold.
+                    self.server.hub.count(length)
                     sent = self.connection.sendfile(f, start, length)
+                    if sent < length:
+                        self.server.hub.count(sent - length)
                 else:
-                    sent = self._send_paced(f, start, length, fault or Fault(), network, held)
-                self.server.hub.count(sent)
+                    self._send_paced(f, start, length, fault or Fault(), network, held)
         except (BrokenPipeError, ConnectionResetError):
             self.log_message("client went away")
             self.close_connection = True
@@ -284,13 +288,13 @@ class _Handler(BaseHTTPRequestHandler):
                 _sleep_until(due)
                 due = link.reserve(len(data), network.link_bps)
             _sleep_until(due)
+            self.server.hub.count(len(data))  # before it leaves: see HubStandin.content_bytes
             self.wfile.write(data)
             sent += len(data)
         if sent < length:
             self.log_message("fault: cut after %d bytes", sent)
             # socketserver half-closes the socket after the handler returns: the client sees EOF mid-body.
             self.close_connection = True
-        return sent
 
     def _read_body(self) -> bytes | None:
         try:
@@ -504,7 +508,10 @@ class HubStandin:
         self.data_dir = Path(data_dir)
         self.network = Network()
         self.link = _Link()
-        self.content_bytes = 0  # body bytes of weight files and the feed sent so far (GET /_standin/stats)
+        # Body bytes of weight files and the feed sent so far (GET /_standin/stats), each counted before it
+        # leaves, so that a client that has read an answer finds it counted; an answer whose client went away
+        # midway counts what was handed to its connection (all of it when unpaced).
+        self.content_bytes = 0
         if network:
             self.set_network(**asdict(network) if isinstance(network, Network) else network)
         self.host = host

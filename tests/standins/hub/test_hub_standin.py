@@ -635,3 +635,18 @@ def test_stats_count_the_content_bytes_sent(hub):
     hub.set_fault(BENCH_FILE, throttle_bps=BENCH_SIZE * 8)
     fetch(url)
     assert json.loads(fetch(stats)[2])["content_bytes"] - before == 1000 + BENCH_SIZE
+
+
+@pytest.mark.parametrize("throttled", [False, True], ids=["sendfile", "paced"])
+def test_an_answer_is_counted_before_its_client_can_have_read_it(hub, monkeypatch, throttled):
+    # The stand-in's own counting made slow, so that a count made only after the last byte left would be
+    # read too early: a client that has the whole body must find it counted at once.
+    count = hub.count
+    monkeypatch.setattr(hub, "count", lambda sent: (time.sleep(0.3), count(sent)))
+    url = storage_url(hub, BENCH_REPO, BENCH_FILE)
+    stats = f"{hub.endpoint}/_standin/stats"
+    if throttled:
+        hub.set_fault(BENCH_FILE, throttle_bps=BENCH_SIZE * 8)
+    before = json.loads(fetch(stats)[2])["content_bytes"]
+    assert fetch(url)[3]
+    assert json.loads(fetch(stats)[2])["content_bytes"] - before == BENCH_SIZE
