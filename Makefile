@@ -74,9 +74,11 @@ UNIT_JOBS ?= 2
 unit: setup
 	$(BIN)/pytest -q -n $(UNIT_JOBS) tests
 
-# ansible-test sanity on the collection as users get it: built, installed under a throw-away
-# ansible_collections/ds4/fleet (ansible-test needs that path), with tests/sanity (its ignore file) and
-# galaxy.yml (the version pylint checks deprecations against) beside.
+# ansible-test sanity on the collection as users get it: built, installed alone under a throw-away
+# ansible_collections/ds4/fleet (ansible-test needs that path) with Ansible's defaults (an empty ansible.cfg,
+# that directory the only collections path: ours would make the repository's collections/ link the
+# installed ds4.fleet, and the install a no-op), and tests/sanity's ignore file beside it. tests/sanity/targets.py then proves that ansible-test's targets are
+# the tarball's files, every one; the collection's version comes from the installed MANIFEST.json.
 # --venv: each test's tools come from PyPI into ~/.ansible/test; tests/sanity/get_pip.py bootstraps pip in
 # them, in place of the get-pip.py that ansible-test would download from a host out of reach.
 SANITY_PYTHON ?= $(shell $(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
@@ -89,12 +91,13 @@ sanity: setup
 	$(BIN)/pip download --quiet --no-deps --dest $(SANITY_CACHE)/get_pip_wheels pip==$(SANITY_PIP)
 	install -m 0644 tests/sanity/get_pip.py $(SANITY_CACHE)/get_pip_$(subst .,_,$(SANITY_PIP)).py
 	@set -e; dir=$$(mktemp -d); trap 'rm -rf "$$dir"' EXIT; \
+	  export ANSIBLE_CONFIG="$$dir/ansible.cfg" ANSIBLE_COLLECTIONS_PATH="$$dir"; : > "$$ANSIBLE_CONFIG"; \
 	  $(BIN)/ansible-galaxy collection build --output-path "$$dir" . >/dev/null; \
-	  $(BIN)/ansible-galaxy collection install -p "$$dir" "$$dir"/ds4-fleet-*.tar.gz >/dev/null; \
-	  mkdir -p "$$dir/ansible_collections/ds4/fleet/tests"; \
-	  cp -r tests/sanity "$$dir/ansible_collections/ds4/fleet/tests/"; \
-	  cp galaxy.yml "$$dir/ansible_collections/ds4/fleet/"; \
-	  cd "$$dir/ansible_collections/ds4/fleet" && \
+	  $(BIN)/ansible-galaxy collection install --force -p "$$dir" "$$dir"/ds4-fleet-*.tar.gz >/dev/null; \
+	  root="$$dir/ansible_collections/ds4/fleet"; mkdir -p "$$root/tests/sanity"; \
+	  cp tests/sanity/ignore-*.txt "$$root/tests/sanity/"; \
+	  cd "$$root"; \
+	  $(abspath $(PY)) $(abspath tests/sanity/targets.py) "$$dir"/ds4-fleet-*.tar.gz; \
 	  $(abspath $(BIN))/ansible-test sanity --venv --python $(SANITY_PYTHON) $(SANITY_ARGS)
 
 # The execution environment for AWX and ansible-navigator (execution-environment.yml) as image $(EE_IMAGE):

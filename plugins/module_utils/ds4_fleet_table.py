@@ -116,7 +116,7 @@ def render_table(records: Any, title: str | None = None) -> list[str]:
     lines = [title] if title else []
     lines.append("  ".join(head.ljust(widths[key]) for head, key in columns).rstrip())
     for row in rows:
-        lines.append("  ".join(row[key].ljust(widths[key]) for _, key in columns).rstrip())
+        lines.append("  ".join(row[key].ljust(widths[key]) for _title, key in columns).rstrip())
     for record in records:
         upgrade = record.get("upgrade") or {}
         if upgrade.get("detail"):
