@@ -1,4 +1,4 @@
-# The two commands the README opens with are `make demo` and `make test`.
+# The two commands of the README for a checkout are `make demo` and `make test`.
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -37,12 +37,12 @@ sandbox-up: setup host
 sandbox-down: setup
 	$(PY) tests/sandbox/sandbox.py down
 
-# Command one of the README: everything set up, then the main job on sandbox spark01.
+# The README's first command for a checkout: everything set up, then the main job on sandbox spark01.
 demo: sandbox-up
 	$(BIN)/ansible-playbook site.yml -l spark01
 	$(PY) tests/sandbox/sandbox.py show spark01
 
-# Command two of the README: every test. The checks (lint, unit, sanity) run side by side, as none of them
+# The README's second command for a checkout: every test. The checks (lint, unit, sanity) run side by side, as none of them
 # keeps both cores busy alone, then the Molecule scenarios; the last line gives each phase's time (CI shows
 # only the last lines; the molecule phase prints each scenario's time as it ends). A failed check lets the
 # other checks end and starts no scenario.
