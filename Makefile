@@ -42,10 +42,10 @@ demo: sandbox-up
 	$(BIN)/ansible-playbook site.yml -l spark01
 	$(PY) tests/sandbox/sandbox.py show spark01
 
-# The README's second command for a checkout: every test. The checks (lint, unit, sanity) run side by side, as none of them
-# keeps both cores busy alone, then the Molecule scenarios; the last line gives each phase's time (CI shows
-# only the last lines; the molecule phase prints each scenario's time as it ends). A failed check lets the
-# other checks end and starts no scenario.
+# The README's second command for a checkout: every test. The checks (lint, unit, sanity) run side by side,
+# as none of them keeps both cores busy alone, then the Molecule scenarios; the last line gives each phase's
+# time (CI shows only the last lines; the molecule phase prints each scenario's time as it ends). A failed
+# check lets the other checks end and starts no scenario.
 CHECKS := lint unit sanity
 test: host setup
 	@rm -rf .sandbox/phases && mkdir -p .sandbox/phases; SECONDS=0; \
