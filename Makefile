@@ -1,4 +1,4 @@
-# The two commands the README opens with are `make demo` and `make test`.
+# The two commands of the README for a checkout are `make demo` and `make test`.
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -13,7 +13,7 @@ SCENARIOS ?= $(LONGEST_FIRST) $(filter-out $(LONGEST_FIRST),$(ALL_SCENARIOS))
 # the scenarios waited on their hosts (vmstat over a fresh clone's make test); a third fills those waits.
 MOLECULE_JOBS ?= 3
 
-.PHONY: setup host demo sandbox-up sandbox-down test lint unit sanity molecule ee clean
+.PHONY: setup host demo sandbox-up sandbox-down test lint unit sanity docs molecule ee clean
 
 # The development tools: running the collection (requirements.txt) and testing, linting and releasing it
 # (requirements-dev.txt). Redone when either file changes.
@@ -37,15 +37,15 @@ sandbox-up: setup host
 sandbox-down: setup
 	$(PY) tests/sandbox/sandbox.py down
 
-# Command one of the README: everything set up, then the main job on sandbox spark01.
+# The README's first command for a checkout: everything set up, then the main job on sandbox spark01.
 demo: sandbox-up
 	$(BIN)/ansible-playbook site.yml -l spark01
 	$(PY) tests/sandbox/sandbox.py show spark01
 
-# Command two of the README: every test. The checks (lint, unit, sanity) run side by side, as none of them
-# keeps both cores busy alone, then the Molecule scenarios; the last line gives each phase's time (CI shows
-# only the last lines; the molecule phase prints each scenario's time as it ends). A failed check lets the
-# other checks end and starts no scenario.
+# The README's second command for a checkout: every test. The checks (lint, unit, sanity) run side by side,
+# as none of them keeps both cores busy alone, then the Molecule scenarios; the last line gives each phase's
+# time (CI shows only the last lines; the molecule phase prints each scenario's time as it ends). A failed
+# check lets the other checks end and starts no scenario.
 CHECKS := lint unit sanity
 test: host setup
 	@rm -rf .sandbox/phases && mkdir -p .sandbox/phases; SECONDS=0; \
@@ -74,9 +74,19 @@ UNIT_JOBS ?= 2
 unit: setup
 	$(BIN)/pytest -q -n $(UNIT_JOBS) tests
 
-# ansible-test sanity on the collection as users get it: built, installed under a throw-away
-# ansible_collections/ds4/fleet (ansible-test needs that path), with tests/sanity (its ignore file) and
-# galaxy.yml (the version pylint checks deprecations against) beside.
+# The collection as users get it: built, and installed alone under a throw-away $$dir (removed at the end),
+# with Ansible's defaults (an empty ansible.cfg, that directory the only collections path: ours would make
+# the repository's collections/ link the installed ds4.fleet, and the install a no-op); $$root is it.
+INSTALL_ALONE = set -e; dir=$$(mktemp -d); trap 'rm -rf "$$dir"' EXIT; \
+  export ANSIBLE_CONFIG="$$dir/ansible.cfg" ANSIBLE_COLLECTIONS_PATH="$$dir"; : > "$$ANSIBLE_CONFIG"; \
+  $(BIN)/ansible-galaxy collection build --output-path "$$dir" . >/dev/null; \
+  $(BIN)/ansible-galaxy collection install --force -p "$$dir" "$$dir"/ds4-fleet-*.tar.gz >/dev/null; \
+  root="$$dir/ansible_collections/ds4/fleet"
+
+# ansible-test sanity and antsibull-docs' lint on the collection installed alone (ansible-test needs its
+# ansible_collections/ds4/fleet path), with tests/sanity's ignore file beside it. tests/sanity/targets.py
+# first proves that ansible-test's targets are the tarball's files, every one; the collection's version
+# comes from the installed MANIFEST.json.
 # --venv: each test's tools come from PyPI into ~/.ansible/test; tests/sanity/get_pip.py bootstraps pip in
 # them, in place of the get-pip.py that ansible-test would download from a host out of reach.
 SANITY_PYTHON ?= $(shell $(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
@@ -88,14 +98,24 @@ SANITY_PIP = $(shell $(PY) -c 'import ansible_test, pathlib, re; \
 sanity: setup
 	$(BIN)/pip download --quiet --no-deps --dest $(SANITY_CACHE)/get_pip_wheels pip==$(SANITY_PIP)
 	install -m 0644 tests/sanity/get_pip.py $(SANITY_CACHE)/get_pip_$(subst .,_,$(SANITY_PIP)).py
-	@set -e; dir=$$(mktemp -d); trap 'rm -rf "$$dir"' EXIT; \
-	  $(BIN)/ansible-galaxy collection build --output-path "$$dir" . >/dev/null; \
-	  $(BIN)/ansible-galaxy collection install -p "$$dir" "$$dir"/ds4-fleet-*.tar.gz >/dev/null; \
-	  mkdir -p "$$dir/ansible_collections/ds4/fleet/tests"; \
-	  cp -r tests/sanity "$$dir/ansible_collections/ds4/fleet/tests/"; \
-	  cp galaxy.yml "$$dir/ansible_collections/ds4/fleet/"; \
-	  cd "$$dir/ansible_collections/ds4/fleet" && \
-	  $(abspath $(BIN))/ansible-test sanity --venv --python $(SANITY_PYTHON) $(SANITY_ARGS)
+	@$(INSTALL_ALONE); \
+	  mkdir -p "$$root/tests/sanity"; cp tests/sanity/ignore-*.txt "$$root/tests/sanity/"; cd "$$root"; \
+	  $(abspath $(PY)) $(abspath tests/sanity/targets.py) "$$dir"/ds4-fleet-*.tar.gz; \
+	  antsibull-docs lint-collection-docs --plugin-docs .; \
+	  ansible-test sanity --venv --python $(SANITY_PYTHON) $(SANITY_ARGS)
+
+# The collection's docs site, as antsibull-docs makes it from the built collection installed alone (module,
+# filter and role pages from their documentation and argument specs): $(DOCS_DIR)/build/html/index.html.
+# tests/docs/conf_offline.py lets it build offline; build.sh fails on any warning.
+DOCS_DIR ?= .sandbox/docs
+docs: setup
+	@$(INSTALL_ALONE); \
+	  rm -rf $(DOCS_DIR); mkdir -p -m 0755 $(DOCS_DIR); \
+	  antsibull-docs sphinx-init --use-current --fail-on-error --project ds4.fleet --title ds4.fleet \
+	    --copyright "ds4-fleet developers" --dest-dir $(DOCS_DIR) ds4.fleet >/dev/null; \
+	  cat tests/docs/conf_offline.py >> $(DOCS_DIR)/conf.py; \
+	  $(DOCS_DIR)/build.sh
+	@echo "The docs site: $(DOCS_DIR)/build/html/index.html"
 
 # The execution environment for AWX and ansible-navigator (execution-environment.yml) as image $(EE_IMAGE):
 # the collection built into dist/, the image's Python packages downloaded by this machine's pip and installed

@@ -67,7 +67,7 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        _, args = self.validate_argument_spec(
+        _result, args = self.validate_argument_spec(
             argument_spec={
                 "jobs": {"type": "list", "elements": "dict", "required": True},
                 "progress_files": {"type": "list", "elements": "str", "required": True},

@@ -51,7 +51,7 @@ def _load(role, *parts):
 
 def role_defaults(role):
     """A role's defaults/main.yml: what a variable is when the play has not loaded the role yet."""
-    defaults, _ = _load(role, "defaults", "main.yml")
+    defaults, _path = _load(role, "defaults", "main.yml")
     return defaults or {}
 
 
@@ -106,7 +106,7 @@ class ActionModule(ActionBase):
                     available_variables={**task_vars, "role_path": role_path}
                 )
             values[name] = templars[role].template(_trusted(value))
-        options = {name: spec for name, (_, spec) in options.items()}
+        options = {name: spec for name, (_role, spec) in options.items()}
         refused = ds4_settings.check(options, values)
         sparks = self._task.args.get("gateway_sparks")
         if sparks is not None:

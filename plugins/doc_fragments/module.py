@@ -10,11 +10,13 @@ from __future__ import annotations
 class ModuleDocFragment:
     DOCUMENTATION = r"""
 options: {}
-author: ds4-fleet developers
+author: ds4-fleet developers (@ds4-fleet)
 attributes:
   check_mode:
+    description: Runs in check mode and says what it would change, changing nothing.
     support: full
   diff_mode:
+    description: Returns what it changed, or would change in check mode, as a diff.
     support: none
 """
 
@@ -22,5 +24,6 @@ attributes:
 options: {}
 attributes:
   facts:
+    description: Returns an C(ansible_facts) dictionary that updates the host's facts.
     support: full
 """

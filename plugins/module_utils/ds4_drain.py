@@ -122,11 +122,16 @@ def json_object(raw: Any) -> dict:
     return value
 
 
-def json_post(url: str, body: dict) -> urllib.request.Request:
-    """A POST of `body` as JSON, as the engine's OpenAI-style endpoints take it."""
-    return urllib.request.Request(
-        url, data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"}
-    )
+def json_post(url: str, body: dict) -> dict:
+    """A POST of `body` as JSON, as the engine's OpenAI-style endpoints take it: the arguments of
+    ansible.module_utils.urls.open_url, which the modules that post call (this file imports nothing of
+    Ansible: the watchdog runs it on the Spark without)."""
+    return {
+        "url": url,
+        "data": json.dumps(body).encode(),
+        "method": "POST",
+        "headers": {"Content-Type": "application/json"},
+    }
 
 
 def _get(url: str, timeout: float, accept: str | None = None, agent: str = AGENT_DRAIN) -> tuple[int, bytes]:
@@ -136,7 +141,9 @@ def _get(url: str, timeout: float, accept: str | None = None, agent: str = AGENT
         headers["Accept"] = accept
     request = urllib.request.Request(url, headers=headers)
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        # The standard library's opener (what its urlopen builds), not Ansible's open_url, on purpose: the
+        # watchdog runs this file on the Spark without Ansible.
+        with urllib.request.build_opener().open(request, timeout=timeout) as response:
             return response.status, response.read(1 << 20)
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read(1 << 16)

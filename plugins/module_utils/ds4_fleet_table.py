@@ -25,6 +25,10 @@ COLUMNS = (
 PERF_COLUMNS = (("PREFILL TOK/S", "prefill"), ("DECODE TOK/S", "decode"))
 # Shown when any Spark was verified against the published figures (ansible_local.ds4_verify).
 VERIFY_COLUMNS = (("VERIFIED", "verified"),)
+# The widest a row may be. Ansible's YAML result format (callback_result_format = yaml, as in the project's
+# ansible.cfg) folds a list item longer than about 80 characters at a space, so a wider table is laid out
+# in panels of its columns, each led by HOST, one under the other.
+ROW_WIDTH = 76
 
 
 def human_duration(seconds: Any) -> str:
@@ -114,9 +118,11 @@ def render_table(records: Any, title: str | None = None) -> list[str]:
     rows = [_cells(r) for r in records]
     widths = {key: max([len(head)] + [len(row[key]) for row in rows]) for head, key in columns}
     lines = [title] if title else []
-    lines.append("  ".join(head.ljust(widths[key]) for head, key in columns).rstrip())
-    for row in rows:
-        lines.append("  ".join(row[key].ljust(widths[key]) for _, key in columns).rstrip())
+    for number, panel in enumerate(panels(columns, widths)):
+        lines.extend([""] * bool(number))
+        lines.append("  ".join(head.ljust(widths[key]) for head, key in panel).rstrip())
+        for row in rows:
+            lines.append("  ".join(row[key].ljust(widths[key]) for _title, key in panel).rstrip())
     for record in records:
         upgrade = record.get("upgrade") or {}
         if upgrade.get("detail"):
@@ -125,6 +131,31 @@ def render_table(records: Any, title: str | None = None) -> list[str]:
     lines.append(tally(records))
     # A note may quote an error of several lines (ssh's): each its own line.
     return [part for line in lines for part in line.split("\n")]
+
+
+def panels(columns: list, widths: dict) -> list[list]:
+    """The columns in as few panels no wider than ROW_WIDTH as they fit in, each led by the first (HOST),
+    in their order, the panels as even as they can be; a column too wide for any panel has one of its own."""
+    fewest = _fill(columns, widths, ROW_WIDTH)
+    for limit in range(ROW_WIDTH - 1, 0, -1):
+        narrower = _fill(columns, widths, limit)
+        if len(narrower) > len(fewest):
+            break
+        fewest = narrower
+    return fewest
+
+
+def _fill(columns: list, widths: dict, limit: int) -> list[list]:
+    """Each panel filled with the next columns up to `limit` characters."""
+    first, *rest = columns
+    result = [[first]]
+    for column in rest:
+        panel = result[-1]
+        if sum(widths[key] + 2 for _head, key in panel) + widths[column[1]] > limit and len(panel) > 1:
+            result.append([first, column])
+        else:
+            panel.append(column)
+    return result
 
 
 def tally(records: Any) -> str:

@@ -169,7 +169,7 @@ def fetch_metadata(session, ref, timeout):
     """
     url = ref.url
     hub = origin(url)
-    for _ in range(MAX_REDIRECTS):
+    for _redirect in range(MAX_REDIRECTS):
         response = session.head(url, allow_redirects=False, timeout=timeout)
         raise_for_status(response, ref, "Authorization" in session.headers)
         if not response.is_redirect:

@@ -204,7 +204,7 @@ class PartState:
             done = [[int(s), int(e)] for s, e in doc["done"]] if same else []
         except (KeyError, TypeError, ValueError):
             same, done = False, []
-        if not same or any(e > min(size, part.st_size) for _, e in done):
+        if not same or any(e > min(size, part.st_size) for _s, e in done):
             return cls(path, size, sha256)
         return cls(path, size, sha256, doc.get("etag"), done)
 

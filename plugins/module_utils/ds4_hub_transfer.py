@@ -104,7 +104,7 @@ class OrderedHash:
 
     def _add(self, start, end):
         """Under the lock: [start, end) is written; ranges never overlap (each byte is written once)."""
-        start, end = max(start, self._pos), end
+        start = max(start, self._pos)
         if end <= start:
             return
         before = self._by_end.pop(start, None)

@@ -274,7 +274,7 @@ def _labels(text: str) -> tuple[list[tuple[str, str]], str]:
         _check_escapes(value, '\\"n', 'an escape other than \\\\, \\" and \\n in a label value')
         if name.startswith("__"):
             raise _Bad("a label name beginning with __, which is reserved")
-        if any(name == seen for seen, _ in labels):
+        if any(name == seen for seen, _value in labels):
             raise _Bad(f"the label {name} twice")
         labels.append((name, value))
         pos += 1

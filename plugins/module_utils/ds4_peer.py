@@ -118,7 +118,7 @@ class _Handler(BaseHTTPRequestHandler):
             spec = self.headers.get("Range", "")
             ranged = spec.startswith("bytes=") and "," not in spec
             if ranged:
-                first, _, last = spec[6:].partition("-")
+                first, _dash, last = spec[6:].partition("-")
                 try:
                     start = int(first)
                     end = min(int(last) + 1, st.st_size) if last else st.st_size

@@ -26,9 +26,11 @@ import os
 import tempfile
 import time
 import urllib.error
-import urllib.request
 import uuid
 from typing import Any
+
+from ansible.module_utils.urls import ConnectionError as UrlsConnectionError
+from ansible.module_utils.urls import open_url
 
 # The engine's model id and chat endpoint have one owner: the smoke test asks the same engine the same way.
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_drain import (
@@ -100,7 +102,7 @@ def stream_once(
     last = sent
     usage = None
     try:
-        with urllib.request.urlopen(json_post(url, body), timeout=timeout) as response:
+        with open_url(**json_post(url, body), timeout=timeout) as response:
             for raw in response:
                 line = raw.decode("utf-8", "replace").strip()
                 # Comments (": prefill" keep-alives during a long prefill) and blank lines carry no event.
@@ -119,7 +121,7 @@ def stream_once(
                     last = now
                 if isinstance(event.get("usage"), dict):
                     usage = event["usage"]
-    except (urllib.error.URLError, OSError) as exc:
+    except (urllib.error.URLError, OSError, UrlsConnectionError) as exc:
         raise PerfError(request_failure(url, exc, timeout, "finish the measurement")) from exc
     if first is None:
         raise PerfError(f"{url} streamed no completion events")
@@ -177,7 +179,7 @@ def measure(
     """`runs` timed runs; the best figure of each kind, and every run's figures."""
     started = time.monotonic()
     results = []
-    for _ in range(runs):
+    for _run in range(runs):
         prompt = build_prompt(prompt_tokens, decode_tokens, uuid.uuid4().hex[:12])
         results.append(run_figures(stream(base_url, prompt, decode_tokens, timeout, model)))
     return {

@@ -99,7 +99,7 @@ def _file_need(entry, budget, on_disk, found):
     else:
         # The shell installer's copy may lie on another filesystem or this one: count it as the plan
         # would at best, so that the estimate never refuses a host the plan could serve.
-        _, have = placement(expected, on_disk.get(name), on_disk.get(part_name(name), 0), found.get(name))
+        _how, have = placement(expected, on_disk.get(name), on_disk.get(part_name(name), 0), found.get(name))
     return {
         "name": name,
         "role": role,
@@ -231,7 +231,7 @@ def _check_space(verdict, disk, weights, build_bytes):
         ]  # fmt: skip
     space = []
     for what, move, fs, parts, reclaimable in checks:
-        need = sum(count for count, _ in parts)
+        need = sum(count for count, _part in parts)
         free = fs["free_bytes"]
         record = {
             "paths": what,

@@ -30,7 +30,7 @@ def proxy_secrets(value):
     information of a URL with its password (as written and decoded)."""
     secrets = {value}
     try:
-        userinfo, at, _ = urlsplit(value).netloc.rpartition("@")
+        userinfo, at, _host = urlsplit(value).netloc.rpartition("@")
     except ValueError:
         userinfo, at = "", ""
     if at:

@@ -300,7 +300,7 @@ def hand_over(staging, account):
     """Give the fresh clone to the build user, all but its .git (the clone's configuration, which no
     later git command as root may find changed); the top only that user may enter. Returns the identity
     of the .git directory, which seal() requires to be the same."""
-    for dirfd, name, _, in_git in _walk_entries(staging):
+    for dirfd, name, _lstat, in_git in _walk_entries(staging):
         if not in_git:
             os.chown(name, account.uid, account.gid, dir_fd=dirfd, follow_symlinks=False)
     os.chown(staging, account.uid, account.gid, follow_symlinks=False)

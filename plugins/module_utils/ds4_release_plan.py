@@ -100,7 +100,7 @@ def parse_ls_remote(text, tag):
     for a lightweight one; None when the tag is not listed."""
     own = peeled = None
     for line in text.splitlines():
-        sha, _, ref = line.strip().partition("\t")
+        sha, _tab, ref = line.strip().partition("\t")
         if ref == f"refs/tags/{tag}^{{}}":
             peeled = sha.lower()
         elif ref == f"refs/tags/{tag}":
@@ -169,7 +169,7 @@ def recorded_commit(root, tag, record_path):
     entry = read_tags_record(record_path).get(tag)
     if isinstance(entry, dict) and isinstance(entry.get("commit"), str):
         return entry["commit"], f"{record_path}, {entry.get('recorded_at') or 'an earlier run'}"
-    stamp, _ = read_stamp(os.path.join(root, RELEASES_DIR, tag))
+    stamp, _warning = read_stamp(os.path.join(root, RELEASES_DIR, tag))
     if stamp and stamp.get("release") == tag and isinstance(stamp.get("commit"), str):
         return stamp["commit"], f"the build stamp of {os.path.join(root, RELEASES_DIR, tag)}"
     return None, None

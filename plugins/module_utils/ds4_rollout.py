@@ -113,7 +113,7 @@ def upgrade_outcome(
     (None when it never was); `stopped` why the rollout stopped, when it did. The readings decide: a switch
     that reported success while the Spark does not run `target` is a failure.
     """
-    was, _, started_before = _running(before)
+    was, _answering, started_before = _running(before)
     now, answering, started_after = _running(after)
     result = {"target": target, "before": was, "after": now, "outcome": None, "detail": ""}
     serving = f"serving {now}" if answering else f"NOT serving (current: {now or 'none'})"

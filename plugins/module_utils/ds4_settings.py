@@ -211,7 +211,7 @@ def _adopt_dirs(value):
     for item in value:
         text = item
         if isinstance(item, str) and item.startswith("~"):
-            account, _, rest = item[1:].partition("/")
+            account, _slash, rest = item[1:].partition("/")
             if account and not _ACCOUNT.fullmatch(account):
                 return f"a list of directories; {json.dumps(item)} names no user after ~"
             text = "/" + rest

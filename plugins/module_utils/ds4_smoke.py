@@ -12,8 +12,9 @@ import json
 import re
 import time
 import urllib.error
-import urllib.request
 
+from ansible.module_utils.urls import ConnectionError as UrlsConnectionError
+from ansible.module_utils.urls import open_url
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_drain import json_post, request_failure
 
 # The shell installer's question and expectation (engine contract, "Smoke").
@@ -42,9 +43,9 @@ def ask(base_url: str, prompt: str, model: str, max_tokens: int, timeout: float)
     body = {"model": model, "max_tokens": max_tokens, "messages": [{"role": "user", "content": prompt}]}
     started = time.monotonic()
     try:
-        with urllib.request.urlopen(json_post(chat_url(base_url), body), timeout=timeout) as response:
+        with open_url(**json_post(chat_url(base_url), body), timeout=timeout) as response:
             raw = response.read()
-    except (urllib.error.URLError, OSError) as exc:
+    except (urllib.error.URLError, OSError, UrlsConnectionError) as exc:
         raise SmokeError(request_failure(chat_url(base_url), exc, timeout)) from exc
     latency = time.monotonic() - started
     try:

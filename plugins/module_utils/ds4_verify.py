@@ -114,14 +114,14 @@ def measure_figures(
 ) -> dict:
     """The workloads, `runs` times each (the best counts): {figure: tok/s or None}, the runs, problems."""
     single: dict[str, list[dict]] = {"2k": [], "12k": []}
-    for _ in range(runs):
+    for _run in range(runs):
         for size, tokens in (("2k", 2048), ("12k", 12288)):
             prompt = build_prompt(tokens, decode_tokens if size == "2k" else 8, uuid.uuid4().hex[:12])
             single[size].append(
                 run_figures(stream(base_url, prompt, decode_tokens if size == "2k" else 8, timeout))
             )
     aggregates = [
-        _aggregate(base_url, decode_tokens, concurrent, timeout, stream, clock) for _ in range(runs)
+        _aggregate(base_url, decode_tokens, concurrent, timeout, stream, clock) for _run in range(runs)
     ]
     problems = sorted({p for size in single.values() for run in size for p in run["problems"]})
     problems += sorted({p for run in aggregates for p in run["problems"]})
@@ -268,7 +268,7 @@ def unit_environment(show: str, read: Callable[[str], str | None]) -> dict[str, 
     env: dict[str, str] = {}
     inline: dict[str, str] = {}
     for line in show.splitlines():
-        key, _, value = line.partition("=")
+        key, _eq, value = line.partition("=")
         if key == "EnvironmentFiles" and value:
             text = read(value.split(" (ignore_errors=")[0].strip())
             env.update(env_file_values(text or ""))

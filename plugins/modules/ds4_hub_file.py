@@ -3,23 +3,6 @@
 
 from __future__ import annotations
 
-import grp
-import os
-import pwd
-import re
-
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import HubFile
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import (
-    REQUESTS_IMPORT_ERROR,
-    FileRef,
-    HubError,
-    NoSpaceError,
-)
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_transfer import CONNECTIONS
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_proxy_env import ProxyEnvError, apply_proxy_env
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_weight_files import progress_name
-
 DOCUMENTATION = r"""
 module: ds4_hub_file
 short_description: Fetch one weight file from the hub, resumably, and verify it
@@ -226,6 +209,24 @@ shortfall_bytes:
   returned: failure for lack of space
   type: int
 """
+
+
+import grp  # noqa: E402
+import os  # noqa: E402
+import pwd  # noqa: E402
+import re  # noqa: E402
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import HubFile  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import (  # noqa: E402
+    REQUESTS_IMPORT_ERROR,
+    FileRef,
+    HubError,
+    NoSpaceError,
+)
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_transfer import CONNECTIONS  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_proxy_env import ProxyEnvError, apply_proxy_env  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_weight_files import progress_name  # noqa: E402
 
 
 def _id(module, lookup, field, name, what):

@@ -138,8 +138,8 @@ def main():
         if p["state"] == "restored":
             if record is None:
                 module.fail_json(msg=f"there is no last-good record at {p['path']} to restore", **result)
-            restored = [] if module.check_mode else restore_files(record)
-            module.exit_json(changed=bool(restored), **dict(result, restored=restored))
+            result["restored"] = [] if module.check_mode else restore_files(record)
+            module.exit_json(changed=bool(result["restored"]), **result)
         target = rollback_target(record, p["root"])
         result.update(target, model_generation=(record or {}).get("model_generation"))
     except LastGoodError as exc:

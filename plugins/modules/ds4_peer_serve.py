@@ -3,12 +3,6 @@
 
 from __future__ import annotations
 
-import os
-import time
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_peer import PeerServer
-
 DOCUMENTATION = r"""
 module: ds4_peer_serve
 short_description: Serve this Spark's verified weight files to the other Sparks of a run
@@ -84,6 +78,13 @@ refused:
   type: list
   elements: str
 """
+
+
+import os  # noqa: E402
+import time  # noqa: E402
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_peer import PeerServer  # noqa: E402
 
 
 def main():

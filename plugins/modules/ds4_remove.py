@@ -170,6 +170,20 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_remove import (  # n
 APT_ENV = {"LC_ALL": "C", "DEBIAN_FRONTEND": "noninteractive"}
 
 
+def _owned_by(uid):
+    """remove()'s select for entries that `uid` owns."""
+
+    def select(_name, st):
+        return st.st_uid == uid
+
+    return select
+
+
+def _build_log(name, _st):
+    """remove()'s select for the engine's build logs."""
+    return is_build_log(name)
+
+
 class Remover:
     def __init__(self, module):
         self.module = module
@@ -214,9 +228,9 @@ class Remover:
             if how == OWNED:
                 if service_uid is None:
                     continue
-                select = lambda _name, st: st.st_uid == service_uid  # noqa: E731
+                select = _owned_by(service_uid)
             elif how == BUILD_LOGS:
-                select = lambda name, _st: is_build_log(name)  # noqa: E731
+                select = _build_log
             removed += remove(path, keep, gone, self.check, select=select, empty_only=how == EMPTY)
         return removed
 

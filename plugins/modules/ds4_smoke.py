@@ -81,7 +81,8 @@ def main():
             "prompt": {"type": "str", "default": DEFAULT_PROMPT},
             "expect": {"type": "str", "default": DEFAULT_EXPECT},
             "model": {"type": "str", "default": DEFAULT_MODEL},
-            "max_tokens": {"type": "int", "default": 64},
+            # no_log=False: token counts, which only their name makes Ansible take for a secret.
+            "max_tokens": {"type": "int", "default": 64, "no_log": False},
             "timeout": {"type": "float", "default": 300},
         },
         supports_check_mode=True,

@@ -160,7 +160,9 @@ def _stamp(release_dir):
 
 def _engine(module):
     """The engine's pid, command line and environment; (None, [], {}) when not running."""
-    rc, out, _ = module.run_command(["systemctl", "show", module.params["unit"], "-p", "MainPID", "--value"])
+    rc, out, _err = module.run_command(
+        ["systemctl", "show", module.params["unit"], "-p", "MainPID", "--value"]
+    )
     pid = out.strip() if rc == 0 else ""
     if not pid.isdigit() or pid == "0":
         return None, [], {}
@@ -169,7 +171,7 @@ def _engine(module):
     argv = [part.decode("utf-8", "replace") for part in cmdline.split(b"\0") if part]
     if environ is None:
         # Root without CAP_SYS_PTRACE (in a container) may not read another user's environment.
-        rc, out, _ = module.run_command(
+        rc, out, _err = module.run_command(
             ["systemctl", "show", module.params["unit"], "-p", "Environment", "-p", "EnvironmentFiles"]
         )
         return int(pid), argv, unit_environment(out if rc == 0 else "", _read)
@@ -188,7 +190,7 @@ def _state(module, stamp, pid, argv, env, other_requests):
     def query(command):
         if smi is None:
             return None
-        rc, out, _ = module.run_command([smi, *command[1:]])
+        rc, out, _err = module.run_command([smi, *command[1:]])
         return out if rc == 0 else None
 
     out = query(gpu_command())
@@ -212,7 +214,8 @@ def main():
             "speculation": {"type": "str", "required": True},
             "min_ratio": {"type": "float", "default": 0.8},
             "scale": {"type": "float", "default": 1},
-            "decode_tokens": {"type": "int", "default": 128},
+            # no_log=False: token counts, which only their name makes Ansible take for a secret.
+            "decode_tokens": {"type": "int", "default": 128, "no_log": False},
             "concurrent": {"type": "int", "default": 12},
             "runs": {"type": "int", "default": 2},
             "timeout": {"type": "float", "default": 300},
@@ -235,7 +238,7 @@ def main():
         module.fail_json(msg=str(exc))
     pid, argv, env = _engine(module)
     try:
-        inflight, _ = read_inflight(p["url"])
+        inflight, _where = read_inflight(p["url"])
     except EngineUnreachable as exc:
         module.fail_json(msg=f"the engine does not answer, nothing verified: {exc}")
     try:

@@ -3,23 +3,6 @@
 
 from __future__ import annotations
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_catalog import (
-    CatalogError,
-    model_files,
-    other_generation_files,
-)
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_disk_plan import POLICIES, DiskPlanError, plan
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import (
-    REQUESTS_IMPORT_ERROR,
-    FileRef,
-    HubError,
-    fetch_metadata,
-    new_session,
-)
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_proxy_env import ProxyEnvError, apply_proxy_env
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_weights_survey import survey
-
 DOCUMENTATION = r"""
 module: ds4_weights_plan
 short_description: Decide what to fetch, adopt, keep and remove for the model weights
@@ -166,6 +149,24 @@ shortfall_gib:
   returned: failure for lack of space
   type: float
 """
+
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_catalog import (  # noqa: E402
+    CatalogError,
+    model_files,
+    other_generation_files,
+)
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_disk_plan import POLICIES, DiskPlanError, plan  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import (  # noqa: E402
+    REQUESTS_IMPORT_ERROR,
+    FileRef,
+    HubError,
+    fetch_metadata,
+    new_session,
+)
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_proxy_env import ProxyEnvError, apply_proxy_env  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_weights_survey import survey  # noqa: E402
 
 
 def main():

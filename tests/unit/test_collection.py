@@ -3,6 +3,7 @@
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 from ansible.module_utils.compat.version import LooseVersion
 
@@ -66,3 +67,51 @@ def test_the_version_moves_with_releases():
     if fragments:
         assert GALAXY["version"] not in released, f"{GALAXY['version']} is released: set the next version"
     assert all(LooseVersion(GALAXY["version"]) >= LooseVersion(v) for v in released)
+
+
+# Galaxy's rule for a tag (galaxy-importer): lower-case letters, digits and "_", at most 20 of them.
+GALAXY_TAG = re.compile(r"[a-z0-9_]{1,64}")
+ROLES = sorted(p.name for p in (REPO / "roles").iterdir() if (p / "meta" / "main.yml").exists())
+
+
+def documented_variables():
+    """Every public variable of every role, by its argument specs."""
+    names = set()
+    for specs in (REPO / "roles").glob("*/meta/argument_specs.yml"):
+        for entry in yaml.safe_load(specs.read_text())["argument_specs"].values():
+            names.update(entry.get("options") or {})
+    return names
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_every_role_has_a_readme_with_its_entry_points_and_an_example(role):
+    """Galaxy's importer refuses a collection with a role without a README; ours says what the role does,
+    names each entry point of its argument specs, and shows it used by its full name with real variables."""
+    readme = REPO / "roles" / role / "README.md"
+    assert readme.exists(), f"roles/{role} has no README.md"
+    text = readme.read_text()
+    assert text.startswith(f"# ds4.fleet.{role}\n\n"), "the title is the role's full name"
+    entry_points = yaml.safe_load((REPO / "roles" / role / "meta" / "argument_specs.yml").read_text())
+    section = text.partition("\n## Entry points\n")[2].partition("\n## ")[0]
+    table = re.findall(r"^\| `(\w+)` \|", section, re.M)
+    assert table == list(entry_points["argument_specs"]), "the entry points table lists the argument specs'"
+    examples = re.findall(r"```yaml\n(.*?)```", text, re.S)
+    assert examples, "an example in a yaml block"
+    example = "\n".join(examples)
+    yaml.safe_load(example)
+    assert f"ds4.fleet.{role}" in example or role == "ds4_common"
+    unknown = set(re.findall(r"\b(ds4_[a-z0-9_]+):", example)) - documented_variables()
+    assert unknown == set(), f"variables no role documents: {sorted(unknown)}"
+
+
+def test_galaxy_yml_names_the_project_s_addresses_and_galaxy_s_tags():
+    """The landing page's links: real https addresses of one repository, which the README's install from
+    git names too; tags in Galaxy's form."""
+    repository = GALAXY["repository"]
+    assert re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+", repository), repository
+    for key in ("documentation", "homepage", "issues"):
+        assert GALAXY[key].startswith(repository), f"{key}: {GALAXY[key]} is not under {repository}"
+    assert f"- name: {repository}.git" in (REPO / "README.md").read_text()
+    assert all(re.fullmatch(r"[^()]+ \(@[\w-]+\)", author) for author in GALAXY["authors"]), GALAXY["authors"]
+    tags = GALAXY["tags"]
+    assert 0 < len(tags) <= 20 and all(GALAXY_TAG.fullmatch(tag) for tag in tags), tags

@@ -2,8 +2,10 @@
 (module_utils/ds4_fleet_status.py), and the table (module_utils/ds4_fleet_table.py)."""
 
 import json
+import re
 
 import pytest
+from ansible.plugins.loader import callback_loader
 from ansible_collections.ds4.fleet.plugins.filter.ds4_fleet import FilterModule
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_fleet_status import (
     StatusError,
@@ -160,6 +162,12 @@ def test_values_are_shown_for_people(function, value, text):
     assert function(value) == text
 
 
+def last_panel(lines):
+    """The lines from the last panel's header on (the table's last columns)."""
+    heads = [number for number, line in enumerate(lines) if line.startswith("HOST ")]
+    return lines[heads[-1] :]
+
+
 def test_the_table_is_aligned_and_ends_with_notes_and_a_tally():
     records = fleet_records(
         [
@@ -174,10 +182,15 @@ def test_the_table_is_aligned_and_ends_with_notes_and_a_tally():
     )
     assert render_table(records, "ds4 fleet") == [
         "ds4 fleet",
-        "HOST     SERVICE  RELEASE  GEN   SPEC    CONTEXT  UPDATE  UPTIME  IN FLIGHT  FREE DISK",
-        "spark01  active   v0.6.5   0731  dspark  512K     no      1h02m   0          77.5 GiB",
-        "spark02  active   v0.6.3   0731  dspark  512K     v0.6.5  1h02m   0          77.5 GiB",
-        "spark03  failed   v0.6.3   0731  dspark  512K     v0.6.5  -       -          77.5 GiB",
+        "HOST     SERVICE  RELEASE  GEN   SPEC    CONTEXT",
+        "spark01  active   v0.6.5   0731  dspark  512K",
+        "spark02  active   v0.6.3   0731  dspark  512K",
+        "spark03  failed   v0.6.3   0731  dspark  512K",
+        "",
+        "HOST     UPDATE  UPTIME  IN FLIGHT  FREE DISK",
+        "spark01  no      1h02m   0          77.5 GiB",
+        "spark02  v0.6.5  1h02m   0          77.5 GiB",
+        "spark03  v0.6.5  -       -          77.5 GiB",
         "spark03: the local fact says v0.6.5, but current points at v0.6.3",
         "3 Sparks: 1 serving v0.6.5, 1 serving v0.6.3, 1 not serving",
     ]
@@ -195,7 +208,7 @@ def test_after_an_upgrade_the_table_has_its_outcome_and_detail():
             }
         ]
     )
-    lines = FilterModule().filters()["fleet_status_table"](records)
+    lines = last_panel(FilterModule().filters()["fleet_status_table"](records))
     assert lines[0].endswith("FREE DISK  UPGRADE")
     assert lines[1].endswith("77.5 GiB   rolled back")
     assert lines[2] == "spark01: smoke test failed; rolled back, serving v0.6.3"
@@ -254,8 +267,8 @@ def test_the_table_shows_the_speed_of_what_runs_and_its_change_against_the_relea
     }
     assert records[0]["notes"] == ["rolled back as too slow: v0.6.6 measured"]
     assert records[1]["perf"]["against"] is None and records[2]["perf"] is None
-    lines = render_table(records)
-    assert lines[0].endswith("FREE DISK  PREFILL TOK/S  DECODE TOK/S")
+    lines = last_panel(render_table(records))
+    assert lines[0].endswith("PREFILL TOK/S  DECODE TOK/S")
     assert lines[1].endswith("77.5 GiB   3811 (-4.5%)   287 (-4.8%)")
     assert lines[2].endswith("77.5 GiB   3990           301")
     assert lines[3].endswith("77.5 GiB   -              -")
@@ -299,10 +312,46 @@ def test_the_last_verification_is_in_the_record_the_table_and_for_a_slow_spark_a
     ]
     never = fleet_record("spark03", reading(), fact())
     assert never["verify"] is None
-    table = render_table([ok, slow, never])
+    table = last_panel(render_table([ok, slow, never]))
     assert table[0].endswith("VERIFIED")
     assert table[1].endswith("ok 0.93") and table[2].endswith("SLOW 0.50") and table[3].endswith("-")
     # No column while no Spark was verified.
     assert "VERIFIED" not in render_table([never])
     records = fleet_records([{"host": "spark01", "reading": reading(), "verify": verification("ok", 0.9)}])
     assert records[0]["verify"]["lowest_ratio"] == 0.9
+
+
+def printed(lines, result_format):
+    """The lines as Ansible's default callback prints a debug task's msg, in that result format."""
+    callback = callback_loader.get("default")
+    callback.set_options(direct={"result_format": result_format, "pretty_results": True})
+    return callback._dump_results({"msg": lines}, indent=4).splitlines()
+
+
+@pytest.mark.parametrize("result_format", ["yaml", "json"])
+def test_no_row_of_the_widest_table_folds_in_either_result_format(result_format):
+    """The project's ansible.cfg prints results as YAML, whose dumper folds a line longer than about 80
+    characters at a space ("FREE" on one line, "DISK" on the next); Ansible's default prints JSON. Each
+    row of the table, every column shown and long host names, comes out whole on one printed line."""
+    perf = {"history": [measurement("v0.6.5", "passed", 3811.0, 286.6, {"prefill": -4.5, "decode": -4.8})]}
+    hosts = [f"spark-rack{n:02d}-node{n:02d}.example.org" for n in (1, 12)]
+    records = fleet_records(
+        [
+            {
+                "host": host,
+                "reading": reading(),
+                "fact": fact(),
+                "perf": perf,
+                "verify": verification("slow", 0.5),
+                "upgrade": {"outcome": "not switched", "detail": "the rollout stopped"},
+            }
+            for host in hosts
+        ]
+    )
+    table = render_table(records, "ds4 fleet")
+    rows = [line for line in table if line.startswith(("HOST ", *(f"{host}  " for host in hosts)))]
+    headings = {cell for row in rows for cell in re.split(r"\s{2,}", row)}
+    assert {"UPGRADE", "VERIFIED", "DECODE TOK/S", "FREE DISK"} <= headings
+    assert len([row for row in rows if row.startswith(hosts[1])]) >= 1
+    output = printed(table, result_format)
+    assert [row for row in rows if not any(row in line for line in output)] == []
