@@ -306,3 +306,30 @@ def test_the_last_verification_is_in_the_record_the_table_and_for_a_slow_spark_a
     assert "VERIFIED" not in render_table([never])
     records = fleet_records([{"host": "spark01", "reading": reading(), "verify": verification("ok", 0.9)}])
     assert records[0]["verify"]["lowest_ratio"] == 0.9
+
+
+def test_a_running_release_built_without_the_spark_target_is_noted_with_its_reason():
+    built = {
+        "build_target": {"arch": "sm_121", "make_target": "cuda", "make_args": ["CUDA_ARCH=sm_121"]},
+        "make_target_reason": "because its Makefile has no cuda-spark target",
+    }
+    read = reading()
+    read["current"]["build"] = built
+    record = fleet_record("spark01", read, fact())
+    assert record["build"] == {
+        "arch": "sm_121",
+        "make_target": "cuda",
+        "make_args": ["CUDA_ARCH=sm_121"],
+        "reason": "because its Makefile has no cuda-spark target",
+        "without_spark_target": True,
+    }
+    assert (
+        "the running release was built without the Spark target (make cuda CUDA_ARCH=sm_121): because its "
+        "Makefile has no cuda-spark target"
+    ) in record["notes"]
+    read["current"]["build"] = dict(
+        built, build_target={"arch": "sm_121", "make_target": "cuda-spark", "make_args": []}
+    )
+    record = fleet_record("spark01", read, fact())
+    assert record["build"]["without_spark_target"] is False
+    assert not any("Spark target" in note for note in record["notes"])
