@@ -92,7 +92,7 @@ def test_two_releases_side_by_side_with_their_stamps(host, tag, version_output):
     assert built["engine_repo"] == REPO and built["built_at"].endswith("Z")
     # Built with cuda-spark, read from the release's Makefile: the arch-specific sm_121a code.
     assert (built["make_target"], built["make_target_reason"]) == ("cuda-spark", SPARK_REASON)
-    assert built["make_command"].startswith("make cuda-spark -j")
+    assert built["make_command"].startswith("/usr/bin/make cuda-spark -j")
     assert built["sass_archs"] == {program: ["sm_121a"] for program in PROGRAMS}
     for program in PROGRAMS:
         path = host.file(f"{RELEASES}/{tag}/{program}")
