@@ -286,16 +286,15 @@ def test_the_spark_target_s_build_serves_and_names_no_faster_target(host):
     assert not any("make cuda-spark" in line for line in booted["log"]), booted["log"]
 
 
-def test_a_changed_target_rebuilds_the_release_beside_the_running_one_then_nothing(host):
-    activate(host, "v0.6.5", "v0.5.6")
-    run = play("-e", "ds4_release=v0.6.3")
-    assert run.rc == 0 and stamp(host, "v0.6.3")["build_target"] == SPARK, run
-    chosen = ["-e", "ds4_release=v0.6.3", "-e", '{"ds4_engine_make_targets": {"sm_121": "cuda"}}']
+def test_a_changed_target_rebuilds_the_release_beside_the_running_one_then_nothing(host, v056_kept_aside):
+    # v0.5.6, built with cuda-spark by converge and put back after, beside the running v0.6.5.
+    activate(host, "v0.6.5")
+    chosen = ["-e", "ds4_release=v0.5.6", "-e", '{"ds4_engine_make_targets": {"sm_121": "cuda"}}']
     run = play(*chosen)
     assert run.rc == 0, run
-    assert run.result(WHY).msg == "v0.6.3: ds4_engine_make_targets names cuda for sm_121"
+    assert run.result(WHY).msg == "v0.5.6: ds4_engine_make_targets names cuda for sm_121"
     assert run.result(WAIT).data["results"][0]["built"] is True
-    rebuilt = stamp(host, "v0.6.3")
+    rebuilt = stamp(host, "v0.5.6")
     assert rebuilt["build_target"] == FALLBACK
     assert rebuilt["make_target_reason"] == "ds4_engine_make_targets names cuda for sm_121"
     assert host.file(f"{ROOT}/current").linked_to == f"{RELEASES}/v0.6.5" and hidden(host) == []
