@@ -1,10 +1,11 @@
-"""Which build of the ds4 engine a GPU needs: its CUDA architecture and the make invocation.
+"""Which build of the ds4 engine a GPU needs: its CUDA architecture and the generic make invocation.
 
-Every build is `make cuda CUDA_ARCH=sm_NNN`, the GB10 (sm_121) included. The fork's `cuda-spark` target
-is not used: in the engine source seen on real hardware it passes an EMPTY arch, so nvcc builds for its
-own default (sm_75 with CUDA 13) and a GB10 runs JIT-compiled PTX, ~25% slower, with nothing failing.
-Only `cuda CUDA_ARCH=` names the arch in every release seen; the built binary is checked all the same
-(module_utils/ds4_cubin.py).
+This gives the arch and `make cuda CUDA_ARCH=sm_NNN`, which names the arch in every release seen. A GB10
+(sm_121) is then built as the engine's authors build it, with `make cuda-spark` (the Spark weight-read
+cache, fork v0.5.5 on), wherever the release's own Makefile shows that target builds native GB10 code:
+the plan reads it (module_utils/ds4_make_target.py). Where `cuda-spark` passes an EMPTY arch (upstream
+8d57664: nvcc's default sm_75, JIT-compiled PTX on a GB10) the generic build stays, and is said so. The
+built binary is checked all the same (module_utils/ds4_cubin.py).
 """
 
 import re

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_make_target import without_spark_target
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_perf import (
     KEPT_SLOWER,
     ROLLED_BACK,
@@ -172,6 +173,7 @@ def _unread(fact: dict) -> dict:
         "service_since": None,
         "perf": None,
         "verify": None,
+        "build": None,
     }
 
 
@@ -195,6 +197,21 @@ def _read(reading: dict, fact: dict) -> dict:
         "free_disk_bytes": disk.get("free_bytes"),
         "disk_path": disk.get("path"),
         "service_since": reading["service"].get("started_at"),
+        "build": _build(current.get("build")),
+    }
+
+
+def _build(build):
+    """How the running release was built, from its stamp: {make_target, make_args, reason, spark_target}."""
+    if not isinstance(build, dict) or not isinstance(build.get("build_target"), dict):
+        return None
+    target = build["build_target"]
+    return {
+        "arch": target.get("arch"),
+        "make_target": target.get("make_target"),
+        "make_args": target.get("make_args"),
+        "reason": build.get("make_target_reason") or None,
+        "without_spark_target": without_spark_target(build) is not None,
     }
 
 
@@ -207,6 +224,9 @@ def _disagreements(record: dict, reading: dict, fact: dict) -> list:
         notes.append(f"{current.get('link')} points at no release: nothing is installed to run")
     if current.get("stamp_error"):
         notes.append(current["stamp_error"])
+    lacking = without_spark_target(current.get("build"))
+    if lacking:
+        notes.append(f"the running release was {lacking}")
     if reading.get("current_changed_since_start"):
         notes.append("current was switched after the engine started: it still runs the release before")
     if fact and fact.get("release") and release and fact["release"] != release:

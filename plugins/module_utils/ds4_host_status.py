@@ -35,7 +35,14 @@ SYSTEMD_PROPERTIES = (
 
 def _link(path: str) -> dict:
     """What a release link points at: {path, target, release (the directory's name), stamp fields}."""
-    info = {"link": path, "target": None, "release": None, "commit": None, "stamp_error": None}
+    info: dict[str, Any] = {
+        "link": path,
+        "target": None,
+        "release": None,
+        "commit": None,
+        "stamp_error": None,
+        "build": None,
+    }
     try:
         target = os.readlink(path)
     except OSError:
@@ -48,6 +55,8 @@ def _link(path: str) -> dict:
             stamp = json.load(handle)
         info["release"] = stamp.get("release") or info["release"]
         info["commit"] = stamp.get("commit")
+        # How it was built: the make target and why (a GB10 built without cuda-spark is noted).
+        info["build"] = {key: stamp.get(key) for key in ("build_target", "make_target_reason")}
     except (OSError, ValueError, AttributeError) as exc:
         info["stamp_error"] = f"no readable build stamp in {resolved}: {exc}"
     return info

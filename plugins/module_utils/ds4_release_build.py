@@ -79,7 +79,8 @@ class _StepFailed(Exception):
 
 
 def make_argv(make, build_target, jobs, nvcc):
-    """`make cuda CUDA_ARCH=sm_NNN -jN` (the rule is ds4_cuda_arch.cuda_build_target's). NVCC on the
+    """`make cuda-spark -jN` or `make cuda CUDA_ARCH=sm_NNN -jN` (the plan's choice, from the release's
+    Makefile: module_utils/ds4_make_target.py). NVCC on the
     command line overrides any assignment in the Makefile, so the toolkit the host facts found is the
     one that compiles, whether or not its bin/ is on PATH."""
     return [make, build_target["make_target"], *build_target["make_args"], f"-j{jobs}", f"NVCC={nvcc}"]
@@ -455,7 +456,7 @@ def _swap_in(staging, target, release):
         os.rename(staging, target)
 
 
-def _build_and_stamp(staging, log, wanted, now, **build):
+def _build_and_stamp(staging, log, wanted, now, make_target_reason="", **build):
     """Build into `staging` and write its stamp there: the wanted build, and what the build made."""
     make_command, version_output, sass = _build_in(staging, log, **build)
     stamp = dict(
@@ -465,6 +466,10 @@ def _build_and_stamp(staging, log, wanted, now, **build):
         # The URL git was given: no user name or password in it, whatever ds4_engine_repo holds.
         engine_repo=remote_of(build["repo"]).url,
         make_command=" ".join(make_command),
+        # The make target and why it was chosen (a GB10 built without cuda-spark says why here); recorded,
+        # not part of the identity: the target itself is, in build_target.
+        make_target=wanted["build_target"]["make_target"],
+        make_target_reason=make_target_reason,
         # What cuobjdump found: the native GPU code each program carries.
         sass_archs=sass,
     )
@@ -508,6 +513,7 @@ def build_release(
     progress_file=None,
     build_user=None,
     tags_record=None,
+    make_target_reason="",
 ):
     """Build RELEASE at COMMIT into ROOT/releases/RELEASE unless its stamp already matches; with
     BUILD_USER, the engine's code (make, the built programs) runs as that unprivileged user; with
@@ -540,11 +546,14 @@ def build_release(
                 log.note(
                     f"ds4 engine release {release} (commit {commit}) from {remote.url}, {state['reason']}"
                 )
+                if make_target_reason:
+                    log.note(f"make {build_target['make_target']}: {make_target_reason}")
                 stamp = _build_and_stamp(
                     staging,
                     log,
                     state["wanted"],
                     now,
+                    make_target_reason,
                     release=release,
                     commit=commit,
                     repo=repo,

@@ -12,7 +12,11 @@ The activation also records the last release that passed its smoke test, its rol
 (module_utils/ds4_last_good.py, /var/lib/ds4-fleet/last-good.json). The engine role never builds into,
 replaces or removes the release `current` or `previous` names, nor that last good one.
 A release is the one wanted when its stamp's release, commit, build target and CUDA version all match;
-a change of any of them rebuilds it.
+a change of any of them rebuilds it. Which make target a release gets is read from its own Makefile at the
+commit its tag resolved to (read_makefile, then module_utils/ds4_make_target.py), before anything is built.
+The running and the rollback releases are never rebuilt: one whose stamp differs from the wanted build only
+in its make target (a GB10 built with `make cuda` before the role read the Makefile) is kept as built, and
+the plan says so.
 """
 
 from __future__ import annotations
@@ -21,11 +25,20 @@ import datetime
 import json
 import os
 import re
+import shutil
+import tempfile
 from urllib.parse import urlsplit
 
 from ansible_collections.ds4.fleet.plugins.module_utils import ds4_redact
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_cuda_arch import arch_for_compute_cap
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_git_remote import RemoteError, git_remote
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_last_good import RECORD_PATH, recorded_release
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_make_target import (
+    SPARK_TARGET,
+    MakeTargetError,
+    choose,
+    is_gb10,
+)
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import replace_file
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_version import (
     is_release_tag,
@@ -151,6 +164,82 @@ def resolve_release(run, git, repo, tag, base_env=None):
     if commit is None:
         raise ReleaseError(f"release tag {tag} (ds4_release) does not exist in {shown} (ds4_engine_repo)")
     return commit
+
+
+def read_makefile(run, git, repo, tag, commit, root=None, base_env=None):
+    """The text of the Makefile at the top of COMMIT, the commit TAG resolved to; None when it has none.
+
+    Read from git, never run: from the .git of ROOT/releases/TAG when that clone holds COMMIT (root's
+    own, never handed to the build user), else from a shallow fetch of the tag into a scratch repository
+    that is removed after. RUN(argv, environ_update=) -> (rc, stdout, stderr).
+    """
+    if root:
+        local = os.path.join(root, RELEASES_DIR, tag, ".git")
+        if os.path.isdir(local) and not os.path.islink(local):
+            rc, out, _ = run([git, "--git-dir", local, "cat-file", "blob", f"{commit}:Makefile"])
+            if rc == 0:
+                return out
+    remote = remote_of(repo)
+    env = remote.config_env(os.environ if base_env is None else base_env)
+    scratch = tempfile.mkdtemp(prefix="ds4-makefile-")
+    try:
+        rc, _, err = run([git, "init", "--quiet", "--bare", scratch])
+        if rc == 0:
+            fetch = [git, "--git-dir", scratch, "fetch", "--quiet", "--depth", "1", "--no-tags", remote.url]
+            rc, _, err = run([*fetch, f"refs/tags/{tag}"], environ_update=env)
+        if rc != 0:
+            raise ReleaseError(
+                f"cannot fetch release tag {tag} of {public_url(repo)} (ds4_engine_repo) to read its "
+                f"Makefile before the build: git exited {rc}: {redact(err.strip(), repo)[-500:]}"
+            )
+        rc, fetched, _ = run([git, "--git-dir", scratch, "rev-parse", "FETCH_HEAD^{commit}"])
+        if rc != 0 or fetched.strip().lower() != commit:
+            raise ReleaseError(
+                f"release tag {tag} of {public_url(repo)} was at commit {fetched.strip() or '(unknown)'} "
+                f"when its Makefile was read, not at {commit}, the commit it resolved to: the tag moved "
+                "meanwhile"
+            )
+        rc, out, _ = run([git, "--git-dir", scratch, "cat-file", "blob", f"{commit}:Makefile"])
+        return out if rc == 0 else None
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def choose_target(run, git, repo, tag, commit, base, make_targets, compute_cap=None, root=None):
+    """The make target RELEASE is built with ({'build_target', 'reason', 'without_spark_target'}):
+    ds4_make_target.choose() on its Makefile, read only where it decides (a GB10, or a target the
+    operator named in MAKE_TARGETS for BASE's arch). COMPUTE_CAP is the building host's GPU's."""
+    base = check_build_target(base)
+    if not isinstance(make_targets, dict):
+        raise ReleaseError(
+            f"ds4_engine_make_targets must be a mapping of arch to target; got {make_targets!r}"
+        )
+    chosen = make_targets.get(base["arch"])
+    try:
+        gpu_arch = arch_for_compute_cap(compute_cap) if compute_cap not in (None, "") else None
+    except ValueError:
+        gpu_arch = None
+    text = None
+    if chosen or is_gb10(base["arch"]):
+        text = read_makefile(run, git, repo, tag, commit, root)
+    try:
+        return choose(base, text, chosen, gpu_arch)
+    except MakeTargetError as exc:
+        raise ReleaseError(f"release {tag} (commit {commit}): {exc}") from None
+
+
+def as_built(target, plan):
+    """TARGET (choose_target's) as the plan leaves it: the stamp's own build where the running or a rollback
+    release is kept as built with another make target."""
+    if not plan.get("kept_as_built"):
+        return target
+    built = plan["stamp"]["build_target"]
+    why = plan["stamp"].get("make_target_reason") or "built before the role read make targets from Makefiles"
+    return {
+        "build_target": built,
+        "reason": f"{plan['reason']} ({why})",
+        "without_spark_target": is_gb10(built["arch"]) and built["make_target"] != SPARK_TARGET,
+    }
 
 
 def verify_pin(tag, repo, resolved, pinned):
@@ -281,6 +370,18 @@ def stamp_changes(stamp, wanted):
     ]
 
 
+def _make_line(build_target):
+    return " ".join([build_target.get("make_target", "?"), *build_target.get("make_args", [])])
+
+
+def _target_only(stamp, wanted):
+    """Whether STAMP differs from WANTED in its make target alone, for the same arch."""
+    built = stamp.get("build_target") if stamp else None
+    if not isinstance(built, dict) or built.get("arch") != wanted["build_target"]["arch"]:
+        return False
+    return [key for key in STAMP_IDENTITY if stamp.get(key) != wanted[key]] == ["build_target"]
+
+
 def release_state(root, release, commit, build_target, cuda_version, last_good_record=RECORD_PATH):
     """Whether RELEASE must be built, and whether it may be: the part of the plan the build repeats just
     before it starts. Raises ReleaseError when a build is due on the running or a rollback release (the
@@ -294,6 +395,7 @@ def release_state(root, release, commit, build_target, cuda_version, last_good_r
     stamp, warning = read_stamp(path) if exists else (None, None)
     changes = stamp_changes(stamp, wanted) if stamp is not None else []
     build = stamp is None or bool(changes)
+    kept = False
     if not exists:
         reason = "not built yet"
     elif stamp is None:
@@ -309,6 +411,14 @@ def release_state(root, release, commit, build_target, cuda_version, last_good_r
         if release == last_good
         else None
     )
+    if build and exists and role and _target_only(stamp, wanted):
+        # Built with another make target (a GB10 built with `make cuda` before the role read its Makefile):
+        # it still carries native code for its arch, so it stays as it is; the next release gets the target.
+        build, kept = False, True
+        reason = (
+            f"kept as built (make {_make_line(stamp['build_target'])}), not rebuilt with make "
+            f"{_make_line(wanted['build_target'])}: it is the {role}, never rebuilt in place"
+        )
     if build and exists and role:
         raise ReleaseError(
             f"release {release} is the {role} and must be rebuilt ({reason}), but the engine role never "
@@ -322,6 +432,7 @@ def release_state(root, release, commit, build_target, cuda_version, last_good_r
         "wanted": wanted,
         "stamp": stamp,
         "build": build,
+        "kept_as_built": kept,
         "reason": reason,
         "changes": changes,
         "current": current,

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.ds4.fleet.plugins.module_utils import ds4_catalog, ds4_launch, ds4_redact
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_make_target import TARGETS as MAKE_TARGETS
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_proxy_env import PROXY_NAMES
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_version import RELEASE_TAG_RE
 
@@ -256,6 +257,16 @@ def _proxy_env(value):
     return None
 
 
+def _make_targets(value):
+    what = "a mapping of CUDA arch (sm_121) to one of the make targets " + ", ".join(MAKE_TARGETS)
+    if not isinstance(value, dict):
+        return what
+    for key, item in value.items():
+        if not isinstance(key, str) or not key or not _CUDA_ARCH.fullmatch(key) or item not in MAKE_TARGETS:
+            return what
+    return None
+
+
 def _words(value):
     if not isinstance(value, list) or not value:
         return "a non-empty list of names such as aarch64"
@@ -448,6 +459,7 @@ RULES = {
     "ds4_releases_keep": _between(2, what="a whole number (the running and the rollback release at least)"),
     "ds4_engine_build_jobs": _between(0, what="a whole number of jobs, 0 for every CPU,"),
     "ds4_engine_build_log_dir": _managed_dir,
+    "ds4_engine_make_targets": _make_targets,
     # ds4_preflight
     "ds4_accepted_archs": _words,
     "ds4_accepted_compute_caps": _compute_caps,

@@ -29,6 +29,7 @@ from typing import Any
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_catalog import FIGURES
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_cubin import is_native_for
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_cuda_arch import arch_for_compute_cap
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_make_target import without_spark_target
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_perf import build_prompt, run_figures, stream_once
 
 FORMAT = 1
@@ -49,6 +50,7 @@ DECODE_FIGURE = {"dspark": "dspark_decode", "plain": "decode_2k"}
 # above one that may. Each names the figures it can slow ("all" or a list).
 CAUSES = (
     "build-without-native-arch",
+    "build-without-spark-target",
     "gpu-throttled",
     "speculation-off",
     "other-gpu-processes",
@@ -277,6 +279,13 @@ def unit_environment(show: str, read: Callable[[str], str | None]) -> dict[str, 
     return {**env, **inline}
 
 
+def build_of(stamp: dict | None) -> dict | None:
+    """How the running release was built, by its build stamp: its build target and why; None unstamped."""
+    if not isinstance(stamp, dict):
+        return None
+    return {key: stamp.get(key) for key in ("build_target", "make_target_reason")}
+
+
 def native_archs(stamp: dict | None) -> list[str] | None:
     """The archs of native GPU code (SASS) ds4-server carries, by its build stamp; None when unstamped."""
     if not isinstance(stamp, dict) or not isinstance(stamp.get("sass_archs"), dict):
@@ -345,6 +354,14 @@ def find_causes(state: dict, slow: list[str], configured_speculation: str) -> li
             f"the running release's build carries no native code for the GPU's {arch} (its build stamp "
             f"lists {carries}): the driver compiles PTX at load, or the code runs far from its tuned path; "
             f"rebuild it for {arch} (ds4_cuda_arch)",
+        )
+    lacking = without_spark_target(state.get("build"))
+    if lacking:
+        add(
+            "build-without-spark-target",
+            f"the running release was {lacking}. Without the Spark weight-read cache every routed-expert "
+            "read crosses the C2C link; build a release whose cuda-spark builds native GB10 code "
+            "(docs/engine.md, which make target)",
         )
     for gpu in state.get("gpus") or []:
         active = [reason for reason, on in (gpu.get("reasons") or {}).items() if on]

@@ -10,10 +10,12 @@ description:
   - Makes C(ROOT/releases/RELEASE) the release O(release) at O(commit), built with O(build_target) by the
     CUDA O(cuda_version) toolkit's O(nvcc), unless its build stamp (C(.ds4-build.json)) already says so.
   - Builds in C(ROOT/releases/.build-RELEASE) (shallow clone of the tag, whose commit must be O(commit),
-    then C(make cuda CUDA_ARCH=ARCH)); checks that C(ds4), C(ds4-server) and C(ds4-bench) were produced,
+    then C(make) with the target and arguments of O(build_target), as M(ds4.fleet.ds4_release_plan) decided
+    them from the release's Makefile); checks that C(ds4), C(ds4-server) and C(ds4-bench) were produced,
     answer C(--help) and hold native GPU code (SASS cubins) for the arch, as C(cuobjdump --list-elf) of the
     toolkit beside O(nvcc) lists it (a build without it is refused); records C(ds4-server --version) where
-    the release has it; writes the stamp, with the cubin archs found; and only then renames the build
+    the release has it; writes the stamp, with the cubin archs found, the make target and
+    O(make_target_reason); and only then renames the build
     into place.
   - Never builds into, replaces or removes the release the C(current) or C(previous) link names; a
     release that would need it fails instead.
@@ -49,6 +51,12 @@ options:
     description: Parallel make jobs; V(0) for every CPU the build may use.
     type: int
     default: 0
+  make_target_reason:
+    description:
+      - Why the release is built with that make target, for its stamp
+        (RV(ds4.fleet.ds4_release_plan#module:make_target_reason)).
+    type: str
+    default: ""
   log_dir:
     description: Where the build log C(build-RELEASE.log) is written.
     type: path
@@ -176,6 +184,7 @@ def _build(module, release, commit, state, path):
             progress_file=p["progress_file"],
             build_user=p["build_user"],
             tags_record=p["tags_record"],
+            make_target_reason=p["make_target_reason"],
         )
     except BuildError as exc:
         module.fail_json(msg=str(exc), path=path, log_path=exc.log_path)
@@ -198,6 +207,7 @@ def main():
             "progress_file": {"type": "path"},
             "build_user": {"type": "str"},
             "tags_record": {"type": "path", "default": TAGS_RECORD},
+            "make_target_reason": {"type": "str", "default": ""},
             "proxy_env": {"type": "dict", "default": {}, "no_log": True},
         },
         supports_check_mode=True,

@@ -14,10 +14,15 @@ description:
     O(accept_moved_tag) is set or O(commit) pins the new commit.
   - A credential in O(repo) (C(https://user:token@host/...)) is given to git only in its environment,
     never on its command line, and is masked in everything the module returns.
+  - Decides the make target from the release's own Makefile at that commit (read from git, never run),
+    for a GB10 or an arch O(make_targets) names a target for, C(cuda-spark) where it builds native GB10
+    code, else C(cuda CUDA_ARCH=sm_121), with the reason (module_utils/ds4_make_target.py). Other arches
+    keep C(cuda CUDA_ARCH=sm_NNN) without reading it.
   - Reads the release layout under O(root) (C(releases/<tag>/), the C(current) and C(previous) links) and the
     build stamp of the wanted release, and says whether it must be built and why.
   - Fails when the wanted release is the running release (C(current)) or the rollback release (C(previous))
-    and its stamp differs from the wanted build, since neither is ever rebuilt in place.
+    and its stamp differs from the wanted build, since neither is ever rebuilt in place; one that differs
+    only in its make target is kept as built (RV(kept_as_built)).
   - Lists the releases to remove so that the newest O(keep) remain, never C(current), C(previous) or the
     wanted release.
   - Changes nothing.
@@ -39,6 +44,18 @@ options:
     description: How many of the newest releases to keep, 2 or more.
     type: int
     default: 3
+  make_targets:
+    description:
+      - The make target to build an arch with, by arch (C(sm_121)), as C(ds4_engine_make_targets) names
+        them; an arch not named follows the Makefile. A target the Makefile lacks is refused.
+    type: dict
+    default: {}
+  gpu_compute_cap:
+    description:
+      - The compute capability of the building host's GPU (C(12.1)), for a C(cuda-spark) that builds for the
+        GPU present (C(native)); empty for none.
+    type: str
+    default: ""
   log_dir:
     description: Where the build logs are (C(build-<tag>.log)); a removed release's log goes with it.
     type: path
@@ -93,6 +110,23 @@ reason:
       C(up to date)."
   returned: success
   type: str
+build_target:
+  description: The build, its make target decided from the Makefile (C(arch), C(make_target), C(make_args)).
+  returned: success
+  type: dict
+  sample: {"arch": "sm_121", "make_target": "cuda-spark", "make_args": []}
+make_target_reason:
+  description: Why that make target, in one line.
+  returned: success
+  type: str
+without_spark_target:
+  description: Whether a GB10 is built without the Spark target (C(cuda-spark)).
+  returned: success
+  type: bool
+kept_as_built:
+  description: Whether the running or a rollback release is kept as built with another make target.
+  returned: success
+  type: bool
 changes:
   description: "The stamp's differences from the wanted build, one C(key: old -> new) each."
   returned: success
@@ -146,8 +180,10 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_proxy_env import Pro
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_plan import (  # noqa: E402
     TAGS_RECORD,
     ReleaseError,
+    as_built,
     check_commit,
     check_release_tag,
+    choose_target,
     plan_release,
     recorded_commit,
     remote_of,
@@ -169,6 +205,8 @@ def main():
             "build_target": {"type": "dict", "required": True},
             "cuda_version": {"type": "str", "required": True},
             "keep": {"type": "int", "default": 3},
+            "make_targets": {"type": "dict", "default": {}},
+            "gpu_compute_cap": {"type": "str", "default": ""},
             "log_dir": {"type": "path", "default": "/var/log/ds4"},
             "proxy_env": {"type": "dict", "default": {}, "no_log": True},
         },
@@ -192,13 +230,31 @@ def main():
         verify_pin(release, p["repo"], commit, pinned)
         recorded, where = recorded_commit(p["root"], release, p["tags_record"])
         verify_unmoved(release, p["repo"], commit, recorded, where, pinned, p["accept_moved_tag"])
-        plan = plan_release(
-            p["root"], release, commit, p["build_target"], p["cuda_version"], p["keep"], p["log_dir"]
+        target = choose_target(
+            module.run_command,
+            git,
+            p["repo"],
+            release,
+            commit,
+            p["build_target"],
+            p["make_targets"],
+            p["gpu_compute_cap"],
+            p["root"],
         )
+        plan = plan_release(
+            p["root"], release, commit, target["build_target"], p["cuda_version"], p["keep"], p["log_dir"]
+        )
+        target = as_built(target, plan)
     except (ReleaseError, ProxyEnvError) as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(
-        changed=False, recorded_commit=recorded, moved=bool(recorded and recorded != commit), **plan
+        changed=False,
+        recorded_commit=recorded,
+        moved=bool(recorded and recorded != commit),
+        build_target=target["build_target"],
+        make_target_reason=target["reason"],
+        without_spark_target=target["without_spark_target"],
+        **plan,
     )
 
 

@@ -13,7 +13,8 @@ description:
     running release, or the nearest earlier release that has figures (the catalog's C(reference)),
     multiplied by O(scale); a figure below O(min_ratio) of it is slow.
   - Reads what can make a Spark slow, and for a slow one names what it found, most likely first. It looks
-    for a build without native code for the GPU's arch (the build stamp's C(sass_archs)), the GPU's clock
+    for a build without native code for the GPU's arch (the build stamp's C(sass_archs)), a GB10 built
+    without the Spark target (the stamp's C(build_target) and C(make_target_reason)), the GPU's clock
     event reasons, clocks, temperature and power, speculation off in the running engine, other processes
     on the GPU, memory and swap pressure, other requests served while measuring, persistence mode.
   - Changes nothing the service reads and leaves it serving; its one write is its own record, the local
@@ -125,6 +126,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import rep
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_perf import PerfError
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_verify import (
     VerifyError,
+    build_of,
     check_ratio,
     check_scale,
     gpu_apps_command,
@@ -183,7 +185,7 @@ def _engine(module):
 
 def _state(module, stamp, pid, argv, env, other_requests):
     """What the GPU, the host, the build and the engine say now."""
-    state = {"native_archs": native_archs(stamp), "other_requests": other_requests}
+    state = {"native_archs": native_archs(stamp), "build": build_of(stamp), "other_requests": other_requests}
     # No nvidia-smi (a driver gone, a host without a GPU) leaves the GPU's state unread, not the verification.
     smi = module.get_bin_path("nvidia-smi")
 

@@ -156,6 +156,14 @@ BAD = {
     "ds4_engine_build_jobs": [-1, *WHOLE],
     "ds4_engine_build_log_dir": BAD_DIR,
     "ds4_release_accept_moved_tag": ["maybe", [], "yes please"],
+    "ds4_engine_make_targets": [
+        "cuda-spark",
+        {"sm_121": "spark"},
+        {"sm121": "cuda"},
+        {"sm_121": "cuda-spark\n"},
+        {"sm_121": ["cuda"]},
+        {"": "cuda"},
+    ],
     # ds4_preflight
     "ds4_accepted_archs": [[], "aarch64", ["aarch64\n"], ["aarch 64"]],
     "ds4_accepted_compute_caps": [[], ["12"], ["12.1\n"], "12.1"],

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from nested import play as nested_play
+from waits import wait_for
 
 SCENARIO = Path(__file__).resolve().parents[1]
 PROJECT = SCENARIO.parents[1]
@@ -21,7 +22,11 @@ REPO = "git://forge/ds4.git"
 ROOT = "/opt/ds4"
 RELEASES = f"{ROOT}/releases"
 LOGS = "/var/log/ds4"
-SPARK = {"arch": "sm_121", "make_target": "cuda", "make_args": ["CUDA_ARCH=sm_121"]}
+# A GB10 is built as the engine's authors build it, where the release's Makefile allows; else the fallback.
+SPARK = {"arch": "sm_121", "make_target": "cuda-spark", "make_args": []}
+FALLBACK = {"arch": "sm_121", "make_target": "cuda", "make_args": ["CUDA_ARCH=sm_121"]}
+SPARK_REASON = "the Spark target: its Makefile's cuda-spark builds for sm_121a, the GB10's"
+WHY = "Say why the Spark is built without the Spark target"
 START = "Build the release beside the others, unless its stamp already matches"
 WAIT = "Wait for the build, printing its progress"
 PROGRAMS = ("ds4", "ds4-server", "ds4-bench")
@@ -72,7 +77,7 @@ def as_converge_left_it(host):
 
 
 @pytest.mark.parametrize(
-    ("tag", "version_output"), [("v0.5.6", None), ("v0.6.5", "ds4-server v0.6.5 (cuda sm_121, CUDA 13.0)")]
+    ("tag", "version_output"), [("v0.5.6", None), ("v0.6.5", "ds4-server v0.6.5 (cuda sm_121a, CUDA 13.0)")]
 )
 def test_two_releases_side_by_side_with_their_stamps(host, tag, version_output):
     built = stamp(host, tag)
@@ -85,6 +90,10 @@ def test_two_releases_side_by_side_with_their_stamps(host, tag, version_output):
     # v0.5.6 has no --version: recorded as absent, and the build still passed.
     assert built["version_output"] == version_output
     assert built["engine_repo"] == REPO and built["built_at"].endswith("Z")
+    # Built with cuda-spark, read from the release's Makefile: the arch-specific sm_121a code.
+    assert (built["make_target"], built["make_target_reason"]) == ("cuda-spark", SPARK_REASON)
+    assert built["make_command"].startswith("/usr/bin/make cuda-spark -j")
+    assert built["sass_archs"] == {program: ["sm_121a"] for program in PROGRAMS}
     for program in PROGRAMS:
         path = host.file(f"{RELEASES}/{tag}/{program}")
         assert path.is_file and path.mode == 0o755 and path.user == "root"
@@ -108,9 +117,8 @@ def test_check_mode_reports_the_build_and_builds_nothing(host):
     run = play("--check", "-e", "ds4_release=v0.6.3")
     assert run.rc == 0, run
     said = run.result("Say what this run does with the engine releases").msg
-    assert said.startswith(
-        f"v0.6.3 (commit {TAGS['v0.6.3']}, make cuda CUDA_ARCH=sm_121, CUDA 13.0): build, "
-    )
+    assert said.startswith(f"v0.6.3 (commit {TAGS['v0.6.3']}, make cuda-spark, CUDA 13.0): build, ")
+    assert run.result(WHY).skipped
     assert run.result(START).changed is True
     assert not host.file(f"{RELEASES}/v0.6.3").exists and not host.file(f"{LOGS}/build-v0.6.3.log").exists
 
@@ -127,7 +135,7 @@ def test_a_failed_build_leaves_the_running_release_intact_and_reports_the_log(ho
     assert result["results"][0]["log_path"] == log
     message = result["msg"]
     assert message.startswith(
-        "engine release v0.6.7: building release v0.6.7 failed: `/usr/bin/make cuda CUDA_ARCH=sm_121 -j"
+        "engine release v0.6.7: building release v0.6.7 failed: `/usr/bin/make cuda-spark -j"
     ), message
     assert f"lines of the build log {log}:\n" in message
     assert "error: this release does not build" in message.split(log, 1)[1]
@@ -202,14 +210,30 @@ def test_old_releases_go_but_never_the_running_or_the_rollback_one(host, v056_ke
     assert mtimes(host, f"{LOGS}/build-v0.6.5.1.log") == built
 
 
-def test_each_build_records_the_gpu_code_it_carries(host):
-    # v0.6.8's cuda-spark drops the arch, as the real source's does; the role never relies on it.
+def test_a_release_whose_spark_target_passes_an_empty_arch_is_built_with_the_fallback_and_says_so(host):
+    # v0.6.8's cuda-spark passes an empty arch, as the real source's does: read from its Makefile before the
+    # build, the role builds make cuda CUDA_ARCH=sm_121 and says why, in the run, the stamp and status.yml.
     run = play("-e", "ds4_release=v0.6.8")
     assert run.rc == 0, run
+    said = run.result("Say what this run does with the engine releases").msg
+    assert said.startswith(
+        f"v0.6.8 (commit {TAGS['v0.6.8']}, make cuda CUDA_ARCH=sm_121, CUDA 13.0): build"
+    ), said
+    reason = (
+        "built without the Spark target, with make cuda CUDA_ARCH=sm_121, because its Makefile's cuda-spark "
+        "passes an empty CUDA_ARCH: nvcc would build for its own default arch, with no native GB10 code"
+    )
+    why = run.result(WHY).msg
+    assert why.startswith(f"v0.6.8: {reason}") and "\n" not in why, why
+    # Said once, before the build.
+    order = [result.name for result in run.of("spark01")]
+    assert order.index(WHY) < order.index(START)
     built = stamp(host, "v0.6.8")
-    assert built["build_target"] == SPARK and "make cuda CUDA_ARCH=sm_121 " in built["make_command"]
+    assert built["build_target"] == FALLBACK and "make cuda CUDA_ARCH=sm_121 " in built["make_command"]
+    assert built["make_target"] == "cuda" and built["make_target_reason"].startswith(reason)
     assert built["sass_archs"] == {program: ["sm_121"] for program in PROGRAMS}
     log = host.file(f"{LOGS}/build-v0.6.8.log").content_string
+    assert f"== make cuda: {reason}" in log
     for program in PROGRAMS:
         assert f"/usr/local/cuda/bin/cuobjdump --list-elf {RELEASES}/.build-v0.6.8/{program}\n" in log
         assert "ELF file    1: ds4_cuda.sm_121.cubin" in log
@@ -217,6 +241,89 @@ def test_each_build_records_the_gpu_code_it_carries(host):
     progress = json.loads(host.file(f"{LOGS}/.build-v0.6.8.progress.json").content_string)
     assert progress["state"] == "building" and progress["message"].startswith("building v0.6.8, ")
     assert run.result(WAIT).data["results"][0]["built"] is True
+    # status.yml, with v0.6.8 running: its note says so, with the reason.
+    activate(host, "v0.6.8", "v0.6.5")
+    status = nested_play(PROJECT / "playbooks" / "status.yml", "-e", "ds4_target_hosts=all")
+    assert status.rc == 0, status
+    note = "spark01: the running release was built without the Spark target (make cuda CUDA_ARCH=sm_121): "
+    assert any(line.startswith(note + reason) for line in status.said_lines()), status.said_lines()
+    # The engine built so names the faster target once at boot, as the fork's does.
+    booted = served(host, "v0.6.8")
+    advice = [line for line in booted["log"] if "make cuda-spark" in line]
+    assert len(advice) == 1 and advice[0].endswith("build with make cuda-spark for faster serving"), advice
+
+
+TINY_GGUF = (
+    "import struct, sys\n"
+    "def s(b): return struct.pack('<Q', len(b)) + b\n"
+    "tokens = [b'<s>', b'</s>', b'Paris']\n"
+    "kv = s(b'tokenizer.ggml.tokens') + struct.pack('<II', 9, 8) + struct.pack('<Q', len(tokens))\n"
+    "kv += b''.join(s(t) for t in tokens)\n"
+    "open(sys.argv[1], 'wb').write(b'GGUF' + struct.pack('<IQQ', 3, 0, 1) + kv)\n"
+)
+
+
+def served(host, tag):
+    """Start RELEASES/TAG/ds4-server on a tiny model, ask /v1/models, stop it: {log lines, models}."""
+    model, log, port = "/root/tiny.gguf", f"/root/served-{tag}.log", 18581
+    host.check_output(f'python3 -c "{TINY_GGUF}" {model}')
+    pid = host.check_output(
+        f"DS4_STANDIN_LOAD_DELAY=0 DS4_NO_UPDATE_CHECK=1 DS4_LOCK_FILE=/root/served.lock setsid "
+        f"{RELEASES}/{tag}/ds4-server --cuda -m {model} --port {port} > {log} 2>&1 < /dev/null & echo $!"
+    )
+    try:
+        wait_for(f"{tag}'s ds4-server listening", lambda: host.file(log).contains("listening on"))
+        models = json.loads(host.check_output(f"curl -sf http://127.0.0.1:{port}/v1/models"))
+    finally:
+        host.run(f"kill {pid}; while kill -0 {pid} 2>/dev/null; do sleep 0.1; done")
+    return {"log": host.file(log).content_string.splitlines(), "models": models}
+
+
+def test_the_spark_target_s_build_serves_and_names_no_faster_target(host):
+    booted = served(host, "v0.6.5")
+    assert booted["models"]["data"][0]["id"] == "deepseek-v4-flash"
+    assert any("ds4-server v0.6.5 (cuda sm_121a, CUDA 13.0) starting" in line for line in booted["log"])
+    assert not any("make cuda-spark" in line for line in booted["log"]), booted["log"]
+
+
+def test_a_changed_target_rebuilds_the_release_beside_the_running_one_then_nothing(host, v056_kept_aside):
+    # v0.5.6, built with cuda-spark by converge and put back after, beside the running v0.6.5.
+    activate(host, "v0.6.5")
+    chosen = ["-e", "ds4_release=v0.5.6", "-e", '{"ds4_engine_make_targets": {"sm_121": "cuda"}}']
+    run = play(*chosen)
+    assert run.rc == 0, run
+    assert run.result(WHY).msg == "v0.5.6: ds4_engine_make_targets names cuda for sm_121"
+    assert run.result(WAIT).data["results"][0]["built"] is True
+    rebuilt = stamp(host, "v0.5.6")
+    assert rebuilt["build_target"] == FALLBACK
+    assert rebuilt["make_target_reason"] == "ds4_engine_make_targets names cuda for sm_121"
+    assert host.file(f"{ROOT}/current").linked_to == f"{RELEASES}/v0.6.5" and hidden(host) == []
+    again = play(*chosen)
+    assert again.rc == 0 and again.changed("spark01") == 0, again
+    assert again.result(WAIT).data["results"][0]["built"] is False
+    # The running release, built with cuda-spark, is kept as built and the run says so: never rebuilt.
+    before = stamp(host, "v0.6.5")
+    kept = play("-e", "ds4_release=v0.6.5", "-e", '{"ds4_engine_make_targets": {"sm_121": "cuda"}}')
+    assert kept.rc == 0 and kept.changed("spark01") == 0, kept
+    assert (
+        "kept as built (make cuda-spark), not rebuilt with make cuda CUDA_ARCH=sm_121: it is the running"
+        in (kept.result("Say what this run does with the engine releases").msg)
+    )
+    assert stamp(host, "v0.6.5") == before
+
+
+def test_a_target_the_makefile_lacks_or_an_unknown_one_is_refused_before_anything(host):
+    run = play("-e", "ds4_release=v0.6.3", "-e", '{"ds4_engine_make_targets": {"sm_121": "cuda-generic"}}')
+    assert run.rc != 0, run
+    task, result = failure(run)
+    assert task == "Resolve the release tag and plan the build"
+    assert (
+        "ds4_engine_make_targets names cuda-generic for sm_121, but the release's Makefile has no "
+        in (result["msg"])
+    )
+    run = play("-e", "ds4_release=v0.6.3", "-e", '{"ds4_engine_make_targets": {"sm_121": "all"}}')
+    assert run.rc != 0 and "ds4_engine_make_targets must be a mapping of CUDA arch" in failure(run)[1]["msg"]
+    assert not host.file(f"{RELEASES}/v0.6.3").exists and not host.file(f"{LOGS}/build-v0.6.3.log").exists
 
 
 def test_a_release_whose_makefile_drops_the_arch_is_refused_and_the_running_one_stays(host):

@@ -88,7 +88,7 @@ def test_a_password_in_the_repository_url_reaches_no_file_and_no_command_line(ho
     assert run.rc == 0, run
     assert PASSWORD not in run.output + run.stderr
     said = run.result(SAID).msg
-    assert said.startswith(f"v0.6.3 (commit {TAGS['v0.6.3']}, make cuda CUDA_ARCH=sm_121, "), said
+    assert said.startswith(f"v0.6.3 (commit {TAGS['v0.6.3']}, make cuda-spark, "), said
     release = RELEASE
     config = host.file(f"{release}/.git/config").content_string
     assert "url = http://forge:18083/ds4.git\n" in config and PASSWORD not in config

@@ -158,3 +158,21 @@ def test_a_release_stamped_without_the_gpus_arch_is_named_as_the_cause(standin, 
     assert report["causes"][0]["cause"] == "build-without-native-arch", report["causes"]
     assert "no native code for the GPU's sm_121 (its build stamp lists sm_75)" in report["causes"][0]["text"]
     assert any("cause 1: the running release's build carries no native code" in line for line in shown(run))
+
+
+def test_a_spark_built_without_the_spark_target_is_named_among_the_causes(standin, tmp_path):
+    host = standin
+    pace(host, 0.5)
+    stamp = json.loads(host.file(STAMP).content_string)
+    stamp["build_target"] = {"arch": "sm_121", "make_target": "cuda", "make_args": ["CUDA_ARCH=sm_121"]}
+    stamp["make_target_reason"] = (
+        "built without the Spark target, because its Makefile has no cuda-spark target"
+    )
+    host.check_output(f"echo '{json.dumps(stamp)}' > {STAMP}")
+    run, report = verify(tmp_path)
+    assert report["verdict"] == "slow", report["figures"]
+    assert "build-without-spark-target" in [cause["cause"] for cause in report["causes"]], report["causes"]
+    assert any(
+        "the running release was built without the Spark target (make cuda CUDA_ARCH=sm_121)" in line
+        for line in shown(run)
+    ), shown(run)

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 TREE = Path(__file__).resolve().parent / "tree"
+# The Makefile of each shape a release's may have, committed as its `Makefile`.
+MAKEFILES = Path(__file__).resolve().parent / "makefiles"
 REPO_NAME = "ds4.git"
 TAGS_NAME = "ds4-tags.json"
 IDENTITY = ("ds4 stand-in", "standin@ds4.invalid")
@@ -35,6 +37,10 @@ class Release:
     # (cuda-spark builds for nvcc's default arch) or "drops-arch" (every target does)
     flavour: str
     date: str  # ISO date; the commit and its tag are dated noon UTC that day
+    # The shape of its Makefile (makefiles/<shape>.mk): "spark-arch" (cuda-spark names sm_121a and builds
+    # the Spark cache), "spark-empty-arch" (cuda-spark passes an empty arch, as upstream 8d57664) or
+    # "spark-alias" (cuda-spark is an alias of cuda-generic, CUDA_ARCH=native)
+    makefile: str = "spark-arch"
 
 
 RELEASES = (
@@ -48,9 +54,11 @@ RELEASES = (
     Release("v0.6.5.2", "slightly-slower", "2026-10-07"),  # 5% slower: within the gate's default bound
     Release("v0.6.5.3", "slow-decode", "2026-10-10"),  # decode at half speed: far beyond it
     # As the real source: `make cuda-spark` passes an empty arch, `make cuda CUDA_ARCH=` honours it.
-    Release("v0.6.8", "spark-drops-arch", "2026-10-14"),
+    Release("v0.6.8", "spark-drops-arch", "2026-10-14", "spark-empty-arch"),
     # A Makefile that drops the arch on every target: it builds, for nvcc's default arch only.
-    Release("v0.6.9", "drops-arch", "2026-10-28"),
+    Release("v0.6.9", "drops-arch", "2026-10-28", "spark-empty-arch"),
+    # The fork's October 2026 tree: the Spark cache decided at start-up, cuda-spark an alias of cuda-generic.
+    Release("v0.7.0", "good", "2026-10-30", "spark-alias"),
 )
 
 
@@ -112,7 +120,8 @@ def build(repo: Path) -> dict[str, str]:
     parent = None
     for release in RELEASES:
         entries = []
-        for name, content in {**files, "RELEASE": release_file(release)}.items():
+        makefile = (MAKEFILES / f"{release.makefile}.mk").read_bytes()
+        for name, content in {**files, "Makefile": makefile, "RELEASE": release_file(release)}.items():
             blob = git(repo, "hash-object", "-w", "--no-filters", "--stdin", data=content)
             entries.append(f"100644 blob {blob}\t{name}\n")
         tree = git(repo, "mktree", data="".join(entries).encode())
@@ -173,8 +182,9 @@ def main() -> int:
     tags, changed = make_repo(args.out.resolve())
     print(f"{args.out / REPO_NAME}: {'built' if changed else 'unchanged'}")
     flavours = {release.tag: release.flavour for release in RELEASES}
+    makefiles = {release.tag: release.makefile for release in RELEASES}
     for tag, commit in tags.items():
-        print(f"{tag:<10} {commit} {flavours[tag]}")
+        print(f"{tag:<10} {commit} {flavours[tag]} {makefiles[tag]}")
     return 0
 
 

@@ -38,6 +38,7 @@ TAGS = (
     "v0.6.5.3",
     "v0.6.8",
     "v0.6.9",
+    "v0.7.0",
 )
 CUOBJDUMP = HERE.parent / "gpu" / "cuobjdump"
 
@@ -319,14 +320,14 @@ def test_a_pinned_commit_can_be_fetched_by_its_id(repo, tmp_path):
 # --- building ------------------------------------------------------------------------------------------
 
 
-def test_cuda_spark_builds_the_three_programs_for_sm_121(good, build):
+def test_cuda_spark_builds_the_three_programs_for_sm_121a(good, build):
     _, result = build("v0.6.5", "cuda-spark")
     assert "nvcc --version" in result.stdout
     for program in PROGRAMS:
         assert os.access(good / program, os.X_OK)
         version = run([good / program, "--version"])
         assert version.returncode == 0
-        assert version.stdout.startswith(f"{program} v0.6.5 (cuda sm_121, CUDA ")
+        assert version.stdout.startswith(f"{program} v0.6.5 (cuda sm_121a, CUDA ")
     assert run(["git", "-C", good, "status", "--porcelain"]).stdout == ""
 
 
@@ -337,7 +338,47 @@ def cubins(program: Path) -> str:
 
 def test_the_programs_carry_the_gpu_code_of_their_arch(good):
     for program in PROGRAMS:
-        assert cubins(good / program) == "ELF file    1: ds4_cuda.sm_121.cubin\n"
+        assert cubins(good / program) == "ELF file    1: ds4_cuda.sm_121a.cubin\n"
+
+
+def test_each_release_commits_the_makefile_of_its_shape(repo):
+    out, _ = repo
+    shapes = {"v0.6.5": "spark-arch", "v0.6.8": "spark-empty-arch", "v0.6.9": "spark-empty-arch"}
+    shapes["v0.7.0"] = "spark-alias"
+    for tag, shape in shapes.items():
+        committed = run(["git", f"--git-dir={out / 'ds4.git'}", "show", f"{tag}:Makefile"]).stdout
+        assert committed == (HERE / "makefiles" / f"{shape}.mk").read_text()
+
+
+def test_an_alias_of_cuda_generic_builds_for_the_gpu_present(build, tmp_path_factory):
+    gpu = tmp_path_factory.mktemp("gpu")
+    installed = run([sys.executable, HERE.parent / "gpu" / "install.py", "--root", gpu, "--persona", "gb10"])
+    assert installed.returncode == 0, installed.stderr
+    clone, result = build("v0.7.0", "cuda-spark", env={"PATH": f"{gpu}/usr/bin:{NVCC_DIR}:/usr/bin:/bin"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "CUDA_ARCH=native" in result.stdout
+    assert cubins(clone / "ds4-server") == "ELF file    1: ds4_cuda.sm_121.cubin\n"
+    # Without a GPU, -arch=native fails the build, as nvcc does.
+    clone, result = build("v0.7.0", "cuda-spark", env={"PATH": f"{NVCC_DIR}:/usr/bin:/bin"})
+    assert result.returncode != 0 and "Could not find a GPU for -arch=native" in result.stderr
+
+
+def test_a_gb10_build_without_the_spark_cache_names_the_faster_target_once_at_boot(
+    build, good, start, models, engine_env
+):
+    generic, result = build("v0.6.8", "cuda", "CUDA_ARCH=sm_121")
+    assert result.returncode == 0, result.stdout + result.stderr
+    engine, _ = serve(start, generic, models["base"], engine_env)
+    advice = [line for line in engine.lines if "make cuda-spark" in line]
+    assert len(advice) == 1 and re.fullmatch(
+        f"{STAMP}ds4-server: GB10 build without the Spark weight-read cache \\(generic make cuda\\); build "
+        "with make cuda-spark for faster serving",
+        advice[0],
+    ), engine.lines
+    # Built with cuda-spark (v0.6.5), for another GPU, or before v0.5.5: no such line.
+    for clone in (good, build("v0.6.5.1", "cuda", "CUDA_ARCH=sm_90")[0]):
+        other, _ = serve(start, clone, models["base"], dict(engine_env, DS4_LOCK_FILE=str(clone / "lock")))
+        assert not any("make cuda-spark" in line for line in other.lines), other.lines
 
 
 def test_v0_6_8_cuda_spark_drops_the_arch_as_the_real_source_does(build):
@@ -462,7 +503,7 @@ def test_the_installer_smoke_test_fails_on_v0_6_6(build, models, engine_env, sta
 def test_bench_prints_a_result_line(good, models, engine_env):
     benched = run([good / "ds4-bench", "--cuda", "-m", models["base"]], env=engine_env)
     assert benched.returncode == 0, benched.stderr
-    assert re.match(r"ds4-bench: cuda sm_121: prefill \d+ tok [\d.]+ tok/s, decode", benched.stdout)
+    assert re.match(r"ds4-bench: cuda sm_121a: prefill \d+ tok [\d.]+ tok/s, decode", benched.stdout)
 
 
 @pytest.mark.parametrize(

@@ -67,6 +67,8 @@ class Build:
     flavour: str
     arch: str
     cuda: str
+    # The Spark weight-read cache: "1" (make cuda-spark), "runtime" (decided at start-up), "" (without).
+    spark_cache: str = ""
 
     @property
     def has_version_flag(self) -> bool:
@@ -80,6 +82,18 @@ class Build:
         if release >= (0, 6, 0):
             return 524288
         return 262144 if release >= (0, 5, 0) else 32768
+
+    @property
+    def spark_advisory(self) -> str | None:
+        """The fork's boot-log line (v0.5.5 on) on a GB10 build without the Spark weight-read cache, which
+        names the faster target; None for any other build. Its wording is a guess: the changelog says only
+        that the boot log names the faster target once."""
+        if not self.arch.startswith("sm_121") or self.spark_cache or parse_version(self.version) < (0, 5, 5):
+            return None
+        return (
+            f"{self.program}: GB10 build without the Spark weight-read cache (generic make cuda); "
+            "build with make cuda-spark for faster serving"
+        )
 
     def version_line(self) -> str:
         return f"{self.program} {self.version} (cuda {self.arch}, CUDA {self.cuda})"

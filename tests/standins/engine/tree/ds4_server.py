@@ -716,6 +716,8 @@ def start(build: common.Build, opts: dict) -> int:
         return common.check_update_command(build)
     signals = Signals()
     common.log(f"{build.version_line()} starting")
+    if build.spark_advisory:
+        common.log(build.spark_advisory)
     return serve(build, opts, signals)
 
 

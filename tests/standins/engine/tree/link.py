@@ -7,7 +7,9 @@ wherever it is copied. A release of flavour `build-broken` fails here, as a comp
 
 What nvcc would embed as GPU code goes into the member FATBIN, which the cuobjdump stand-in
 (tests/standins/gpu/cuobjdump) lists: a cubin (SASS) and PTX for the arch built for. With an empty arch
-nvcc builds for its own default, sm_75 with CUDA 13 (seen on real hardware) and sm_52 before.
+nvcc builds for its own default, sm_75 with CUDA 13 (seen on real hardware) and sm_52 before; with
+`native` it builds for GPU 0 (asked of nvidia-smi here, of the driver by the real nvcc). Whether the
+program carries the Spark weight-read cache (`--spark-cache`: 1, runtime, or empty) is baked in too.
 """
 
 import argparse
@@ -15,6 +17,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import zipapp
 
@@ -34,7 +37,12 @@ import ds4_common
 import {module}
 
 BUILD = ds4_common.Build(
-    program={program!r}, version={version!r}, flavour={flavour!r}, arch={arch!r}, cuda={cuda!r}
+    program={program!r},
+    version={version!r},
+    flavour={flavour!r},
+    arch={arch!r},
+    cuda={cuda!r},
+    spark_cache={spark_cache!r},
 )
 sys.exit({module}.main(sys.argv[1:], BUILD))
 """
@@ -51,10 +59,26 @@ def read_release(path: str) -> dict:
     return release
 
 
+def native_arch() -> str:
+    """GPU 0's arch, for -arch=native; without a GPU the build fails, as nvcc's does (wording a guess)."""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader", "-i", "0"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        raise SystemExit("nvcc fatal   : Could not find a GPU for -arch=native") from None
+    major, _, minor = out.partition(".")
+    return f"sm_{major}{minor}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--program", required=True, choices=sorted(PROGRAMS))
     parser.add_argument("--arch", required=True, help="the -arch nvcc gets; empty for nvcc's default")
+    parser.add_argument("--spark-cache", default="", help="1, runtime, or empty: the Spark weight-read cache")
     parser.add_argument("--nvcc-version", required=True, help="the saved output of `nvcc --version`")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
@@ -65,6 +89,8 @@ def main() -> int:
         found = re.search(r"release (\d+\.\d+)", stream.read())
     cuda = found.group(1) if found else "unknown"
     arch = args.arch or NVCC_DEFAULT_ARCH.get(cuda.split(".")[0], NVCC_DEFAULT_ARCH_BEFORE_13)
+    if arch == "native":
+        arch = native_arch()
     print(
         f"  NVCC  {SHARED} {module}.py -> {args.program} [-arch={args.arch or '(none)'}, CUDA {cuda}]",
         flush=True,
@@ -92,6 +118,7 @@ def main() -> int:
                 flavour=release["flavour"],
                 arch=arch,
                 cuda=cuda,
+                spark_cache=args.spark_cache,
             )
         )
     temporary = args.out + ".tmp"

@@ -355,3 +355,30 @@ def test_no_row_of_the_widest_table_folds_in_either_result_format(result_format)
     assert len([row for row in rows if row.startswith(hosts[1])]) >= 1
     output = printed(table, result_format)
     assert [row for row in rows if not any(row in line for line in output)] == []
+
+
+def test_a_running_release_built_without_the_spark_target_is_noted_with_its_reason():
+    built = {
+        "build_target": {"arch": "sm_121", "make_target": "cuda", "make_args": ["CUDA_ARCH=sm_121"]},
+        "make_target_reason": "because its Makefile has no cuda-spark target",
+    }
+    read = reading()
+    read["current"]["build"] = built
+    record = fleet_record("spark01", read, fact())
+    assert record["build"] == {
+        "arch": "sm_121",
+        "make_target": "cuda",
+        "make_args": ["CUDA_ARCH=sm_121"],
+        "reason": "because its Makefile has no cuda-spark target",
+        "without_spark_target": True,
+    }
+    assert (
+        "the running release was built without the Spark target (make cuda CUDA_ARCH=sm_121): because its "
+        "Makefile has no cuda-spark target"
+    ) in record["notes"]
+    read["current"]["build"] = dict(
+        built, build_target={"arch": "sm_121", "make_target": "cuda-spark", "make_args": []}
+    )
+    record = fleet_record("spark01", read, fact())
+    assert record["build"]["without_spark_target"] is False
+    assert not any("Spark target" in note for note in record["notes"])

@@ -30,11 +30,15 @@ COMMIT = "0e05c4f2672023b3d6aa0cba32b1aaa8465d10b3"
 SPARK = {"arch": "sm_121", "make_target": "cuda", "make_args": ["CUDA_ARCH=sm_121"]}
 BASE_LEGACY = "DeepSeek-V4-Flash-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8-chat-v2-imatrix.gguf"
 DRAFTER = "DSpark-drafter-Q2K-Q8-0731.gguf"
-# A git that records its command line and environment, lists the tag v0.6.5 and fails anything else.
+# A git that records its command line and environment, lists the tag v0.6.5, fetches it (for its
+# Makefile, which names no cuda-spark) and fails anything else.
 FAKE_GIT = f"""#!/bin/sh
 {{ printf 'ARGV %s\\n' "$*"; env | sed 's/^/ENV /'; }} >> "$FAKE_GIT_LOG"
 case " $* " in
   *" ls-remote "*) printf '{COMMIT}\\trefs/tags/v0.6.5\\n' ;;
+  *" init "*|*" fetch "*) ;;
+  *" rev-parse "*) printf '{COMMIT}\\n' ;;
+  *" cat-file "*) printf 'cuda:\\n\\techo\\n' ;;
   *) echo "fatal: unable to access the repository" >&2; exit 128 ;;
 esac
 """
@@ -159,9 +163,15 @@ def test_release_plan_gives_git_ls_remote_the_proxy_in_its_environment_alone(git
         },
     )
     assert rc == 0 and out["commit"] == COMMIT, out
-    [(argv, env)] = git_calls(git_log)
-    assert "ls-remote" in argv and MARKER not in argv
-    assert (env["https_proxy"], env["no_proxy"]) == (proxy_url, "127.0.0.1")
+    # The tag's lookup and the fetch that reads its Makefile: each through the proxy, in its environment.
+    remote = [(argv, env) for argv, env in git_calls(git_log) if "ls-remote" in argv or "fetch" in argv]
+    assert [argv.split()[0] if "ls-remote" in argv else "fetch" for argv, _ in remote] == [
+        "ls-remote",
+        "fetch",
+    ]
+    for argv, env in remote:
+        assert MARKER not in argv
+        assert (env["https_proxy"], env["no_proxy"]) == (proxy_url, "127.0.0.1")
     assert MARKER not in json.dumps(out)
 
 
@@ -293,5 +303,6 @@ def test_through_ansible_at_vvv_the_proxy_password_is_on_no_command_line(git_log
     out = play_at_vvv(tmp_path, PLAYBOOK, proxy_url)
     assert "EXEC /bin/sh -c" in out
     assert MARKER not in out
-    [(argv, git_env)] = git_calls(git_log)
-    assert MARKER not in argv and git_env["https_proxy"] == proxy_url
+    remote = [(argv, env) for argv, env in git_calls(git_log) if "ls-remote" in argv or "fetch" in argv]
+    assert len(remote) == 2
+    assert all(MARKER not in argv and git_env["https_proxy"] == proxy_url for argv, git_env in remote)

@@ -27,6 +27,7 @@ from module_runner import run_module
 REPO = Path(__file__).resolve().parents[4]
 STANDINS = REPO / "tests" / "standins"
 SPARK = {"arch": "sm_121", "make_target": "cuda", "make_args": ["CUDA_ARCH=sm_121"]}
+SPARK_TARGET = {"arch": "sm_121", "make_target": "cuda-spark", "make_args": []}
 H200 = {"arch": "sm_90", "make_target": "cuda", "make_args": ["CUDA_ARCH=sm_90"]}
 NOW = datetime.datetime(2026, 9, 1, 12, 0, 0)
 
@@ -115,6 +116,8 @@ def test_two_releases_side_by_side_then_nothing_to_do(forge, tmp_path):
         "version_output": None,
         "engine_repo": forge["repo"],
         "make_command": f"make cuda CUDA_ARCH=sm_121 -j2 NVCC={forge['nvcc']}",
+        "make_target": "cuda",
+        "make_target_reason": "",
         # What the stand-in cuobjdump found in each program.
         "sass_archs": {"ds4": ["sm_121"], "ds4-server": ["sm_121"], "ds4-bench": ["sm_121"]},
     }
@@ -205,11 +208,29 @@ def test_a_failed_build_changes_nothing_and_reports_the_log(forge, tmp_path):
 
 
 def test_a_release_whose_spark_target_drops_the_arch_builds_native_code_all_the_same(forge, tmp_path):
-    # v0.6.8's `make cuda-spark` builds for nvcc's default arch, as the real source does; the role's
-    # `make cuda CUDA_ARCH=sm_121` does not depend on it.
+    # v0.6.8's `make cuda-spark` builds for nvcc's default arch, as the real source does: the plan falls
+    # back to `make cuda CUDA_ARCH=sm_121`, which does not depend on it.
     built = build(forge, tmp_path, "v0.6.8")
     assert built["stamp"]["sass_archs"]["ds4-server"] == ["sm_121"]
     assert "cuda-spark" not in built["stamp"]["make_command"]
+
+
+def test_the_spark_target_is_built_and_stamped_with_its_reason(forge, tmp_path):
+    built = build_release(
+        root=str(tmp_path), release="v0.6.5", commit=forge["tags"]["v0.6.5"], repo=forge["repo"],
+        build_target=SPARK_TARGET, cuda_version="13.0", nvcc=forge["nvcc"], jobs=2,
+        log_dir=str(tmp_path / "logs"), git="git", make="make", env=os.environ, make_target_reason="why",
+    )  # fmt: skip
+    stamp = stamp_of(tmp_path, "v0.6.5")
+    assert stamp["make_command"].startswith("make cuda-spark -j2 ")
+    assert (stamp["make_target"], stamp["make_target_reason"]) == ("cuda-spark", "why")
+    assert stamp["build_target"] == SPARK_TARGET and built["built"]
+    assert "== make cuda-spark: why\n" in (tmp_path / "logs" / "build-v0.6.5.log").read_text()
+    # Its stand-in programs carry native GB10 code (sm_121a counts as well: ds4_cubin.is_native_for).
+    assert stamp["sass_archs"]["ds4-server"][0].startswith("sm_121")
+    # v0.6.8's cuda-spark passes an empty arch: built as named, refused by the native-code check.
+    with pytest.raises(BuildError, match=r"holds no native code \(SASS\) for sm_121: .* sm_75 only"):
+        build(forge, tmp_path, "v0.6.8", target=SPARK_TARGET)
 
 
 def test_a_build_without_native_code_for_the_arch_is_refused_before_it_can_be_used(forge, tmp_path):

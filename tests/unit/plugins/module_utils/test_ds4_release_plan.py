@@ -7,6 +7,7 @@ import pytest
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_plan import (
     ReleaseError,
+    as_built,
     check_build_target,
     check_commit,
     check_release_tag,
@@ -32,6 +33,9 @@ C1, C2, C3 = "1" * 40, "2" * 40, "3" * 40
 TAG_OBJECT = "c1572cf88b651f20f90c826cb14176e6c36fa250"
 PEELED = "0e05c4f2672023b3d6aa0cba32b1aaa8465d10b3"
 LOGS = "/var/log/ds4"
+GENERIC = {"arch": "sm_121", "make_target": "cuda", "make_args": ["CUDA_ARCH=sm_121"]}
+SPARK_MAKEFILE = "cuda-spark:\n\t$(MAKE) ds4 CUDA_ARCH=sm_121a\ncuda:\n\t$(MAKE) ds4 CUDA_ARCH=$(CUDA_ARCH)\n"
+EMPTY_ARCH_MAKEFILE = "cuda-spark:\n\t$(MAKE) ds4 CUDA_ARCH=\ncuda:\n\t$(MAKE) ds4 CUDA_ARCH=$(CUDA_ARCH)\n"
 
 
 def make_release(root, tag, commit=C1, target=SPARK, cuda="13.0", **extra):
@@ -241,12 +245,34 @@ class _Exit(Exception):
     pass
 
 
-def _run_module(monkeypatch, args, ls_remote=(0, "", "")):
+def _fake_git(ls_remote, makefile, calls=None):
+    """git as the module runs it: ls-remote's listing, a fetch of the tag at the commit it lists, and the
+    Makefile at that commit (None: the commit has none)."""
+
+    def run(self, argv, **_):
+        if calls is not None:
+            calls.append(argv)
+        if "ls-remote" in argv:
+            return ls_remote
+        if "rev-parse" in argv:
+            return 0, parse_ls_remote(ls_remote[1], "v0.6.5") or "", ""
+        if "cat-file" in argv:
+            return (
+                (0, makefile, "")
+                if makefile is not None
+                else (128, "", "fatal: path 'Makefile' does not exist")
+            )
+        return 0, "", ""
+
+    return run
+
+
+def _run_module(monkeypatch, args, ls_remote=(0, "", ""), makefile=SPARK_MAKEFILE, calls=None):
     printed = []
     monkeypatch.setattr("builtins.print", lambda text, **_: printed.append(text))
     monkeypatch.setattr("sys.exit", lambda code=0: (_ for _ in ()).throw(_Exit(code)))
     monkeypatch.setattr(
-        "ansible.module_utils.basic.AnsibleModule.run_command", lambda self, argv, **_: ls_remote
+        "ansible.module_utils.basic.AnsibleModule.run_command", _fake_git(ls_remote, makefile, calls)
     )
     monkeypatch.setattr("ansible.module_utils.basic.AnsibleModule.get_bin_path", lambda self, *a, **k: "git")
     with patch_module_args(args), pytest.raises(_Exit):
@@ -259,7 +285,7 @@ def _args(root, **extra):
         "root": str(root),
         "release": "v0.6.5",
         "repo": "git://forge/ds4.git",
-        "build_target": SPARK,
+        "build_target": GENERIC,
         "cuda_version": "13.0",
         "log_dir": LOGS,
         "tags_record": str(root / "engine-tags.json"),
@@ -336,3 +362,82 @@ def test_module_refuses_a_moved_tag_unless_accepted_and_says_so(monkeypatch, tmp
     assert (result["commit"], result["recorded_commit"], result["moved"]) == (C2, C1, True)
     result = _run_module(monkeypatch, _args(tmp_path), (0, f"{C1}\trefs/tags/v0.6.5\n", ""))
     assert (result["commit"], result["recorded_commit"], result["moved"]) == (C1, C1, False)
+
+
+LISTED = (0, f"{TAG_OBJECT}\trefs/tags/v0.6.5\n{PEELED}\trefs/tags/v0.6.5^{{}}\n", "")
+
+
+def test_module_reads_the_makefile_at_the_commit_and_chooses_the_spark_target(monkeypatch, tmp_path):
+    calls = []
+    result = _run_module(monkeypatch, _args(tmp_path), LISTED, calls=calls)
+    assert (result["build_target"], result["without_spark_target"]) == (SPARK, False)
+    assert (
+        result["make_target_reason"]
+        == "the Spark target: its Makefile's cuda-spark builds for sm_121a, the GB10's"
+    )
+    assert result["wanted"]["build_target"] == SPARK
+    # Read from git, never run: a shallow fetch of the tag into a scratch repository, removed after.
+    fetch = next(argv for argv in calls if "fetch" in argv)
+    assert fetch[-5:] == ["--depth", "1", "--no-tags", "git://forge/ds4.git", "refs/tags/v0.6.5"]
+    assert calls[-1][-2:] == ["blob", f"{PEELED}:Makefile"]
+    assert not os.path.exists(fetch[2])
+
+
+def test_module_falls_back_for_an_empty_arch_and_says_why(monkeypatch, tmp_path):
+    result = _run_module(monkeypatch, _args(tmp_path), LISTED, makefile=EMPTY_ARCH_MAKEFILE)
+    assert (result["build_target"], result["without_spark_target"]) == (GENERIC, True)
+    assert "cuda-spark passes an empty CUDA_ARCH" in result["make_target_reason"]
+    result = _run_module(monkeypatch, _args(tmp_path), LISTED, makefile=None)
+    assert "the release has no Makefile at its top" in result["make_target_reason"]
+
+
+def test_module_refuses_a_named_target_the_makefile_lacks_before_anything(monkeypatch, tmp_path):
+    result = _run_module(
+        monkeypatch, _args(tmp_path, make_targets={"sm_121": "cuda-generic"}), LISTED, makefile=SPARK_MAKEFILE
+    )
+    assert result["failed"] and result["msg"] == (
+        f"release v0.6.5 (commit {PEELED}): ds4_engine_make_targets names cuda-generic for sm_121, but the "
+        "release's Makefile has no cuda-generic target: name another, or remove the entry to let the "
+        "Makefile decide"
+    )
+    chosen = _run_module(monkeypatch, _args(tmp_path, make_targets={"sm_121": "cuda"}), LISTED)
+    assert chosen["build_target"] == GENERIC and chosen["without_spark_target"]
+    assert chosen["make_target_reason"] == "ds4_engine_make_targets names cuda for sm_121"
+
+
+def test_module_reads_no_makefile_for_another_arch(monkeypatch, tmp_path):
+    calls = []
+    result = _run_module(monkeypatch, _args(tmp_path, build_target=H200), LISTED, calls=calls)
+    assert result["build_target"] == H200 and [argv for argv in calls if "ls-remote" not in argv] == []
+
+
+def test_a_built_release_s_own_clone_answers_without_a_fetch(monkeypatch, tmp_path):
+    (make_release(tmp_path, "v0.6.5", PEELED, GENERIC) / ".git").mkdir()
+    calls = []
+    result = _run_module(monkeypatch, _args(tmp_path), LISTED, calls=calls)
+    assert not any("fetch" in argv for argv in calls)
+    assert calls[-1][1:3] == ["--git-dir", str(tmp_path / "releases" / "v0.6.5" / ".git")]
+    # Its stamp names make cuda: the target changed, so it is rebuilt (it is neither running nor rollback).
+    assert result["build"] and result["reason"].startswith("stamp differs: build_target: ")
+
+
+def test_a_changed_target_rebuilds_but_keeps_the_running_release_as_built(tmp_path):
+    make_release(tmp_path, "v0.6.5", C1, GENERIC, make_target_reason="older")
+    state = release_state(tmp_path, "v0.6.5", C1, SPARK, "13.0", tmp_path / "none.json")
+    assert state["build"] and not state["kept_as_built"]
+    link(tmp_path, "current", "v0.6.5")
+    state = release_state(tmp_path, "v0.6.5", C1, SPARK, "13.0", tmp_path / "none.json")
+    assert (state["build"], state["kept_as_built"]) == (False, True)
+    assert state["reason"] == (
+        "kept as built (make cuda CUDA_ARCH=sm_121), not rebuilt with make cuda-spark: it is the running "
+        "release (current), never rebuilt in place"
+    )
+    kept = as_built({"build_target": SPARK, "reason": "x", "without_spark_target": False}, state)
+    assert kept == {
+        "build_target": GENERIC,
+        "reason": state["reason"] + " (older)",
+        "without_spark_target": True,
+    }
+    # Another arch is a change the running release cannot take: refused, as before.
+    with pytest.raises(ReleaseError, match="never rebuilds"):
+        release_state(tmp_path, "v0.6.5", C1, H200, "13.0", tmp_path / "none.json")

@@ -501,3 +501,33 @@ def test_without_nvidia_smi_the_gpu_is_unread_and_the_spark_still_verified(spark
     assert rc == 0 and result["report"]["verdict"] == "slow", result
     assert state["gpus"] is None and state["gpu_apps"] is None and state["arch"] is None
     assert result["report"]["causes"] == []
+
+
+FALLBACK = {
+    "build_target": {"arch": "sm_121", "make_target": "cuda", "make_args": ["CUDA_ARCH=sm_121"]},
+    "make_target_reason": "built without the Spark target, with make cuda CUDA_ARCH=sm_121, because its "
+    "Makefile's cuda-spark passes an empty CUDA_ARCH",
+}
+
+
+def test_a_gb10_built_without_the_spark_target_is_named_among_the_causes():
+    report = verify(at(0.5), state(build=FALLBACK, gpus=parse_gpus(HOT)))
+    assert [c["cause"] for c in report["causes"]] == ["build-without-spark-target", "gpu-throttled"]
+    text = report["causes"][0]["text"]
+    assert text.startswith(
+        "the running release was built without the Spark target (make cuda CUDA_ARCH=sm_121): "
+    )
+    assert "cuda-spark passes an empty CUDA_ARCH" in text
+    assert any(
+        line.startswith("  cause 1: the running release was built without the Spark target")
+        for line in report_lines(report)
+    )
+    # Built with cuda-spark, or for another arch, or stamped before: no such cause, or no reason recorded.
+    spark = {"build_target": {"arch": "sm_121", "make_target": "cuda-spark", "make_args": []}}
+    assert verify(at(0.5), state(build=spark))["causes"] == []
+    h200 = {"build_target": {"arch": "sm_90", "make_target": "cuda", "make_args": ["CUDA_ARCH=sm_90"]}}
+    assert verify(at(0.5), state(build=h200, arch="sm_90", native_archs=["sm_90"]))["causes"] == []
+    older = verify(at(0.5), state(build={"build_target": FALLBACK["build_target"]}))["causes"][0]["text"]
+    assert "built before the role chose the target from the release's Makefile" in older
+    # A fast Spark has no causes, however it was built.
+    assert verify(at(1.0), state(build=FALLBACK))["causes"] == []

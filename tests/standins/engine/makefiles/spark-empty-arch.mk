@@ -1,9 +1,8 @@
-# STAND-IN for the ds4 engine's Makefile (test infrastructure of ds4-fleet, NOT the real engine).
-# `make cuda CUDA_ARCH=sm_NNN -jN` builds for that arch and refuses an empty one; `make cuda-spark -jN`
-# builds for GB10 (sm_121), except in releases of flavour spark-drops-arch, where it passes an EMPTY arch
-# as the real source's Makefile does (nvcc then builds for its default), and drops-arch, where `cuda`
-# drops the arch it was given as well. The CUDA compiler must answer `$(NVCC) --version` (without nvcc
-# the build fails, as the real one does); link.py then packs ds4, ds4-server and ds4-bench. RELEASE
+# STAND-IN for the ds4 engine's Makefile (test infrastructure of ds4-fleet, NOT the real engine), of the
+# shape of upstream 8d57664 (shared/engine-source): `make cuda-spark` passes an EMPTY arch, so nvcc builds
+# for its own default (sm_75 with CUDA 13) and no GB10 code; `make cuda CUDA_ARCH=sm_NNN` builds for that
+# arch and refuses an empty one (a release of flavour drops-arch drops the arch it was given). The CUDA
+# compiler must answer `$(NVCC) --version`; link.py then packs ds4, ds4-server and ds4-bench. RELEASE
 # (written into each commit) names the release and its flavour.
 
 ifeq ($(origin NVCC),undefined)
@@ -13,21 +12,19 @@ PYTHON ?= python3
 PROGRAMS := ds4 ds4-server ds4-bench
 TOOLCHAIN := build/nvcc-version.txt
 FLAVOUR := $(shell sed -n 's/^flavour=//p' RELEASE)
+# Whether the programs carry the Spark weight-read cache: 1 (cuda-spark), runtime (decided at start-up),
+# or empty (a generic build, which on a GB10 names the faster target once at boot).
+SPARK_CACHE ?=
 
 .PHONY: all cuda cuda-spark clean FORCE
 .DELETE_ON_ERROR:
 
 all:
-	@echo "choose a target: make cuda-spark (GB10, sm_121) or make cuda CUDA_ARCH=sm_NNN" >&2
+	@echo "choose a target: make cuda-spark (GB10) or make cuda CUDA_ARCH=sm_NNN" >&2
 	@exit 2
 
-ifneq ($(filter spark-drops-arch drops-arch,$(FLAVOUR)),)
 cuda-spark:
 	$(MAKE) $(PROGRAMS) CUDA_ARCH=
-else
-cuda-spark:
-	$(MAKE) $(PROGRAMS) CUDA_ARCH=sm_121
-endif
 
 cuda:
 	$(if $(strip $(CUDA_ARCH)),,$(error CUDA_ARCH is empty: run make cuda CUDA_ARCH=sm_NNN, or make cuda-spark on GB10))
@@ -40,7 +37,7 @@ $(TOOLCHAIN): FORCE
 	@echo "  CUDA  $$(sed -n 's/.*release \([0-9.]*\),.*/\1/p' $@) for $(or $(CUDA_ARCH),nvcc's default arch)"
 
 $(PROGRAMS): $(TOOLCHAIN)
-	@$(PYTHON) link.py --program $@ --arch "$(CUDA_ARCH)" --nvcc-version $(TOOLCHAIN) --out $@
+	@$(PYTHON) link.py --program $@ --arch "$(CUDA_ARCH)" --spark-cache "$(SPARK_CACHE)" --nvcc-version $(TOOLCHAIN) --out $@
 
 clean:
 	rm -rf build $(PROGRAMS)

@@ -1,0 +1,45 @@
+# STAND-IN for the ds4 engine's Makefile (test infrastructure of ds4-fleet, NOT the real engine), of the
+# shape of the fork's tree from October 2026: the Spark cache is decided at start-up, and `make cuda-spark`
+# is an alias of `make cuda-generic`, which builds for the GPU present (CUDA_ARCH=native: link.py asks
+# nvidia-smi, as nvcc asks the driver); `make cuda CUDA_ARCH=sm_NNN` builds for that arch. The CUDA compiler
+# must answer `$(NVCC) --version`; link.py then packs ds4, ds4-server and ds4-bench. RELEASE (written into
+# each commit) names the release and its flavour.
+
+ifeq ($(origin NVCC),undefined)
+NVCC := $(or $(shell command -v nvcc 2>/dev/null),/usr/local/cuda/bin/nvcc)
+endif
+PYTHON ?= python3
+PROGRAMS := ds4 ds4-server ds4-bench
+TOOLCHAIN := build/nvcc-version.txt
+FLAVOUR := $(shell sed -n 's/^flavour=//p' RELEASE)
+# Whether the programs carry the Spark weight-read cache: 1 (cuda-spark), runtime (decided at start-up),
+# or empty (a generic build, which on a GB10 names the faster target once at boot).
+SPARK_CACHE ?=
+
+.PHONY: all cuda cuda-spark cuda-generic clean FORCE
+.DELETE_ON_ERROR:
+
+all:
+	@echo "choose a target: make cuda-spark (GB10), make cuda-generic or make cuda CUDA_ARCH=sm_NNN" >&2
+	@exit 2
+
+cuda-generic:
+	$(MAKE) $(PROGRAMS) CUDA_ARCH=native SPARK_CACHE=runtime
+
+cuda-spark: cuda-generic
+
+cuda:
+	$(if $(strip $(CUDA_ARCH)),,$(error CUDA_ARCH is empty: run make cuda CUDA_ARCH=sm_NNN, or make cuda-spark on GB10))
+	$(MAKE) $(PROGRAMS) CUDA_ARCH=$(if $(filter drops-arch,$(FLAVOUR)),,$(CUDA_ARCH))
+
+# Remade on every build: the arch may differ from the previous one in the same tree.
+$(TOOLCHAIN): FORCE
+	@mkdir -p build
+	$(NVCC) --version > $@
+	@echo "  CUDA  $$(sed -n 's/.*release \([0-9.]*\),.*/\1/p' $@) for $(or $(CUDA_ARCH),nvcc's default arch)"
+
+$(PROGRAMS): $(TOOLCHAIN)
+	@$(PYTHON) link.py --program $@ --arch "$(CUDA_ARCH)" --spark-cache "$(SPARK_CACHE)" --nvcc-version $(TOOLCHAIN) --out $@
+
+clean:
+	rm -rf build $(PROGRAMS)
