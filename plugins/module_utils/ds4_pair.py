@@ -259,3 +259,28 @@ def member_problems(name, pair, members):
             f"{ctx_c}; the engine rejects it at registration"
         )
     return out
+
+
+def play_problems(pairs, members, in_play):
+    """Every refusal of ds4_pairs for a run on the hosts `in_play`: the declaration's, then, for each pair
+    with a member in the run, a member left out of it and what its members' variables and facts say
+    (`members`: member_problems's mapping, for the Sparks of the inventory)."""
+    try:
+        declared = pairs_of(pairs)
+    except PairError as exc:
+        return exc.errors
+    out = []
+    for name, pair in declared.items():
+        hosts = [pair[role]["host"] for role in ROLES]
+        taking_part = [host for host in hosts if host in in_play]
+        if not taking_part:
+            continue
+        if len(taking_part) == 1:
+            missing = next(host for host in hosts if host not in in_play)
+            out.append(
+                f"{PAIRS_VAR}[{name!r}]: this run takes {taking_part[0]} without {missing}; a pair is "
+                f"provisioned as one (limit the run to both members, -l {','.join(hosts)})"
+            )
+            continue
+        out += member_problems(name, pair, members)
+    return out
