@@ -166,7 +166,7 @@ def _check_quantizations(generation, spec):
                 f"{where} has key {key!r}: a short lowercase name like q4, other than base_quantization"
             )
         if not isinstance(entry, dict):
-            raise CatalogError(f"{at} must be a mapping, got {entry!r}")
+            raise CatalogError(f"{at}: a quantization entry must be a mapping, got {entry!r}")
         approx = entry.get("approx_bytes")
         if isinstance(approx, bool) or not isinstance(approx, int) or approx <= 0:
             raise CatalogError(f"{at}.approx_bytes must be a positive byte count, got {approx!r}")
