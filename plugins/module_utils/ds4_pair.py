@@ -236,9 +236,12 @@ def member_problems(name, pair, members):
             continue
         own = [str(a) for a in members[host].get("addresses") or []]
         if address not in own:
+            # Link-local addresses are never a pair's: left out of the message, as are any beyond eight.
+            shown = [a for a in own if not a.lower().startswith("fe80:")]
+            shown = ", ".join(shown[:8]) + (", ..." if len(shown) > 8 else "")
             out.append(
                 f"{at}.{role}.address {address} is not an address of {host} "
-                f"(its own: {', '.join(own) or 'none read'}): "
+                f"(its own: {shown or 'none read'}): "
                 "cable and address the link first, or correct the declaration"
             )
     if coordinator not in members or worker not in members:
