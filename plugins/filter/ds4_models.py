@@ -3,9 +3,10 @@
 model_generation(filename, catalog=None)
     "0731" or "legacy" for a GGUF name or path; without a catalog, the collection's default catalog
     answers. Fails for a name it cannot place.
-model_files(catalog, generation, speculation)
+model_files(catalog, generation, speculation, quantization=None, extra=None)
     The catalog entries (plus role and generation) that ds4_speculation needs on ds4_model_generation,
-    base first; fails for impossible pairs such as mtp on 0731.
+    base first, the base that of ds4_quantization (from the catalog or ds4_extra_quantizations); fails
+    for impossible pairs such as mtp on 0731 and for a quantization without a known file.
 weight_file_path(name, directory, kind="file")
     The path of a weight file, or of a file beside it on its account (part, ranges, record, progress):
     the names are module_utils/ds4_weight_files.py's.
@@ -46,9 +47,9 @@ def model_generation(filename, catalog=None):
     return generation
 
 
-def model_files_filter(catalog, generation, speculation):
+def model_files_filter(catalog, generation, speculation, quantization=None, extra=None):
     try:
-        return model_files(catalog, generation, speculation)
+        return model_files(catalog, generation, speculation, quantization, extra)
     except CatalogError as e:
         raise AnsibleFilterError(f"model_files: {e}") from e
 

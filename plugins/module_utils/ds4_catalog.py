@@ -12,6 +12,17 @@ release that published them (`reference_figures` answers for any release):
 
     "reference": {"v0.5.0": {"source": str, "stamp": str, "figures": {FIGURE: tok/s, ...},
                              "stamps": {FIGURE: "v0.4.1"}}}       # stamps: optional, where older
+
+and the quantizations the engine publishes for it (its download targets), besides the one `files.base` is:
+
+    "base_quantization": "q2",          # what files.base is; the default of ds4_quantization
+    "layers": 43,                       # the model's transformer layers (a pair's split is checked on it)
+    "quantizations": {"q4": QUANT, ...}
+    QUANT = FILE (name null where the engine publishes no file name yet) + {"approx_bytes": int,
+            "description": str, "pair_layers": "0:K" (the published coordinator slice, optional)}
+
+An operator adds a quantization, or the file of one published without a name, in ds4_extra_quantizations
+({generation: {key: FILE}}), with its size and sha256: nothing else vouches for the bytes.
 """
 
 from __future__ import annotations
@@ -23,6 +34,10 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_version import is_re
 CATALOG_VAR = "ds4_model_catalog"
 GENERATION_VAR = "ds4_model_generation"
 SPECULATION_VAR = "ds4_speculation"
+QUANTIZATION_VAR = "ds4_quantization"
+# What files.base is where a generation does not say: the engine's base download target, ds4f-q2.
+BASE_QUANTIZATION = "q2"
+EXTRA_QUANT_VAR = "ds4_extra_quantizations"
 
 ROLES = ("base", "dspark", "mtp")
 # The files each speculation mode loads, in the order the launcher passes them.
@@ -37,6 +52,9 @@ _REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 # A file name the roles join to ds4_gguf_dir: no directory part, no control characters, no leading dot.
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*\.gguf")
 _REVISION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]*")
+_QUANT_KEY = re.compile(r"[a-z0-9][a-z0-9._-]*")
+# A coordinator's slice as the engine's --layers takes it: it owns layer 0 (the forward topology).
+_COORD_LAYERS = re.compile(r"0:([0-9]+)")
 
 
 # The published figures, tokens a second: prefill of a 2k and a 12k prompt, plain decode (--no-spec) after a
@@ -51,7 +69,7 @@ class CatalogError(ValueError):
 def _where(generation, role=None, key=None):
     where = f"{CATALOG_VAR}[{generation!r}]"
     if role is not None:
-        where += f".files.{role}"
+        where += f".{role}" if role.startswith("quantizations") else f".files.{role}"
     if key is not None:
         where += f".{key}"
     return where
@@ -128,6 +146,126 @@ def _check_reference(generation, reference):
             )
 
 
+def _check_quantizations(generation, spec):
+    where = f"{_where(generation)}.quantizations"
+    base_key = spec.get("base_quantization", BASE_QUANTIZATION)
+    if not isinstance(base_key, str) or not _QUANT_KEY.fullmatch(base_key):
+        raise CatalogError(
+            f"{_where(generation)}.base_quantization must be a short lowercase name like q2, got {base_key!r}"
+        )
+    layers = spec.get("layers")
+    if layers is not None and (isinstance(layers, bool) or not isinstance(layers, int) or layers < 2):
+        raise CatalogError(f"{_where(generation)}.layers must be a layer count from 2 up, got {layers!r}")
+    quants = spec.get("quantizations", {})
+    if not isinstance(quants, dict):
+        raise CatalogError(f"{where} must be a mapping of quantization to its base file, got {quants!r}")
+    for key, entry in quants.items():
+        at = f"{where}[{key!r}]"
+        if not isinstance(key, str) or not _QUANT_KEY.fullmatch(key) or key == base_key:
+            raise CatalogError(
+                f"{where} has key {key!r}: a short lowercase name like q4, other than base_quantization"
+            )
+        if not isinstance(entry, dict):
+            raise CatalogError(f"{at}: a quantization entry must be a mapping, got {entry!r}")
+        approx = entry.get("approx_bytes")
+        if isinstance(approx, bool) or not isinstance(approx, int) or approx <= 0:
+            raise CatalogError(f"{at}.approx_bytes must be a positive byte count, got {approx!r}")
+        split = entry.get("pair_layers")
+        if split is not None and not (isinstance(split, str) and _COORD_LAYERS.fullmatch(split)):
+            raise CatalogError(f"{at}.pair_layers must be the coordinator's slice 0:K, got {split!r}")
+        if entry.get("name") is not None:
+            _check_file(generation, f"quantizations[{key!r}]", entry)
+
+
+def validate_extra_quantizations(catalog, extra):
+    """Raise CatalogError naming the first bad entry of ds4_extra_quantizations; return it when sound.
+
+    Each entry is a whole file with its size and sha256 (the operator vouches for the bytes), for a
+    generation of the catalog; it may give the file of a quantization the catalog knows without a name,
+    never replace one the catalog names."""
+    if extra in (None, {}):
+        return {}
+    if not isinstance(extra, dict):
+        raise CatalogError(
+            f"{EXTRA_QUANT_VAR} must be a mapping of generation to quantizations, got {extra!r}"
+        )
+    for generation, quants in extra.items():
+        if generation not in catalog:
+            raise CatalogError(
+                f"{EXTRA_QUANT_VAR} has generation {generation!r} that {CATALOG_VAR} lacks "
+                f"(known: {', '.join(catalog)})"
+            )
+        if not isinstance(quants, dict):
+            raise CatalogError(f"{EXTRA_QUANT_VAR}[{generation!r}] must be a mapping, got {quants!r}")
+        spec = catalog[generation]
+        for key, entry in quants.items():
+            at = f"{EXTRA_QUANT_VAR}[{generation!r}][{key!r}]"
+            if (
+                not isinstance(key, str)
+                or not _QUANT_KEY.fullmatch(key)
+                or key == spec.get("base_quantization", BASE_QUANTIZATION)
+            ):
+                raise CatalogError(f"{at}: the key must be a short lowercase name other than the base's")
+            if not isinstance(entry, dict):
+                raise CatalogError(f"{at} must be a mapping with name, repo, revision, size and sha256")
+            for needed in ("size", "sha256"):
+                if entry.get(needed) is None:
+                    raise CatalogError(
+                        f"{at}.{needed} is required: an operator's quantization is fetched only against the "
+                        "size and sha256 its entry gives"
+                    )
+            _check_file(generation, f"quantizations[{key!r}]", entry)
+            known = spec.get("quantizations", {}).get(key)
+            if known is not None and known.get("name") is not None:
+                raise CatalogError(
+                    f"{at}: {CATALOG_VAR}[{generation!r}] already names the file of {key!r} "
+                    f"({known['name']}); add a quantization under another key"
+                )
+    return extra
+
+
+def quantizations_of(catalog, generation, extra=None):
+    """{key: entry} of every quantization of `generation`, the base one first, with the operator's added;
+    each entry carries `bytes` (its exact size, else the approximate one) and `named` (a file to fetch)."""
+    spec = catalog[generation]
+    base = spec["files"]["base"]
+    out = {
+        spec.get("base_quantization", BASE_QUANTIZATION): dict(
+            base, approx_bytes=base.get("size"), bytes=base.get("size"), named=True
+        )
+    }
+    added = (extra or {}).get(generation, {})
+    for key in [
+        *spec.get("quantizations", {}),
+        *(k for k in added if k not in spec.get("quantizations", {})),
+    ]:
+        entry = dict(spec.get("quantizations", {}).get(key, {}))
+        if key in added:
+            entry.update(added[key])
+        size = entry.get("size") or entry.get("approx_bytes")
+        out[key] = dict(entry, bytes=size, named=entry.get("name") is not None)
+    return out
+
+
+def quantization_entry(catalog, generation, quantization=None, extra=None):
+    """(key, entry) of the quantization `quantization` (None: the base one) of `generation`."""
+    quants = quantizations_of(catalog, generation, extra)
+    key = quantization or next(iter(quants))
+    if key not in quants:
+        raise CatalogError(
+            f"{QUANTIZATION_VAR} {key!r} is not a quantization of {CATALOG_VAR}[{generation!r}] "
+            f"(known: {', '.join(quants)}); add one in {EXTRA_QUANT_VAR} with its size and sha256"
+        )
+    entry = quants[key]
+    if not entry["named"]:
+        raise CatalogError(
+            f"{QUANTIZATION_VAR} {key!r} of {generation!r} has no published file name in {CATALOG_VAR}: "
+            f"give its file (name, repo, revision, size, sha256) in "
+            f"{EXTRA_QUANT_VAR}[{generation!r}][{key!r}]"
+        )
+    return key, entry
+
+
 def validate_catalog(catalog):
     """Raise CatalogError naming the first bad entry; return the catalog unchanged when it is sound."""
     if not isinstance(catalog, dict) or not catalog:
@@ -153,12 +291,21 @@ def validate_catalog(catalog):
             raise CatalogError(f"{_where(generation)}.files has no 'base' file")
         if "reference" in spec:
             _check_reference(generation, spec["reference"])
+        _check_quantizations(generation, spec)
         for role, entry in files.items():
             _check_file(generation, role, entry)
             name = entry["name"]
             if name in seen:
                 raise CatalogError(f"{_where(generation, role, 'name')} {name!r} is also {seen[name]}")
             seen[name] = _where(generation, role)
+        for key, entry in spec.get("quantizations", {}).items():
+            name = entry.get("name")
+            if name is not None:
+                if name in seen:
+                    raise CatalogError(
+                        f"{_where(generation)}.quantizations[{key!r}].name {name!r} is also {seen[name]}"
+                    )
+                seen[name] = f"{_where(generation)}.quantizations[{key!r}]"
     return catalog
 
 
@@ -179,13 +326,16 @@ def generation_of(filename, catalog=None):
     return None
 
 
-def model_files(catalog, generation, speculation):
-    """The files `generation` run with `speculation` needs, base first, each a copy with role and generation.
+def model_files(catalog, generation, speculation, quantization=None, extra=None):
+    """The files `generation` run with `speculation` needs, base first, each a copy with role and generation;
+    the base is that of `quantization` (None: the catalog's base, files.base), from the catalog or the
+    operator's `extra` (ds4_extra_quantizations), and carries its `quantization` key.
 
-    Refuses (CatalogError) an unknown generation or mode, and a mode the generation has no file for
-    (mtp on 0731, which has no MTP head).
+    Refuses (CatalogError) an unknown generation, mode or quantization, a quantization published without a
+    file name nobody gave, and a mode the generation has no file for (mtp on 0731, which has no MTP head).
     """
     validate_catalog(catalog)
+    validate_extra_quantizations(catalog, extra)
     if generation not in catalog:
         raise CatalogError(
             f"{GENERATION_VAR} {generation!r} is not a generation of {CATALOG_VAR} "
@@ -205,6 +355,9 @@ def model_files(catalog, generation, speculation):
                 f"has none in {CATALOG_VAR}; choose one of: {', '.join(speculations_of(catalog, generation))}"
             )
         chosen.append(dict(files[role], role=role, generation=generation))
+    key, entry = quantization_entry(catalog, generation, quantization, extra)
+    fields = ("name", "repo", "revision", "size", "sha256")
+    chosen[0] = dict({f: entry.get(f) for f in fields}, role="base", generation=generation, quantization=key)
     return chosen
 
 

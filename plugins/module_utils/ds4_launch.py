@@ -22,6 +22,9 @@ the roles derive are named after what they come from):
 | extra_args | [] | more ds4-server arguments |
 | extra_env | {} | more environment, UPPERCASE names |
 | lock_file | /run/ds4/ds4.lock | DS4_LOCK_FILE |
+| dist_role | None | a pair member's role (ds4_pairs): coordinator or worker; None serves alone |
+| dist_layers | None | its slice of the layers: 0:K (coordinator) or K+1:output (worker) |
+| dist_host / dist_port | None | the coordinator's `--listen` on the link (a worker's `--coordinator`) |
 
 A setting given as None takes its default, so a module can pass every option through unchanged.
 
@@ -69,7 +72,14 @@ DEFAULTS: dict[str, Any] = {
     "extra_args": [],
     "extra_env": {},
     "lock_file": "/run/ds4/ds4.lock",
+    "dist_role": None,
+    "dist_layers": None,
+    "dist_host": None,
+    "dist_port": None,
 }
+DIST_ROLES = ("coordinator", "worker")
+_COORDINATOR_SLICE_RE = re.compile(r"0:[0-9]+")
+_WORKER_SLICE_RE = re.compile(r"[0-9]+:output")
 
 REQUIRED = ("release_dir", "base_model")
 SPECULATIONS = ("dspark", "mtp", "plain")
@@ -108,6 +118,10 @@ MANAGED_FLAGS = {
     "--check-update": "it makes ds4-server exit instead of serving",
     "--version": "it makes ds4-server exit instead of serving",
     "--help": "it makes ds4-server exit instead of serving",
+    "--role": "declare the pair in ds4_pairs",
+    "--layers": "declare the pair in ds4_pairs (its layers)",
+    "--listen": "declare the pair in ds4_pairs (the members' link addresses)",
+    "--coordinator": "declare the pair in ds4_pairs (the members' link addresses)",
 }
 
 _ENV_NAME_RE = re.compile(r"[A-Z_][A-Z0-9_]*")
@@ -133,6 +147,10 @@ NAMES = {
     "dspark_model": "the drafter path (ds4_gguf_dir, ds4_model_catalog)",
     "mtp_model": "the MTP model path (ds4_gguf_dir, ds4_model_catalog)",
     "lock_file": "the lock file",
+    "dist_role": "the pair role (ds4_pairs)",
+    "dist_layers": "the pair member's layers (ds4_pairs, ds4_model_catalog)",
+    "dist_host": "the coordinator's link address (ds4_pairs)",
+    "dist_port": "the coordinator's link port (ds4_pairs, ds4_pair_port)",
 }
 
 
@@ -247,6 +265,7 @@ def validate(settings):
     _models(s, out, errors)
     _listen(s, out, errors)
     _memory(s, out, errors)
+    _dist(settings, out, errors)
     out["lock_file"] = _abs_path(s["lock_file"], "lock_file", errors)
     out["extra_env"] = _extra_env(s["extra_env"], errors)
     out["extra_args"] = _extra_args(s["extra_args"], errors)
@@ -315,6 +334,27 @@ def _memory(s, out, errors):
         )
 
 
+def _dist(settings, out, errors):
+    """A pair member's part: its role, its slice and the coordinator's address on the pair's link, all or
+    none (ds4_pair decides them from ds4_pairs)."""
+    given = {key: settings.get(key) for key in ("dist_role", "dist_layers", "dist_host", "dist_port")}
+    out.update(dict.fromkeys(given))
+    if all(value is None for value in given.values()):
+        return
+    role, layers, host = given["dist_role"], given["dist_layers"], given["dist_host"]
+    if role not in DIST_ROLES:
+        errors.append(f"{_var('dist_role')} must be coordinator or worker: {role!r}")
+        return
+    pattern = _COORDINATOR_SLICE_RE if role == "coordinator" else _WORKER_SLICE_RE
+    shape = "0:K" if role == "coordinator" else "K:output"
+    if not isinstance(layers, str) or not pattern.fullmatch(layers):
+        errors.append(f"{_var('dist_layers')} of a {role} must be {shape}: {layers!r}")
+    if not isinstance(host, str) or not _HOST_RE.fullmatch(host):
+        errors.append(f"{_var('dist_host')} must be an IP address or a host name: {host!r}")
+    port = _whole(given["dist_port"], "dist_port", 1, 65535, "a port number from 1 to 65535", errors)
+    out.update(dist_role=role, dist_layers=layers, dist_host=host, dist_port=port)
+
+
 def server_env(cfg):
     """The environment of ds4-server, in file order: managed names first, then extra_env by name."""
     env = {"DS4_NO_UPDATE_CHECK": "1", "DS4_LOCK_FILE": cfg["lock_file"]}
@@ -341,6 +381,10 @@ def server_args(cfg):
         args += ["--mtp", cfg["mtp_model"]]
     elif cfg["speculation"] == "plain":
         args.append("--no-spec")
+    if cfg["dist_role"] is not None:
+        peer = "--listen" if cfg["dist_role"] == "coordinator" else "--coordinator"
+        args += ["--role", cfg["dist_role"], "--layers", cfg["dist_layers"]]
+        args += [peer, cfg["dist_host"], str(cfg["dist_port"])]
     return args + cfg["extra_args"]
 
 

@@ -24,7 +24,7 @@ import re
 from urllib.parse import urlsplit
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-from ansible_collections.ds4.fleet.plugins.module_utils import ds4_catalog, ds4_launch, ds4_redact
+from ansible_collections.ds4.fleet.plugins.module_utils import ds4_catalog, ds4_launch, ds4_pair, ds4_redact
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_make_target import TARGETS as MAKE_TARGETS
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_proxy_env import PROXY_NAMES
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_version import RELEASE_TAG_RE
@@ -467,6 +467,9 @@ RULES = {
     "ds4_cuda_home": _path,
     "ds4_build_space_bytes": _between(0, what="a whole number of bytes"),
     "ds4_weights_space_bytes": _optional_bytes,
+    "ds4_spark_memory_bytes": _optional_bytes,
+    "ds4_quantization": _matching(_WORD, "a quantization name such as q2 or q4"),
+    "ds4_pair_port": _between(1, 65535, "a port number"),
     "ds4_weights_unknown_size_bytes": _unknown_sizes,
     # ds4_weights
     "ds4_weights_adopt_dirs": _adopt_dirs,
@@ -658,9 +661,21 @@ def _catalog(values):
     if not all(n in values for n in names):
         return []
     try:
-        ds4_catalog.model_files(*(values[n] for n in names))
+        ds4_catalog.model_files(
+            *(values[n] for n in names), values.get("ds4_quantization"), values.get("ds4_extra_quantizations")
+        )
     except ds4_catalog.CatalogError as exc:
         return [str(exc)]
+    return []
+
+
+def _pairs(values):
+    """The shape of ds4_pairs: a pair of one, a Spark in two pairs, an address that is none. What needs the
+    members' facts (their own addresses, releases, contexts) is the preflight's (ds4_pair_check)."""
+    try:
+        ds4_pair.pairs_of(values.get("ds4_pairs"))
+    except ds4_pair.PairError as exc:
+        return exc.errors
     return []
 
 
@@ -747,6 +762,7 @@ def problems(values, secret_names=()):
     out += _watchdog_timeout(values)
     out += _token_transport(values, secret_names)
     out += _catalog(values)
+    out += _pairs(values)
     out += launch_problems(values)
     # Two rules may say the same of one value (a path ds4_launch and the confinement both refuse).
     return list(dict.fromkeys(out))

@@ -86,6 +86,18 @@ options:
     description: C(DS4_LOCK_FILE), outside the unit's private /tmp so a second engine sees it.
     type: raw
     default: /run/ds4/ds4.lock
+  dist_role:
+    description: A pair member's role (C(ds4_pairs)), V(coordinator) or V(worker); omitted, it serves alone.
+    type: raw
+  dist_layers:
+    description: The member's slice, C(0:K) for the coordinator, C(K:output) for the worker.
+    type: raw
+  dist_host:
+    description: The coordinator's C(--listen) address on the pair's link (the worker's C(--coordinator)).
+    type: raw
+  dist_port:
+    description: The coordinator's C(--listen) port on the pair's link.
+    type: raw
   digest_key:
     description:
       - The Spark's key of the digests in RV(public) (HMAC-SHA256), a file of root's alone (mode 0600) in

@@ -58,6 +58,28 @@ options:
     description: C(ds4_model_generation).
     type: str
     default: "0731"
+  quantization:
+    description: C(ds4_quantization); omitted, the generation's base one.
+    type: str
+  extra:
+    description: C(ds4_extra_quantizations).
+    type: dict
+    default: {}
+  pairs:
+    description: C(ds4_pairs); the Spark's slice of a pair is what must fit its memory.
+    type: dict
+    default: {}
+  name:
+    description: The Spark's inventory name, as C(ds4_pairs) names it and the refusal shows it.
+    type: str
+    default: this Spark
+  memory_bytes:
+    description: C(ds4_spark_memory_bytes); omitted, the facts' GPU (unified) or host memory.
+    type: int
+  mem_floor_gb:
+    description: C(ds4_mem_floor_gb), the memory the engine keeps free.
+    type: int
+    default: 4
   speculation:
     description: C(ds4_speculation).
     type: str
@@ -130,8 +152,16 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_catalog import (  # 
     CatalogError,
     model_files,
     other_generation_files,
+    quantizations_of,
 )
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_disk_plan import POLICIES  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_pair import (  # noqa: E402
+    PairError,
+    fit_problem,
+    pair_of,
+    pair_split,
+    pairs_of,
+)
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_preflight import (  # noqa: E402
     judge,
     weights_need,
@@ -146,7 +176,7 @@ def estimate_weights(params, host):
     catalog, generation = params["catalog"], params["generation"]
     if catalog is None:
         raise ValueError("ds4_model_catalog is not given; wanted it, or ds4_weights_space_bytes")
-    wanted = model_files(catalog, generation, params["speculation"])
+    wanted = model_files(catalog, generation, params["speculation"], params["quantization"], params["extra"])
     other = [entry["name"] for entry in other_generation_files(catalog, generation)]
     return weights_need(
         wanted,
@@ -156,6 +186,29 @@ def estimate_weights(params, host):
         old_weights=params["old_weights"],
         unknown_size_bytes=params["unknown_size_bytes"],
     )
+
+
+def memory_problem(params, host):
+    """Whether the quantization's files fit this Spark's memory (its slice's, in a pair); None without a
+    catalog or a memory fact. Judged from the catalog's sizes, exact or published approximately."""
+    catalog, generation = params["catalog"], params["generation"]
+    memory = (
+        params["memory_bytes"]
+        or host.get("gpu", {}).get("memory_bytes")
+        or host.get("memory", {}).get("total_bytes")
+    )
+    if catalog is None or not memory:
+        return None
+    files = model_files(catalog, generation, params["speculation"], params["quantization"], params["extra"])
+    quants = quantizations_of(catalog, generation, params["extra"])
+    entry = quants[files[0]["quantization"]]
+    files[0]["bytes"] = files[0]["size"] or entry["bytes"]
+    membership = pair_of(pairs_of(params["pairs"]), params["name"])
+    role, layers = None, None
+    if membership is not None:
+        name, role, pair = membership
+        layers = pair_split(catalog[generation], entry, pair.get("layers"), f"ds4_pairs[{name!r}].layers")
+    return fit_problem(params["name"], files, memory, params["mem_floor_gb"] * 1024**3, role, layers)
 
 
 def main():
@@ -171,6 +224,12 @@ def main():
             "catalog": {"type": "dict"},
             "generation": {"type": "str", "default": "0731"},
             "speculation": {"type": "str", "default": "dspark"},
+            "quantization": {"type": "str"},
+            "extra": {"type": "dict", "default": {}},
+            "pairs": {"type": "dict", "default": {}},
+            "name": {"type": "str", "default": "this Spark"},
+            "memory_bytes": {"type": "int"},
+            "mem_floor_gb": {"type": "int", "default": 4},
             "old_weights": {"type": "str", "choices": list(POLICIES), "default": "auto"},
             "unknown_size_bytes": {"type": "dict", "default": {}},
             "weights_space_bytes": {"type": "int"},
@@ -182,7 +241,8 @@ def main():
     host = params["host"]
     try:
         weights = estimate_weights(params, host)
-    except (CatalogError, ValueError) as exc:
+        memory = memory_problem(params, host)
+    except (CatalogError, PairError, ValueError) as exc:
         module.fail_json(msg=str(exc), preflight={"errors": [str(exc)], "warnings": []})
     verdict = judge(
         host,
@@ -198,6 +258,8 @@ def main():
         },
     )
     verdict["weights"] = weights
+    if memory:
+        verdict["errors"].append(memory)
     for warning in verdict["warnings"]:
         module.warn(warning)
     if verdict["errors"]:

@@ -28,6 +28,13 @@ options:
     description: The speculation mode (C(ds4_speculation)).
     type: str
     required: true
+  quantization:
+    description: The base model's quantization (C(ds4_quantization)); omitted, the generation's base one.
+    type: str
+  extra:
+    description: The operator's quantizations (C(ds4_extra_quantizations)).
+    type: dict
+    default: {}
   gguf_dir:
     description: Directory the service reads its weights from (C(ds4_gguf_dir)); it need not exist yet.
     type: path
@@ -175,6 +182,8 @@ def main():
             catalog=dict(type="dict", required=True),
             generation=dict(type="str", required=True),
             speculation=dict(type="str", required=True),
+            quantization=dict(type="str"),
+            extra=dict(type="dict", default={}),
             gguf_dir=dict(type="path", default="/var/lib/ds4/gguf"),
             policy=dict(type="str", choices=list(POLICIES), default="auto"),
             adopt_dirs=dict(type="list", elements="path", default=[]),
@@ -206,7 +215,7 @@ def main():
         return size
 
     try:
-        wanted = model_files(p["catalog"], p["generation"], p["speculation"])
+        wanted = model_files(p["catalog"], p["generation"], p["speculation"], p["quantization"], p["extra"])
         other = [f["name"] for f in other_generation_files(p["catalog"], p["generation"])]
         host = survey(p["gguf_dir"], wanted, other, size_of, p["adopt_dirs"], p["in_use"])
         skipped = host.pop("skipped")

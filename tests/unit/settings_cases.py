@@ -116,6 +116,55 @@ BAD = {
     "ds4_gguf_dir": [*BAD_DIR, *HANDED_DIR],
     "ds4_model_generation": ["", "v4", "0731\n", 731],
     "ds4_speculation": ["eagle", "", "DSPARK"],
+    "ds4_quantization": ["q8", "", "q4\n", "mxfp4"],
+    "ds4_extra_quantizations": [
+        {
+            "0731": {
+                "q3": {"name": "x-0731.gguf", "repo": "a/b", "revision": "main", "size": 5, "sha256": None}
+            }
+        },
+        {"v5": {}},
+        {
+            "0731": {
+                "q4": {
+                    "name": "y-0731.gguf",
+                    "repo": "a/b",
+                    "revision": "main",
+                    "size": 5,
+                    "sha256": "a" * 64,
+                }
+            }
+        },
+        "q3",
+    ],
+    "ds4_spark_memory_bytes": [-1, "lots", "1\n"],
+    "ds4_pairs": [
+        {"p1": {"coordinator": {"host": "spark04", "address": "10.77.0.1"}}},
+        {
+            "p1": {
+                "coordinator": {"host": "spark04", "address": "10.77.0.1"},
+                "worker": {"host": "spark04", "address": "10.77.0.2"},
+            }
+        },
+        {
+            "p1": {
+                "coordinator": {"host": "spark04", "address": "10.77.0.1"},
+                "worker": {"host": "spark05", "address": "10.77.0.2"},
+            },
+            "p2": {
+                "coordinator": {"host": "spark05", "address": "10.78.0.1"},
+                "worker": {"host": "spark06", "address": "10.78.0.2"},
+            },
+        },
+        {
+            "p1": {
+                "coordinator": {"host": "spark04", "address": "127.0.0.1"},
+                "worker": {"host": "spark05", "address": "link"},
+            }
+        },
+        "pair",
+    ],
+    "ds4_pair_port": [0, 70000, "http", True],
     "ds4_hf_endpoint": [
         "",
         "huggingface.co",
@@ -326,7 +375,13 @@ SITE_ROLES = ["ds4_preflight", "ds4_engine", "ds4_weights", "ds4_service", "ds4_
 # Variables judged together (a catalog against its generation; the start limit against the restarts) take
 # their bad values in rounds of their own: one bad value must not hide another's refusal.
 TOGETHER = [
-    ("ds4_model_generation", "ds4_speculation", "ds4_model_catalog"),
+    (
+        "ds4_model_generation",
+        "ds4_speculation",
+        "ds4_model_catalog",
+        "ds4_quantization",
+        "ds4_extra_quantizations",
+    ),
     ("ds4_restart_sec", "ds4_start_limit_burst", "ds4_start_limit_interval"),
     ("ds4_watchdog_interval", "ds4_watchdog_timeout"),
 ]

@@ -751,3 +751,134 @@ def test_pace_json_sets_the_speeds_and_the_aggregate_is_shared(good, models, eng
     for thread in threads:
         thread.join()
     assert len(results) == 4 and time.monotonic() - started >= 0.3, results
+
+
+# --- the distributed mode (two Sparks as one endpoint) -------------------------------------------------
+
+ROUTE_INCOMPLETE = {
+    "error": {"message": "coordinator route does not start at layer 0", "type": "invalid_request_error"}
+}
+
+
+def worker(start, clone: Path, model: Path, env: dict, dist_port: int, *extra) -> Engine:
+    """A worker of layers 21:output for the coordinator at dist_port, with a lock of its own (its host's)."""
+    lock = {**env, "DS4_LOCK_FILE": env["DS4_LOCK_FILE"] + ".worker"}
+    argv = [clone / "ds4-server", "--cuda", "-m", model, "--role", "worker", "--layers", "21:output"]
+    return start([*argv, "--coordinator", "127.0.0.1", dist_port, *extra], lock)
+
+
+def coordinator(start, clone: Path, model: Path, env: dict, dist_port: int, *extra) -> tuple[Engine, str]:
+    return serve(
+        start, clone, model, env, "--role", "coordinator", "--layers", "0:20",
+        "--listen", "127.0.0.1", dist_port, *extra,
+    )  # fmt: skip
+
+
+def test_the_worker_waits_for_its_coordinator_and_the_pair_answers(good, models, engine_env, start):
+    dist_port = free_port()
+    waiting = worker(start, good, models["base"], engine_env, dist_port, "-c", "65536")
+    waiting.wait_for("waiting for the coordinator at 127.0.0.1:")
+    assert waiting.proc.poll() is None
+    engine, base = coordinator(start, good, models["base"], engine_env, dist_port, "-c", "65536")
+    waiting.wait_for("registered with the coordinator")
+    engine.wait_for("registered, layers 21:output: route complete")
+    assert "paris" in chat(base, SMOKE)["choices"][0]["message"]["content"].lower()
+    report = stats(base)["dist"]
+    assert (report["role"], report["layers"], report["route_complete"]) == ("coordinator", "0:20", True)
+    assert "ds4_dist_route_complete 1" in http("GET", f"{base}/metrics")[2]
+
+
+def test_a_coordinator_without_its_worker_answers_the_contract_error(good, models, engine_env, start):
+    _, base = coordinator(start, good, models["base"], engine_env, free_port())
+    status, kind, body = http("POST", f"{base}/v1/chat/completions", payload(SMOKE))
+    assert (status, kind, json.loads(body)) == (503, "application/json", ROUTE_INCOMPLETE)
+    assert http("GET", f"{base}/v1/models")[0] == 200
+    assert "ds4_dist_route_complete 0" in http("GET", f"{base}/metrics")[2]
+
+
+@pytest.mark.parametrize(
+    ("worker_args", "refusal"),
+    [
+        (["-c", "4096"], "worker context 4096 is below the coordinator's allocation 65536"),
+        (
+            ["-c", "65536", "--layers", "30:output"],
+            "worker slice 30:output does not follow the coordinator's 0:20",
+        ),
+    ],
+)
+def test_a_worker_that_does_not_fit_the_route_is_rejected_at_registration(
+    good, models, engine_env, start, worker_args, refusal
+):
+    dist_port = free_port()
+    engine, base = coordinator(start, good, models["base"], engine_env, dist_port, "-c", "65536")
+    rejected = worker(start, good, models["base"], engine_env, dist_port, *worker_args)
+    assert rejected.wait() == 1
+    rejected.wait_for(f"the coordinator refused this worker: {refusal}")
+    engine.wait_for("refused worker 127.0.0.1:")
+    assert http("POST", f"{base}/v1/chat/completions", payload(SMOKE))[0] == 503
+
+
+def test_a_worker_on_another_model_is_rejected(good, models, engine_env, start):
+    dist_port = free_port()
+    coordinator(start, good, models["base"], engine_env, dist_port)
+    rejected = worker(start, good, models["drafter"], engine_env, dist_port)
+    assert rejected.wait() == 1
+    rejected.wait_for("worker holds 'drafter-0731.gguf', coordinator 'base-0731.gguf': the same GGUF on both")
+
+
+def test_either_side_dying_is_noticed_and_the_pair_serves_again(good, models, engine_env, start):
+    dist_port = free_port()
+    first = worker(start, good, models["base"], engine_env, dist_port)
+    engine, base = coordinator(start, good, models["base"], engine_env, dist_port)
+    first.wait_for("registered with the coordinator")
+    first.proc.kill()
+    first.wait()
+    engine.wait_for("lost")
+    assert http("POST", f"{base}/v1/chat/completions", payload(SMOKE))[0] == 503
+    second = worker(start, good, models["base"], engine_env, dist_port)
+    second.wait_for("registered with the coordinator")
+    assert "paris" in chat(base, SMOKE)["choices"][0]["message"]["content"].lower()
+    # The coordinator dies: the worker notices and waits for it again; a new one takes it at once.
+    engine.proc.kill()
+    engine.wait()
+    second.wait_for("lost; waiting for it again")
+    assert second.proc.poll() is None
+    _, base = coordinator(start, good, models["base"], engine_env, dist_port)
+    deadline = time.monotonic() + 10
+    while http("POST", f"{base}/v1/chat/completions", payload(SMOKE))[0] != 200:
+        assert time.monotonic() < deadline, "the worker never registered with the new coordinator"
+        time.sleep(0.1)
+
+
+def test_a_worker_leaves_at_once_on_sigterm(good, models, engine_env, start):
+    waiting = worker(start, good, models["base"], engine_env, free_port())
+    waiting.wait_for("waiting for the coordinator")
+    waiting.proc.terminate()
+    assert waiting.wait() == 0
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--role", "worker", "--layers", "21:output"],
+        ["--role", "coordinator", "--layers", "0:20"],
+        ["--role", "coordinator", "--layers", "0:output", "--listen", "127.0.0.1", "9"],
+        ["--role", "worker", "--layers", "21:30", "--coordinator", "127.0.0.1", "9"],
+        ["--role", "leader", "--layers", "0:20"],
+        ["--layers", "0:20"],
+        ["--role", "coordinator", "--layers", "0:20", "--listen", "127.0.0.1"],
+    ],
+)
+def test_distributed_flags_that_do_not_go_together_exit_2(good, models, engine_env, argv):
+    result = run([good / "ds4-server", "-m", models["base"], *argv], env=engine_env)
+    assert result.returncode == 2, result.stderr
+
+
+def test_a_pair_is_paced_at_the_published_two_spark_figures(good, models, engine_env, start):
+    # Two Sparks against one, published: prefill 122 against 960 tok/s, generation 11.4 against 20.0.
+    dist_port = free_port()
+    worker(start, good, models["base"], engine_env, dist_port).wait_for("waiting for the coordinator")
+    engine, base = coordinator(start, good, models["base"], engine_env, dist_port)
+    engine.wait_for("route complete")
+    timed = timed_stream(base, " ".join(["word"] * 390) + " " + COUNT, 60)
+    assert at_least(timed, 400, 60, 122 / 960, 11.4 / 20.0), timed

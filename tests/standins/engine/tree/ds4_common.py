@@ -136,7 +136,7 @@ def env_number(name: str, default: float) -> float:
 class Option:
     names: tuple[str, ...]
     dest: str
-    kind: str  # "flag", "str" or "int"
+    kind: str  # "flag", "str", "int" or "hostport" (two values: HOST PORT)
     help: str
     metavar: str = ""
 
@@ -153,6 +153,24 @@ def model_options(build: Build) -> list[Option]:
         Option(("-c", "--ctx"), "ctx", "int", f"context tokens (default {build.default_context})", "N"),
         Option(("-n", "--tokens"), "tokens", "int", f"max tokens per answer (default {DEFAULT_TOKENS})", "N"),
         Option(("--cuda",), "cuda", "flag", "run on the CUDA backend"),
+    ]
+
+
+def dist_options() -> list[Option]:
+    """The distributed mode's flags (the contract: the same on ds4, ds4-server and ds4-bench; the stand-in
+    has them on ds4-server)."""
+    return [
+        Option(("--role",), "role", "str", "worker or coordinator of a two-host pipeline", "ROLE"),
+        Option(
+            ("--layers",), "layers", "str", "this host's slice of the layers, A:B (B may be output)", "A:B"
+        ),
+        Option(("--listen",), "listen", "hostport", "coordinator: where the worker registers", "HOST PORT"),
+        Option(
+            ("--coordinator",), "coordinator", "hostport", "worker: the coordinator's --listen", "HOST PORT"
+        ),
+        Option(("--dist-prefill-chunk",), "dist_prefill_chunk", "int", "coordinator: prefill chunk", "N"),
+        Option(("--dist-prefill-window",), "dist_prefill_window", "int", "coordinator: prefill window", "N"),
+        Option(("--dist-activation-bits",), "dist_activation_bits", "int", "coordinator: 16 or 8", "N"),
     ]
 
 
@@ -187,6 +205,12 @@ def parse_args(argv: list[str], options: list[Option]) -> dict:
         value = next(args, None)
         if value is None:
             raise UsageError(f"option {arg} needs a value")
+        if option.kind == "hostport":
+            port = next(args, None)
+            if port is None or not port.isdigit() or not 0 < int(port) < 65536:
+                raise UsageError(f"option {arg} needs HOST PORT, got {value!r} {port!r}")
+            values[option.dest] = (value, int(port))
+            continue
         if option.kind == "int":
             try:
                 value = int(value)
@@ -522,9 +546,12 @@ def pace_settings() -> dict:
     return settings if isinstance(settings, dict) else {}
 
 
-def speeds(flavour: str, speculation: str = "off") -> tuple[float, float, float | None]:
-    """(prefill, decode, aggregate or None) tokens a second of a release of `flavour`."""
+def speeds(flavour: str, speculation: str = "off", pair=None) -> tuple[float, float, float | None]:
+    """(prefill, decode, aggregate or None) tokens a second of a release of `flavour`; `pair`, the factors
+    of two Sparks in the distributed mode against one (ds4_dist.pair_speeds)."""
     prefill, decode = SPEED_FACTORS.get(flavour, (1.0, 1.0))
+    if pair:
+        prefill, decode = prefill * pair[0], decode * pair[1]
     settings = pace_settings()
     decode_tps = settings.get("decode_tps", DECODE_TPS)
     if speculation == "dspark":
@@ -543,8 +570,8 @@ class Pace:
     measured from outside stay those of the release. With an aggregate cap, each token's interval follows
     how many requests decode at that moment."""
 
-    def __init__(self, flavour: str, prompt_tokens: int, speculation: str = "off"):
-        self.prefill_tps, self.decode_tps, self.aggregate_tps = speeds(flavour, speculation)
+    def __init__(self, flavour: str, prompt_tokens: int, speculation: str = "off", pair=None):
+        self.prefill_tps, self.decode_tps, self.aggregate_tps = speeds(flavour, speculation, pair)
         self.prompt_tokens = prompt_tokens
         self.prefilled_at = None
         self.due = 0.0

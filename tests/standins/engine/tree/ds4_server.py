@@ -21,6 +21,7 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import ds4_common as common
+import ds4_dist as dist
 from ds4_common import Option
 
 PROGRAM = "ds4-server"
@@ -58,6 +59,7 @@ def server_options(build: common.Build) -> list[Option]:
             Option(("--check-update",), "check_update", "flag", "compare with the release feed and exit"),
             Option(("--no-update-check",), "no_update_check", "flag", "no daily release check"),
         ]
+        + common.dist_options()
         + common.identity_options(build)
     )
 
@@ -68,6 +70,10 @@ class BadRequest(Exception):
 
 class QueueFull(Exception):
     pass
+
+
+class RouteIncomplete(Exception):
+    """A coordinator without its worker: the request cannot cross the layers."""
 
 
 class State:
@@ -95,6 +101,7 @@ class State:
         # stand-in only: name -> {"reads": int, "readers": {User-Agent: int}, "requests": int}
         self.holds: dict[str, dict] = {}
         self.started = time.monotonic()
+        self.route: dist.Route | None = None  # a coordinator's route through its worker
 
     # --- KV banks: one per distinct prompt, persisted only with --kv-disk-dir ---
 
@@ -166,7 +173,13 @@ class State:
                     self.prompts_seen.add(clean)
                     self.banks += 1
             answer = words[:max_tokens]
-            pace = common.Pace(self.build.flavour, common.count_tokens(clean), self.speculation.mode)
+            if self.route is not None:
+                try:
+                    self.route.forward(common.count_tokens(clean))
+                except ConnectionError:
+                    raise RouteIncomplete from None
+            pair = dist.pair_speeds() if self.route is not None else None
+            pace = common.Pace(self.build.flavour, common.count_tokens(clean), self.speculation.mode, pair)
             pace.prefill()
             try:
                 if on_prefilled:
@@ -217,7 +230,7 @@ class State:
 
     def stats(self) -> dict:
         with self.cond:
-            return {
+            report = {
                 "server": {
                     "requests_inflight": self.inflight,
                     "requests_total": self.requests_total,
@@ -239,6 +252,10 @@ class State:
                     "kv_disk_space_mb": self.kv_disk_space_mb,
                 },
             }
+        if self.route is not None:
+            # Guess: the contract names no report of the route; this one says whether it is complete.
+            report["dist"] = self.route.report()
+        return report
 
     def model_object(self) -> dict:
         return {
@@ -273,6 +290,11 @@ def metrics_text(stats: dict) -> str:
         ("ds4_queue_depth", "gauge", "Requests waiting for a client slot.", backpressure["queue_depth"]),
         ("ds4_kv_banks_live", "gauge", "KV cache banks held.", cache["banks_live"]),
     ]
+    if "dist" in stats:
+        complete = 1 if stats["dist"]["route_complete"] else 0
+        series.append(
+            ("ds4_dist_route_complete", "gauge", "1 while the worker's slice is registered.", complete)
+        )
     lines = []
     for name, kind, help_text, value in series:
         lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", f"{name} {value}"]
@@ -397,6 +419,10 @@ class Handler(BaseHTTPRequestHandler):
             return
         except QueueFull:
             self.send_error_json(503, "server busy: client queue is full", "server_error")
+            return
+        except RouteIncomplete:
+            self.send_error_json(503, dist.ROUTE_INCOMPLETE)
+            common.log(f"{PROGRAM}: POST {path} 503 {dist.ROUTE_INCOMPLETE}")
             return
         except (BrokenPipeError, ConnectionResetError):
             status, tokens = 499, (0, 0)
@@ -663,10 +689,17 @@ class Signals:
 
 
 def serve(build: common.Build, opts: dict, signals: Signals) -> int:
+    dist.check_options(opts)
     model_path = common.resolve_model_path(opts["model"])
     speculation = common.choose_speculation(opts)
     common.acquire_engine_lock()
     common.load_models(model_path, speculation)
+    if opts["role"] == "worker":
+        context = opts["ctx"] or build.default_context
+        if not common.wait_for_load(lambda: signals.requested):
+            common.log(f"{PROGRAM}: shutdown requested while loading")
+            return 0
+        return dist.run_worker(build, opts, context, model_path, lambda: signals.requested)
     state = State(build, opts, model_path, speculation)
     mem_floor = opts["mem_floor_gb"]
     if mem_floor is None:
@@ -682,6 +715,9 @@ def serve(build: common.Build, opts: dict, signals: Signals) -> int:
         common.log(f"{PROGRAM}: shutdown requested while loading")
         return 0
 
+    if opts["role"] == "coordinator":
+        state.route = dist.Route(build, opts["layers"], state.context, model_path)
+        state.route.listen(*opts["listen"])
     host = opts["host"] or "127.0.0.1"
     port = 8000 if opts["port"] is None else opts["port"]
     server_class = EngineHTTPServer6 if ":" in host else EngineHTTPServer

@@ -23,6 +23,8 @@ import zipapp
 
 PROGRAMS = {"ds4": "ds4_cli", "ds4-server": "ds4_server", "ds4-bench": "ds4_bench"}
 SHARED = "ds4_common.py"
+# The distributed mode's code, linked into every program as the engine links its library.
+DIST = "ds4_dist.py"
 INTERPRETER = "/usr/bin/env python3"
 FATBIN = ".nv_fatbin.json"
 # nvcc's -arch when none is given, by CUDA major release.
@@ -105,7 +107,7 @@ def main() -> int:
     stage = os.path.join("build", args.program)
     shutil.rmtree(stage, ignore_errors=True)
     os.makedirs(stage)
-    for source in (SHARED, f"{module}.py"):
+    for source in (SHARED, DIST, f"{module}.py"):
         shutil.copyfile(source, os.path.join(stage, source))
     with open(os.path.join(stage, FATBIN), "w", encoding="utf-8") as stream:
         json.dump({"elf": [arch], "ptx": [arch]}, stream)

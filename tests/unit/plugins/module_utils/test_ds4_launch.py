@@ -143,6 +143,10 @@ def test_settings_are_returned_normalised():
         "extra_args": [],
         "extra_env": {},
         "lock_file": "/run/ds4/ds4.lock",
+        "dist_role": None,
+        "dist_layers": None,
+        "dist_host": None,
+        "dist_port": None,
     }
 
 
@@ -411,3 +415,44 @@ def test_module_keys_the_digests_with_the_spark_s_key_made_once(tmp_path):
     assert made["public"]["env"]["OPENAI_API_KEY"] == keyed("sk-live-1", key.read_bytes())
     again = _run_module(args)
     assert again["changed"] is False and again["public"] == made["public"]
+
+
+# --- a pair member (ds4_pairs): the distributed mode's flags ---------------------------------------------
+
+COORDINATOR = {"dist_role": "coordinator", "dist_layers": "0:20", "dist_host": "10.77.0.1", "dist_port": 9400}
+WORKER = dict(COORDINATOR, dist_role="worker", dist_layers="21:output")
+
+
+def test_a_coordinator_listens_on_the_link_and_a_worker_registers_there():
+    coordinator = launch_config(settings(**COORDINATOR))["args"]
+    assert coordinator[-7:] == ["--role", "coordinator", "--layers", "0:20", "--listen", "10.77.0.1", "9400"]
+    worker = launch_config(settings(**WORKER))["args"]
+    assert worker[-7:] == ["--role", "worker", "--layers", "21:output", "--coordinator", "10.77.0.1", "9400"]
+    alone = launch_config(settings())["args"]
+    assert "--role" not in alone and launch_config(settings())["settings"]["dist_role"] is None
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"dist_role": "leader"}, "the pair role (ds4_pairs) must be coordinator or worker: 'leader'"),
+        ({"dist_layers": "21:output"},
+         "the pair member's layers (ds4_pairs, ds4_model_catalog) of a coordinator must be 0:K: '21:output'"),
+        ({"dist_role": "worker", "dist_layers": "0:20"}, "of a worker must be K:output: '0:20'"),
+        ({"dist_host": "10.77.0.1 --role"},
+         "the coordinator's link address (ds4_pairs) must be an IP address"),
+        ({"dist_port": 0}, "the coordinator's link port (ds4_pairs, ds4_pair_port) must be a port number"),
+    ],
+)  # fmt: skip
+def test_a_pair_member_launch_that_cannot_be_is_refused(changes, message):
+    with pytest.raises(LaunchConfigError) as caught:
+        launch_config(settings(**dict(COORDINATOR, **changes)))
+    assert any(message in error for error in caught.value.errors), caught.value.errors
+
+
+@pytest.mark.parametrize("flag", ["--role", "--layers", "--listen", "--coordinator"])
+def test_the_distributed_flags_are_the_pair_declarations_alone(flag):
+    with pytest.raises(
+        LaunchConfigError, match=f"ds4_extra_args must not contain '{flag}': declare the pair"
+    ):
+        launch_config(settings(extra_args=[flag, "x"]))

@@ -439,3 +439,34 @@ def test_module_names_a_bad_catalog_request():
     out = check_module({"host": GB10, "catalog": CATALOG, "speculation": "mtp"})
     assert out["failed"] is True
     assert "ds4_speculation 'mtp' needs a mtp file" in out["msg"]
+
+
+# --- the memory a quantization needs (ds4_quantization, ds4_pairs) --------------------------------------
+
+PAIR = {"pair01": {"coordinator": {"host": "spark04", "address": "10.77.0.1"},
+                   "worker": {"host": "spark05", "address": "10.77.0.2"}}}  # fmt: skip
+SPARK_MEMORY = 128501256192
+
+
+def test_module_refuses_q4_on_one_spark_naming_the_pair_setting_before_anything():
+    args = {"host": GB10, "catalog": CATALOG, "quantization": "q4", "name": "spark01",
+            "memory_bytes": SPARK_MEMORY}  # fmt: skip
+    out = check_module(args)
+    assert out["failed"] is True
+    (memory,) = [e for e in out["preflight"]["errors"] if e.startswith("ds4_quantization")]
+    assert "one Spark cannot hold it; declare spark01 in a pair (ds4_pairs)" in memory
+
+
+def test_module_accepts_q4_on_each_member_of_a_pair():
+    for name in ("spark04", "spark05"):
+        args = {"host": GB10, "catalog": CATALOG, "quantization": "q4", "name": name,
+                "memory_bytes": SPARK_MEMORY, "pairs": PAIR, "weights_space_bytes": 1}  # fmt: skip
+        out = check_module(args)
+        assert not out.get("failed"), out["msg"]
+
+
+def test_module_takes_the_memory_from_the_facts_without_the_setting():
+    facts = copy.deepcopy(GB10)
+    facts["gpu"]["memory_bytes"] = 64 * 1024**3
+    out = check_module({"host": facts, "catalog": CATALOG, "name": "spark01", "weights_space_bytes": 1})
+    assert out["failed"] is True and out["msg"].startswith("ds4_quantization 'q2' needs")

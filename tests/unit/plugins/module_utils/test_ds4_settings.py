@@ -160,7 +160,8 @@ def test_a_masked_secret_is_shown_as_masked():
 def test_a_generation_added_to_the_catalog_is_accepted():
     catalog = copy.deepcopy(CATALOG)
     catalog["0932"] = copy.deepcopy(catalog["0731"])
-    for entry in catalog["0932"]["files"].values():
+    quants = catalog["0932"]["quantizations"].values()
+    for entry in [*catalog["0932"]["files"].values(), *(q for q in quants if q["name"])]:
         entry["name"] = entry["name"].replace("-0731", "-0932")
     # A 0932 file would be taken for a generation other than 0731 by its name: the catalog decides.
     refused = check(OPTIONS, dict(DEFAULTS, ds4_model_catalog=catalog, ds4_model_generation="0932"))

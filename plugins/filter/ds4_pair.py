@@ -1,0 +1,82 @@
+"""Filters of a pair of Sparks (ds4_pairs); the rules live in module_utils/ds4_pair.py.
+
+- `ds4_pairs | ds4.fleet.pair_problems(hostvars, ansible_play_hosts_all)` -> every refusal, before any change
+- `ds4_pairs | ds4.fleet.pair_hosts` -> the Sparks it names as members
+- `ds4_pairs | ds4.fleet.pair_member(inventory_hostname, ...)` -> this Spark's part in its pair, or {}
+"""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_catalog import (
+    CatalogError,
+    quantization_entry,
+)
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_pair import (
+    ROLES,
+    SAME,
+    PairError,
+    pair_of,
+    pair_split,
+    pairs_of,
+    play_problems,
+)
+
+
+def _member_facts(variables):
+    facts = variables.get("ansible_facts") or {}
+    addresses = list(facts.get("all_ipv4_addresses") or []) + list(facts.get("all_ipv6_addresses") or [])
+    member = {name: variables.get(name) for name, _ in SAME}
+    member["ds4_ctx"] = variables.get("ds4_ctx")
+    member["addresses"] = addresses
+    return member
+
+
+def pair_hosts(pairs):
+    """The Sparks ds4_pairs names as members, however malformed the rest of it (pair_problems says)."""
+    hosts = []
+    for pair in pairs.values() if isinstance(pairs, dict) else ():
+        for role in ROLES:
+            host = (pair.get(role) or {}).get("host") if isinstance(pair, dict) else None
+            if isinstance(host, str):
+                hosts.append(host)
+    return list(dict.fromkeys(hosts))
+
+
+def pair_problems(pairs, hostvars, in_play):
+    """Every refusal of ds4_pairs for this run: the declaration, a member left out of the run, a member's
+    address that is not its own (its facts, network subset), members on different builds or models, a
+    worker context below the coordinator's."""
+    members = {host: _member_facts(hostvars[host]) for host in pair_hosts(pairs) if host in hostvars}
+    return play_problems(pairs, members, list(in_play))
+
+
+def pair_member(pairs, host, catalog, generation, quantization, extra=None, port=9400):
+    """{pair, role, peer, address, peer_address, port, layers (this member's slice), coordinator_layers}
+    of `host` in its pair, or {} when it serves alone."""
+    try:
+        membership = pair_of(pairs_of(pairs), host)
+        if membership is None:
+            return {}
+        name, role, pair = membership
+        _, entry = quantization_entry(catalog, generation, quantization, extra)
+        layers = pair_split(catalog[generation], entry, pair.get("layers"), f"ds4_pairs[{name!r}].layers")
+    except (PairError, CatalogError) as exc:
+        raise AnsibleFilterError(f"pair_member: {exc}") from exc
+    other = "worker" if role == "coordinator" else "coordinator"
+    return {
+        "pair": name,
+        "role": role,
+        "peer": pair[other]["host"],
+        "address": str(pair[role]["address"]),
+        "peer_address": str(pair[other]["address"]),
+        "coordinator_address": str(pair["coordinator"]["address"]),
+        "worker_address": str(pair["worker"]["address"]),
+        "port": pair.get("port") or port,
+        "layers": layers[role],
+    }
+
+
+class FilterModule:
+    def filters(self):
+        return {"pair_problems": pair_problems, "pair_member": pair_member, "pair_hosts": pair_hosts}

@@ -1,0 +1,80 @@
+"""The pair filters: this run's refusals from the members' variables and facts, and a member's part."""
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible.errors import AnsibleFilterError
+from ansible_collections.ds4.fleet.plugins.filter.ds4_pair import pair_hosts, pair_member, pair_problems
+
+CATALOG = yaml.safe_load(
+    (Path(__file__).resolve().parents[4] / "roles" / "ds4_common" / "defaults" / "main.yml").read_text()
+)["ds4_model_catalog"]
+PAIRS = {
+    "pair01": {
+        "coordinator": {"host": "spark04", "address": "10.77.0.1"},
+        "worker": {"host": "spark05", "address": "10.77.0.2"},
+    }
+}
+
+
+def host(address, **more):
+    values = {"ds4_release": "v0.6.5", "ds4_release_commit": "", "ds4_model_generation": "0731",
+              "ds4_quantization": "q4", "ds4_ctx": 65536,
+              "ansible_facts": {"all_ipv4_addresses": ["10.88.0.9", address]}}  # fmt: skip
+    values.update(more)
+    return values
+
+
+HOSTVARS = {"spark01": host("10.88.0.1"), "spark04": host("10.77.0.1"), "spark05": host("10.77.0.2")}
+
+
+def test_a_sound_pair_in_the_run_has_no_refusal_and_a_single_spark_has_no_part():
+    assert pair_problems(PAIRS, HOSTVARS, ["spark04", "spark05"]) == []
+    assert pair_problems({}, HOSTVARS, ["spark01"]) == []
+    assert pair_member(PAIRS, "spark01", CATALOG, "0731", "q4") == {}
+
+
+def test_a_run_on_one_member_is_refused_and_a_run_beside_the_pair_is_not():
+    assert pair_problems(PAIRS, HOSTVARS, ["spark04"]) == [
+        "ds4_pairs['pair01']: this run takes spark04 without spark05; a pair is provisioned as one (limit "
+        "the run to both members, -l spark04,spark05)"
+    ]
+    assert pair_problems(PAIRS, HOSTVARS, ["spark01"]) == []
+
+
+def test_the_members_facts_and_variables_are_judged():
+    hostvars = copy.deepcopy(HOSTVARS)
+    hostvars["spark05"] = host("10.77.0.3", ds4_ctx=4096, ds4_release="v0.6.3")
+    problems = pair_problems(PAIRS, hostvars, ["spark04", "spark05"])
+    assert [p.split(" is not")[0].split(":")[0] for p in problems] == [
+        "ds4_pairs['pair01'].worker.address 10.77.0.2",
+        "ds4_pairs['pair01']",
+        "ds4_pairs['pair01']",
+    ]
+
+
+def test_a_member_knows_its_role_peer_port_and_slice():
+    assert pair_member(PAIRS, "spark05", CATALOG, "0731", "q4", {}, 9400) == {
+        "pair": "pair01", "role": "worker", "peer": "spark04", "address": "10.77.0.2",
+        "peer_address": "10.77.0.1", "coordinator_address": "10.77.0.1", "worker_address": "10.77.0.2",
+        "port": 9400, "layers": "21:output",
+    }  # fmt: skip
+    custom = copy.deepcopy(PAIRS)
+    custom["pair01"].update(port=9555, layers="0:25")
+    assert pair_member(custom, "spark04", CATALOG, "0731", "q4")["layers"] == "0:25"
+    assert pair_member(custom, "spark04", CATALOG, "0731", "q4")["port"] == 9555
+
+
+def test_a_split_beyond_the_model_fails_naming_the_setting():
+    custom = copy.deepcopy(PAIRS)
+    custom["pair01"]["layers"] = "0:50"
+    with pytest.raises(AnsibleFilterError, match=r"ds4_pairs\['pair01'\].layers: layer slice '0:50'"):
+        pair_member(custom, "spark04", CATALOG, "0731", "q4")
+
+
+def test_the_members_are_listed_however_malformed_the_rest():
+    assert pair_hosts(PAIRS) == ["spark04", "spark05"]
+    assert pair_hosts({"a": {"coordinator": {"host": "x"}, "port": 5}, "b": "junk"}) == ["x"]
+    assert pair_hosts("junk") == []

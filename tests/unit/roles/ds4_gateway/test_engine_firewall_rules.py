@@ -1,0 +1,54 @@
+"""The engine firewall's rules (templates/ds4-engine.nft.j2) on a pair's coordinator: its link port is kept
+for the worker's link address, as the engine's distributed protocol has no authentication."""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import jinja2
+import pytest
+
+TEMPLATE = Path(__file__).resolve().parents[4] / "roles" / "ds4_gateway" / "templates" / "ds4-engine.nft.j2"
+COORDINATOR = {"pair": "pair01", "role": "coordinator", "port": 9400, "worker_address": "10.77.0.2"}
+
+
+def render(pair, allowed=None):
+    environment = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    environment.filters["comment"] = lambda text: f"# {text}"
+    return environment.from_string(TEMPLATE.read_text()).render(
+        ansible_managed="managed",
+        _ds4_firewall_table="ds4_engine",
+        _ds4_firewall_allowed=allowed or {"v4": [], "v6": []},
+        _ds4_firewall_pair=pair,
+        ds4_port=8000,
+    )
+
+
+def rules(text):
+    return [line.strip() for line in text.splitlines() if line.strip().startswith("tcp dport")]
+
+
+def test_only_the_workers_link_address_reaches_the_coordinators_link_port():
+    assert rules(render(COORDINATOR))[-2:] == [
+        "tcp dport 9400 ip saddr 10.77.0.2 accept",
+        "tcp dport 9400 reject with tcp reset",
+    ]
+    assert (
+        rules(render(dict(COORDINATOR, worker_address="fd77::2")))[-2]
+        == "tcp dport 9400 ip6 saddr fd77::2 accept"
+    )
+
+
+@pytest.mark.parametrize("pair", [{}, dict(COORDINATOR, role="worker")])
+def test_a_single_spark_and_a_worker_open_no_link_port(pair):
+    assert [rule for rule in rules(render(pair)) if "9400" in rule] == []
+
+
+@pytest.mark.skipif(shutil.which("nft") is None, reason="needs nft")
+def test_the_rules_are_valid_nftables(tmp_path):
+    path = tmp_path / "ds4-engine.nft"
+    path.write_text(render(COORDINATOR, {"v4": ["10.88.0.9"], "v6": []}))
+    result = subprocess.run(["nft", "-c", "-f", str(path)], capture_output=True, text=True)
+    if "Operation not permitted" in result.stderr:
+        pytest.skip("nft -c needs CAP_NET_ADMIN here")
+    assert result.returncode == 0, result.stderr
