@@ -243,7 +243,7 @@ def test_a_secret_is_shown_at_no_verbosity_nor_in_a_diff(host, spark01):
     assert_untouched(host, before)
 
 
-LOCK = "/run/ds4-fleet.lock"
+LOCK = "/run/ds4-fleet/run.lock"
 
 
 def hold_lock(host, controller, pid):
@@ -253,7 +253,7 @@ def hold_lock(host, controller, pid):
         {"controller": controller, "pid": pid, "user": "carol", "playbook": play, "since": 1.0,
          "since_text": "2026-12-01 09:00:00 UTC"}
     )  # fmt: skip
-    host.run_expect([0], f"printf '%s\\n' '{record}' > {LOCK}")
+    host.run_expect([0], f"install -d -m 0700 {os.path.dirname(LOCK)} && printf '%s\\n' '{record}' > {LOCK}")
 
 
 def test_a_run_on_a_spark_another_run_holds_waits_then_refuses_naming_it(host, spark01):
