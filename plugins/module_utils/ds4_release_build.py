@@ -15,15 +15,15 @@ staging directory and leaves every release, `current` and `previous` as they wer
 command and output go to one build log, whose last lines the error carries. Where a progress file is
 given, every step rewrites it at least every PROGRESS_EVERY seconds (the ds4_hub_wait action prints it).
 
-Builds on one host take turns through an flock on releases/.build.lock, which also makes it safe to
-clear what an interrupted build left behind.
+Builds on one host take turns through an flock on /run/ds4-fleet/build.lock, a file of root's alone that no
+other user can open to hold it (ds4_flock), which also makes it safe to clear what an interrupted build
+left behind; a build that waited BUILD_LOCK_WAIT for it fails naming the holder.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime
-import fcntl
 import json
 import os
 import pwd
@@ -38,6 +38,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_cubin import (
     check_program,
     cuobjdump_for,
 )
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_flock import LOCK_DIR, LockBusy, held
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_proxy_env import without_proxy
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_plan import (
     PROGRAMS,
@@ -53,7 +54,9 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_plan import 
     remote_of,
 )
 
-LOCK_NAME = ".build.lock"
+LOCK_NAME = "build.lock"
+# A build takes minutes, an hour on a slow host: a longer hold is no build of ours.
+BUILD_LOCK_WAIT = 2 * 3600
 # A release being replaced (rebuilt with a new stamp) is moved aside under this prefix, then removed.
 RETIRING_PREFIX = ".old-"
 LOG_TAIL_LINES = 25
@@ -348,9 +351,11 @@ def _open_log(path):
 
 @contextlib.contextmanager
 def _locked(path):
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
+    try:
+        with held(path, "the build lock", BUILD_LOCK_WAIT):
+            yield
+    except LockBusy as exc:
+        raise ReleaseError(f"{exc}: another build on this host") from exc
 
 
 def _remove_leftovers(releases):
@@ -508,10 +513,12 @@ def build_release(
     progress_file=None,
     build_user=None,
     tags_record=None,
+    lock_dir=None,
 ):
     """Build RELEASE at COMMIT into ROOT/releases/RELEASE unless its stamp already matches; with
     BUILD_USER, the engine's code (make, the built programs) runs as that unprivileged user; with
-    TAGS_RECORD, the commit the tag resolved to is recorded there.
+    TAGS_RECORD, the commit the tag resolved to is recorded there; builds take turns through the build
+    lock in LOCK_DIR (ds4_flock's /run/ds4-fleet unless given).
 
     Returns {'built': bool, 'state': release_state(), 'stamp': the release's stamp, 'log_path'}.
     Raises ReleaseError when the release is the running or rollback one and would need a rebuild, and
@@ -525,7 +532,7 @@ def build_release(
         check_reachable(releases, account)
     os.makedirs(log_dir, mode=0o755, exist_ok=True)
     log_path = build_log_path(log_dir, release)
-    with _locked(os.path.join(releases, LOCK_NAME)):
+    with _locked(os.path.join(lock_dir or LOCK_DIR, LOCK_NAME)):
         # Checked again under the lock: another run may have built it, or activated it, meanwhile.
         state = release_state(root, release, commit, build_target, cuda_version)
         if not state["build"]:

@@ -31,6 +31,14 @@ H200 = {"arch": "sm_90", "make_target": "cuda", "make_args": ["CUDA_ARCH=sm_90"]
 NOW = datetime.datetime(2026, 9, 1, 12, 0, 0)
 
 
+@pytest.fixture(autouse=True)
+def lock_dir(tmp_path, monkeypatch):
+    """The build lock's directory of root's alone, for this test only (never the host's /run)."""
+    directory = tmp_path / "run-ds4-fleet"
+    monkeypatch.setattr(ds4_release_build_utils, "LOCK_DIR", str(directory))
+    return directory
+
+
 @pytest.fixture(scope="module")
 def forge(tmp_path_factory):
     """The stand-in engine repository (file:// so that --depth applies) and a GB10 persona's nvcc."""
@@ -83,7 +91,7 @@ def stamp_of(root, tag):
 
 def hidden(root):
     return sorted(
-        name for name in os.listdir(root / "releases") if name.startswith(".") and name != ".build.lock"
+        name for name in os.listdir(root / "releases") if name.startswith(".")
     )
 
 
@@ -511,3 +519,21 @@ def test_a_build_user_that_cannot_reach_its_tree_is_refused_before_the_build(for
         )  # fmt: skip
     # Refused before anything: no clone, no log.
     assert os.listdir(root / "releases") == [] and not (open_tree["base"] / "logs").exists()
+
+
+def test_the_build_lock_is_root_s_alone_and_a_holder_is_named(forge, tmp_path, lock_dir, monkeypatch):
+    # Anyone could flock releases/.build.lock (0644) and stall every build for good.
+    build(forge, tmp_path, "v0.6.5")
+    assert not (tmp_path / "releases" / ".build.lock").exists()
+    assert oct(lock_dir.stat().st_mode & 0o777) == "0o700"
+    assert oct((lock_dir / "build.lock").stat().st_mode & 0o777) == "0o600"
+    import fcntl
+
+    monkeypatch.setattr(ds4_release_build_utils, "BUILD_LOCK_WAIT", 0.3)
+    fd = os.open(lock_dir / "build.lock", os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        with pytest.raises(ReleaseError, match=rf"the build lock .* is held by pid {os.getpid()} of user root"):
+            build(forge, tmp_path, "v0.6.6")
+    finally:
+        os.close(fd)
