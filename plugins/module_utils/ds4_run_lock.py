@@ -28,7 +28,6 @@ as anyone could hold /run), and a guard held longer than GUARD_WAIT fails naming
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import time

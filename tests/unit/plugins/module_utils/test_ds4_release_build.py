@@ -90,9 +90,7 @@ def stamp_of(root, tag):
 
 
 def hidden(root):
-    return sorted(
-        name for name in os.listdir(root / "releases") if name.startswith(".")
-    )
+    return sorted(name for name in os.listdir(root / "releases") if name.startswith("."))
 
 
 def test_make_command_and_environment():
@@ -533,7 +531,8 @@ def test_the_build_lock_is_root_s_alone_and_a_holder_is_named(forge, tmp_path, l
     fd = os.open(lock_dir / "build.lock", os.O_RDONLY)
     fcntl.flock(fd, fcntl.LOCK_EX)
     try:
-        with pytest.raises(ReleaseError, match=rf"the build lock .* is held by pid {os.getpid()} of user root"):
+        held_by = rf"the build lock .* is held by pid {os.getpid()} of user root"
+        with pytest.raises(ReleaseError, match=held_by):
             build(forge, tmp_path, "v0.6.6")
     finally:
         os.close(fd)
