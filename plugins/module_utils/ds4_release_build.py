@@ -10,7 +10,9 @@ The engine's own code (its Makefile, the programs it builds) is not trusted with
 user, the clone (by root, whose environment alone holds the repository's credential) is handed to that
 user, except its .git, and make runs as that user in a tree only it may enter; then every process of
 the user is ended, the tree is made root's and writable by no one else, and the checks of the built
-programs run as that user again, read-only. A failure at any step removes the
+programs run as that user again, read-only. Before and after each build, nothing of that user remains: no
+process, cron or at job, nor file in a shared directory (ds4_build_user.clear); what an earlier build
+left is named in the log and the result. A failure at any step removes the
 staging directory and leaves every release, `current` and `previous` as they were. Every step's
 command and output go to one build log, whose last lines the error carries. Where a progress file is
 given, every step rewrites it at least every PROGRESS_EVERY seconds (the ds4_hub_wait action prints it).
@@ -33,6 +35,7 @@ import stat
 import subprocess
 import time
 
+from ansible_collections.ds4.fleet.plugins.module_utils import ds4_build_user
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_cubin import (
     CubinError,
     check_program,
@@ -539,6 +542,7 @@ def build_release(
             return {"built": False, "state": state, "stamp": state["stamp"], "log_path": None}
         _remove_leftovers(releases)
         staging = os.path.join(releases, STAGING_PREFIX + release)
+        cleared = []
         try:
             # 0640, created afresh (never through a link left at its name): git and make may echo what
             # the repository URL or the environment holds.
@@ -547,6 +551,12 @@ def build_release(
                 log.note(
                     f"ds4 engine release {release} (commit {commit}) from {remote.url}, {state['reason']}"
                 )
+                if account is not None:
+                    cleared = _clear_build_user(account)
+                    if cleared:
+                        log.note(
+                            f"an earlier build left, as {account.name}, now removed: {'; '.join(cleared)}"
+                        )
                 stamp = _build_and_stamp(
                     staging,
                     log,
@@ -574,9 +584,29 @@ def build_release(
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
+        finally:
+            if account is not None:
+                _clear_build_user(account)
         _swap_in(staging, state["path"], release)
         # What the tag resolved to, kept after the release is pruned: a later run refuses the tag if it
         # resolves elsewhere (ds4_release_plan.verify_unmoved).
         if tags_record:
             record_tag(tags_record, release, commit, now)
-    return {"built": True, "state": state, "stamp": stamp, "log_path": log_path}
+    return {"built": True, "state": state, "stamp": stamp, "log_path": log_path, "cleared": cleared}
+
+
+# A process that forks while it is killed may outlive one round.
+CLEAR_ROUNDS = 5
+
+
+def _clear_build_user(account):
+    """Nothing of ACCOUNT left: its processes ended, its jobs and shared files removed; what was found."""
+    found = ds4_build_user.clear(account, end_processes_of)
+    for _ in range(CLEAR_ROUNDS):
+        if not ds4_build_user.processes_of(account.uid):
+            return found
+        end_processes_of(account)
+    raise ReleaseError(
+        f"processes of the build user {account.name} outlived {CLEAR_ROUNDS} rounds of SIGKILL: "
+        + "; ".join(ds4_build_user.processes_of(account.uid))
+    )

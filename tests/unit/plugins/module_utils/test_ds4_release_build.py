@@ -536,3 +536,38 @@ def test_the_build_lock_is_root_s_alone_and_a_holder_is_named(forge, tmp_path, l
             build(forge, tmp_path, "v0.6.6")
     finally:
         os.close(fd)
+
+
+def test_no_process_job_or_file_of_the_build_user_outlives_a_build(forge, open_tree, tmp_path, monkeypatch):
+    # A release's Makefile may leave an at or cron job, or a process, to rewrite the next release.
+    from ansible_collections.ds4.fleet.plugins.module_utils import ds4_build_user
+
+    # The shared directory where the build user can reach it (pytest's tmp_path is root's alone).
+    cron, at, shared = tmp_path / "crontabs", tmp_path / "atjobs", open_tree["base"] / "shared-tmp"
+    for directory in (cron, at, shared):
+        directory.mkdir()
+    shared.chmod(0o1777)
+    monkeypatch.setattr(ds4_build_user, "CRON_SPOOL", str(cron))
+    monkeypatch.setattr(ds4_build_user, "AT_SPOOL", str(at))
+    monkeypatch.setattr(ds4_build_user, "SHARED_DIRS", (str(shared),))
+    # What an earlier build left: a crontab and an at job of the build user.
+    for path in (cron / "ds4-build", at / "a0001201b4c2e1"):
+        path.write_text("* * * * * cp /tmp/evil ds4-server\n")
+        os.chown(path, BUILD_UID, BUILD_UID)
+    spy = Path(open_tree["make"])
+    leave = f"mkdir {shared}/.keep && touch {shared}/.keep/x && ls -ld {shared}/.keep\nexec make"
+    spy.write_text(spy.read_text().replace("exec make", leave))
+    root = open_tree["base"] / "opt"
+    built = build_release(
+        root=str(root), release="v0.6.5", commit=forge["tags"]["v0.6.5"], repo=forge["repo"],
+        build_target=SPARK, cuda_version="13.0", nvcc=open_tree["nvcc"], jobs=2, log_dir=str(root / "logs"),
+        git="git", make=open_tree["make"], env=os.environ, build_user="ds4-build",
+    )  # fmt: skip
+    release = root / "releases" / "v0.6.5"
+    assert built["built"] and _gone(int((release / ".left-behind").read_text()))
+    assert list(cron.iterdir()) == [] and list(at.iterdir()) == [] and list(shared.iterdir()) == []
+    assert built["cleared"] == [str(cron / "ds4-build"), str(at / "a0001201b4c2e1")]
+    log = (root / "logs" / "build-v0.6.5.log").read_text()
+    assert f"an earlier build left, as ds4-build, now removed: {cron / 'ds4-build'}" in log
+    assert f" {shared}/.keep\n" in log, "the build left nothing in the shared directory to clear"
+    assert ds4_build_user.processes_of(BUILD_UID) == []
