@@ -57,8 +57,12 @@ MANAGED_DIRS = ("ds4_root", "ds4_gguf_dir", "ds4_kv_disk_dir", "ds4_engine_build
 # imports Python; /var/lib/dpkg; /root/.ssh). Strictly below ds4's own data directory, or below a
 # dedicated mount; the weights also below the home of ds4_weights_owner (/home/NAME, never root's).
 HANDED_ROOTS = ("/var/lib/ds4", "/srv", "/data", "/mnt")
-# What the roles keep for root inside those roots: the running service's snapshot for a rollback.
-ROOT_KEPT = ("/var/lib/ds4/rollback",)
+# Roots shared with other services (/srv/www, a mount's other data): what is handed lies in a directory
+# named for ds4 (a component containing "ds4", such as /srv/ds4/kv or /mnt/nvme/ds4-kv).
+SHARED_ROOTS = ("/srv", "/data", "/mnt")
+# What the roles keep for root inside those roots: the running service's snapshot for a rollback, the
+# update check's and the watchdog's state (_ds4_update_state, _ds4_watchdog_state).
+ROOT_KEPT = ("/var/lib/ds4/rollback", "/var/lib/ds4/update-check.json", "/var/lib/ds4/watchdog.json")
 _HOME = re.compile(r"/home/(?!root/)([a-z_][a-z0-9_-]*)/[^/].*")
 
 _PATH_CHARS = re.compile(r"/[A-Za-z0-9._+@/-]*")
@@ -175,6 +179,10 @@ def handed_dir_problem(value, home=False):
     for kept in ROOT_KEPT:
         if value == kept or value.startswith(kept + "/"):
             return f"a directory of its own, not {kept}, which the roles keep for root"
+    for root in SHARED_ROOTS:
+        if value.startswith(root + "/") and "ds4" not in value[len(root) :]:
+            shared = ", ".join(SHARED_ROOTS[:-1]) + " or " + SHARED_ROOTS[-1]
+            return f"below {shared}, a directory named for ds4 (such as /srv/ds4/...), not another's tree"
     return None
 
 
