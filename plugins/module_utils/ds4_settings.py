@@ -190,6 +190,24 @@ def _managed_dir(value):
     return managed_dir_problem(value)
 
 
+# node_exporter's textfile directory: the package's (/var/lib/prometheus/node-exporter), or a site's below
+# the roots a handed directory may lie in. The root-run watchdog writes in it (never through a link:
+# ds4_no_follow.write_at), and the role makes it when it manages the exporter.
+TEXTFILE_ROOTS = ("/var/lib/prometheus", *HANDED_ROOTS)
+
+
+def _textfile_dir(value):
+    problem = managed_dir_problem(value)
+    if problem:
+        return problem
+    if not any(value.startswith(root + "/") for root in TEXTFILE_ROOTS):
+        return "a directory of its own below " + ", ".join(f"{root}/..." for root in TEXTFILE_ROOTS)
+    for kept in ROOT_KEPT:
+        if value == kept or value.startswith(kept + "/"):
+            return f"a directory of its own, not {kept}, which the roles keep for root"
+    return None
+
+
 def _gguf_dir(value):
     return managed_dir_problem(value) or handed_dir_problem(value, home=True)
 
@@ -515,7 +533,7 @@ RULES = {
     "ds4_node_exporter_port": _between(1, 65535, "a TCP port"),
     "ds4_node_exporter_listen_address": _listen_address,
     # The watchdog may write in it (ReadWritePaths=): never a system directory itself.
-    "ds4_node_exporter_textfile_dir": _managed_dir,
+    "ds4_node_exporter_textfile_dir": _textfile_dir,
     "ds4_metrics_next_generation_bytes": _between(0, what="a whole number of bytes"),
     # ds4_monitoring (on the controller)
     "ds4_monitoring_dir": _controller_dir,

@@ -359,7 +359,10 @@ def test_a_directory_below_an_allowed_root_is_accepted(changes):
         ("/srv/www", "below /srv, /data or /mnt, a directory named for ds4 (such as /srv/ds4/...)"),
         ("/mnt/nvme", "below /srv, /data or /mnt, a directory named for ds4 (such as /srv/ds4/...)"),
         # Root's own files in ds4's data directory: the update check's and the watchdog's state.
-        ("/var/lib/ds4/update-check.json", "not /var/lib/ds4/update-check.json, which the roles keep for root"),
+        (
+            "/var/lib/ds4/update-check.json",
+            "not /var/lib/ds4/update-check.json, which the roles keep for root",
+        ),
         ("/var/lib/ds4/watchdog.json", "not /var/lib/ds4/watchdog.json, which the roles keep for root"),
     ],
 )
@@ -368,3 +371,14 @@ def test_a_handed_directory_needs_a_ds4_named_directory_and_is_never_root_s_own_
     assert len(refused) == 1 and why in refused[0], refused
 
 
+@pytest.mark.parametrize("value", ["/usr/local/lib/ds4", "/root/metrics", "/var/lib/ds4/rollback"])
+def test_the_textfile_directory_the_root_run_watchdog_writes_in_is_confined(value):
+    refused = check(OPTIONS, dict(DEFAULTS, ds4_node_exporter_textfile_dir=value))
+    assert len(refused) == 1 and refused[0].startswith(
+        "ds4_node_exporter_textfile_dir must be a directory of"
+    ), refused
+
+
+@pytest.mark.parametrize("value", ["/var/lib/prometheus/node-exporter", "/srv/site-textfile"])
+def test_the_package_s_or_a_site_s_textfile_directory_is_accepted(value):
+    assert check(OPTIONS, dict(DEFAULTS, ds4_node_exporter_textfile_dir=value)) == []
