@@ -20,7 +20,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import rem
 CRON_SPOOL = "/var/spool/cron/crontabs"
 AT_SPOOL = "/var/spool/cron/atjobs"
 # Where any user may make files outside its home (the build user has none).
-SHARED_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
+SHARED_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/dev/mqueue")
 PROC = "/proc"
 
 
