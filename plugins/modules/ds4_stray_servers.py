@@ -18,7 +18,7 @@ description:
     C(ROOT/releases/<tag>/ds4-server), and in the installer's home C(code/ds4/ds4-server) (its clone,
     built in place) and the C(ds4-serve) launcher in C(code/ds4) or C(.local/bin).
   - A server of another user (neither root nor the owner of O(installer_home)) that does not listen on
-    O(port) is left out of every list but RV(ignored), and warned of: any local user can name a program
+    O(port) is left out of every list but RV(ignored), and warned of, since any local user can name a program
     ds4-server.
   - Changes nothing, in check mode too.
 version_added: 0.1.0
