@@ -328,7 +328,7 @@ def write_at(path, content, mode):
     over PATH within that directory. Raises UnsafePath for a link on the way, OSError otherwise."""
     parts = _components(path)
     if not parts:
-        raise UnsafePath("/ is not a file")
+        raise UnsafePath("/ is never written as a file")
     fd = os.open("/", _DIR_FLAGS)
     try:
         shown = ""
