@@ -110,12 +110,12 @@ def _uid_of(proc_root, pid):
         return None
 
 
-def takeover(servers, main_pid_of, accepted, proc_root="/proc", port_pids=None, counted_uids=None):
+def takeover(servers, main_pid_of, accepted, proc_root="/proc", port_uids=None, counted_uids=None):
     """{servers, pids, services, refused, lines, ignored} for the stray servers; `main_pid_of(unit)` is the
     unit's main pid; ACCEPTED the programs that may be taken over (accepted_programs()). A server that
-    runs as none of COUNTED_UIDS (None: every server counts) and is not in PORT_PIDS (the processes that
-    listen on the engine's port; None when unknown, and then every server counts) is only named in
-    `ignored`.
+    runs as none of COUNTED_UIDS (None: every server counts) nor as a user in PORT_UIDS (the owners of
+    the sockets that listen on the engine's port; None when unknown, and then every server counts) is
+    only named in `ignored`.
 
     servers: each stray server with its `unit`, `exe`, `program`, `user` and `accepted`; pids: those that
     may be stopped; services: the units whose main process is one of them; refused: one line per server
@@ -125,9 +125,8 @@ def takeover(servers, main_pid_of, accepted, proc_root="/proc", port_pids=None, 
     for server in servers:
         if (
             counted_uids is not None
-            and port_pids is not None
-            and server["pid"] not in port_pids
-            and _uid_of(proc_root, server["pid"]) not in counted_uids
+            and port_uids is not None
+            and _uid_of(proc_root, server["pid"]) not in set(counted_uids) | set(port_uids)
         ):
             info = program_of(proc_root, server["pid"], server["cmdline"])
             ignored.append(_line(dict(server, unit=service_unit(server["cgroup"]), **info)))

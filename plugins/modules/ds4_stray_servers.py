@@ -92,8 +92,8 @@ from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_host_facts import invoking_home  # noqa: E402
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_processes import (  # noqa: E402
     find_stray_servers,
-    parse_ss_listeners,
-    ss_command,
+    listener_uids_command,
+    parse_listener_uids,
 )
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_takeover import (  # noqa: E402
     accepted_programs,
@@ -116,14 +116,12 @@ def main():
     counted = {0}
     with contextlib.suppress(OSError):
         counted.add(os.stat(home).st_uid)
-    port_pids = None
+    port_uids = None
     ss = module.get_bin_path("ss")
     if module.params["port"] is not None and ss:
-        rc, out, _ = module.run_command(ss_command(ss, module.params["port"]))
+        rc, out, _ = module.run_command(listener_uids_command(ss, module.params["port"]))
         if rc == 0:
-            # A listener whose process ss cannot show (None) leaves every server counted.
-            listeners = parse_ss_listeners(out)
-            port_pids = None if None in listeners else set(listeners)
+            port_uids = parse_listener_uids(out)
 
     def main_pid_of(unit):
         rc, out, err = module.run_command(["systemctl", "show", "--property=MainPID", "--value", "--", unit])
@@ -131,7 +129,7 @@ def main():
             module.fail_json(msg=f"systemctl show {unit} failed: {err.strip() or out.strip()}")
         return int(out.strip() or 0)
 
-    found = takeover(find_stray_servers(), main_pid_of, accepted, port_pids=port_pids, counted_uids=counted)
+    found = takeover(find_stray_servers(), main_pid_of, accepted, port_uids=port_uids, counted_uids=counted)
     for line in found["ignored"]:
         module.warn(f"a process named ds4-server of another user, off the engine's port, left alone: {line}")
     module.exit_json(changed=False, **found)

@@ -219,17 +219,18 @@ def test_another_user_s_server_off_the_engine_s_port_is_reported_not_fatal(tmp_p
         {"pid": 500, "cmdline": ["/tmp/ds4-server"], "cgroup": "0::/user.slice/session-2.scope"},
     ]
 
-    def judge_with(port_pids):
+    def judge_with(port_uids):
         return takeover(
-            servers, lambda unit: 0, ACCEPTED, proc_root=str(tmp_path), port_pids=port_pids, counted_uids={0}
+            servers, lambda unit: 0, ACCEPTED, proc_root=str(tmp_path), port_uids=port_uids, counted_uids={0}
         )
 
-    off_port = judge_with(set())
+    # The engine's own user (ds4, say 107) listens on the port; nobody does not.
+    off_port = judge_with({107})
     user = pwd.getpwuid(65534).pw_name
     assert off_port["ignored"] == [f"400 - ds4-server (runs /home/mallory/bin/ds4-server as {user})"]
     # Root's own is still refused: not another user's.
     assert off_port["refused"] == ["pid 500: /tmp/ds4-server (exe /tmp/ds4-server), user root"]
     assert [s["pid"] for s in off_port["servers"]] == [500]
-    on_port = judge_with({400})
+    on_port = judge_with({107, 65534})
     assert on_port["ignored"] == []
     assert on_port["refused"][0].startswith("pid 400: /home/mallory/bin/ds4-server")
