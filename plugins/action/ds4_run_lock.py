@@ -29,7 +29,7 @@ import time
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_run_lock import describe
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_run_lock import PATH, describe
 
 MODULE = "ds4.fleet.ds4_run_lock"
 POLL = 2.0
@@ -129,7 +129,7 @@ class ActionModule(ActionBase):
                 args["stale"] = other
                 continue
             if time.monotonic() >= deadline:
-                path = args.get("path", "/run/ds4-fleet.lock")
+                path = args.get("path", PATH)
                 left = answer.get("lease_left")
                 runs_out = (
                     f"; its lease runs out in {left:.0f} s unless that run renews it"

@@ -25,6 +25,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible_collections.ds4.fleet.plugins.module_utils import ds4_settings
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_applied import fingerprint
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_redact import SECRETS
 
 try:  # ansible-core 2.19 templates only strings marked as trusted; before it, every string.
     from ansible.template import trust_as_template
@@ -112,7 +113,9 @@ class ActionModule(ActionBase):
         if sparks is not None:
             refused += self._gateway_problems(values, sparks, task_vars)
         # The run's inputs in one digest: a Spark recorded with it, and as recorded, has nothing to do.
-        inputs = fingerprint(values, os.path.normpath(os.path.join(ROLES_DIR, os.pardir)))
+        # Secrets left out: the Spark keys them with its own digest key (ds4_applied's `secrets`).
+        secret_names = SECRETS | {name for name, spec in options.items() if spec.get("no_log")}
+        inputs = fingerprint(values, os.path.normpath(os.path.join(ROLES_DIR, os.pardir)), secret_names)
         result.update(changed=False, checked=sorted(options), fingerprint=inputs)
         if refused:
             result.update(failed=True, refused=refused, msg="; ".join(refused))

@@ -21,11 +21,13 @@ import os
 import pwd
 import stat
 
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_digest import keyed
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import (
     private_dir,
     read_text,
     replace_file,
 )
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_redact import URLS, url
 
 # Files larger than this are compared by size, time and inode, not read.
 HASH_LIMIT = 16 * 1024 * 1024
@@ -56,11 +58,28 @@ def collection_digest(root):
     return digest.hexdigest()
 
 
-def fingerprint(values, collection_root):
+def fingerprint(values, collection_root, secret_names=()):
     """The inputs of a run in one digest: every public setting as the play templates it, and the
-    collection's own files. Secrets are in it as they are in a diff, by digest only."""
-    settings = json.dumps(values, sort_keys=True, default=str)
+    collection's own files. The settings named in SECRET_NAMES are left out, and a URL's userinfo
+    (ds4_redact.URLS): a plain sha256 over a weak secret and settings one can read elsewhere gives the
+    secret away to a few guesses. The secrets reach the Spark's record by keyed digest alone
+    (keyed_fingerprint)."""
+    plain = {
+        name: None
+        if name in secret_names
+        else url(value)
+        if name in URLS and isinstance(value, str)
+        else value
+        for name, value in values.items()
+    }
+    settings = json.dumps(plain, sort_keys=True, default=str)
     return hashlib.sha256(f"{settings}\0{collection_digest(collection_root)}".encode()).hexdigest()
+
+
+def keyed_fingerprint(fingerprint_, secrets, key):
+    """The fingerprint a Spark records and compares: the run's FINGERPRINT and its SECRETS (setting ->
+    value) under the Spark's digest key (ds4_digest.keyed), never a plain digest of a secret."""
+    return f"{fingerprint_}+{keyed(json.dumps(secrets, sort_keys=True, default=str), key)}"
 
 
 def _entry(path):

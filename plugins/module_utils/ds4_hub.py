@@ -9,13 +9,18 @@ to a JSON file that a poller reads (ds4_hub_progress). The protocol is in ds4_hu
 from __future__ import annotations
 
 import errno
-import fcntl
 import hashlib
 import os
 import time
 from urllib.parse import quote
 
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_bytes import describe_bytes
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_flock import (
+    LOCK_DIR,
+    LockBusy,
+    acquire,
+    open_lock,
+)
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_progress import Progress
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import (
     CATALOG_VAR,
@@ -342,7 +347,24 @@ class HubFile:
     def _fill_part(self, meta, state):
         """Fill the part under an exclusive lock, never through a link, and give it its owner and mode
         through the same descriptor before it takes the file's name; the transfer's outcome and the
-        part's stat."""
+        part's stat. The lock is a file of root's alone (ds4_flock), not the part: any user may open a
+        part of another owner's 0644 and hold an flock on it, and no fetch of that file would ever run."""
+        lock_name = "part-" + hashlib.sha256(self.part.encode()).hexdigest()[:16] + ".lock"
+        lock_path = os.path.join(LOCK_DIR, lock_name)
+        try:
+            lock = open_lock(lock_path)
+        except LockBusy as e:
+            raise HubError(str(e)) from e
+        try:
+            try:
+                acquire(lock, lock_path, f"the lock of {self.part}", 0)
+            except LockBusy as e:
+                raise HubError(f"another run is already fetching {self.part}: {e}") from e
+            return self._fill_locked_part(meta, state)
+        finally:
+            os.close(lock)
+
+    def _fill_locked_part(self, meta, state):
         try:
             # Never through a link: the bytes would land wherever it points.
             fd = os.open(self.part, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
@@ -354,10 +376,6 @@ class HubFile:
                 ) from e
             raise
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError as e:
-                raise HubError(f"another run is already fetching {self.part}") from e
             outcome = self._fill(fd, meta, state)
             set_attributes(fd, self.uid, self.gid, self.mode)
             os.fsync(fd)

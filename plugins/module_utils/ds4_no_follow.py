@@ -11,7 +11,12 @@ through the descriptor that was opened and checked, never by path again:
   ds4_weights_owner), made and chowned by a walk that refuses a link at any component and any parent a
   third user could change;
 - open_file and set_attributes: a weight file (adopted from an installer's ~/gguf or fetched), hashed,
-  stat-ed, chowned and chmodded through one descriptor.
+  stat-ed, chowned and chmodded through one descriptor;
+- write_at: a file a root-run program rewrites in a directory another user may own (the watchdog's
+  ds4.prom in node_exporter's textfile directory), written whole beside its name in the directory reached
+  without a link, and renamed over it there.
+
+This file imports nothing of the collection: the watchdog uses it on the host (_ds4_host_modules).
 """
 
 from __future__ import annotations
@@ -313,5 +318,43 @@ def remove(path, keep=(), gone=None, check_mode=False, select=None, empty_only=F
             gone.add(path)
             return [path]
         return _remove_at(fd, name, path, set(keep), gone, check_mode, select)[0]
+    finally:
+        os.close(fd)
+
+
+def write_at(path, content, mode):
+    """Replace the file PATH (bytes) whole: its directory walked from / with no link at any component, a
+    new file made in it (O_EXCL, never through a link), its mode set through its descriptor, then renamed
+    over PATH within that directory. Raises UnsafePath for a link on the way, OSError otherwise."""
+    parts = _components(path)
+    if not parts:
+        raise UnsafePath("/ is never written as a file")
+    fd = os.open("/", _DIR_FLAGS)
+    try:
+        shown = ""
+        for name in parts[:-1]:
+            shown += "/" + name
+            child = _open_dir_at(fd, name, shown)
+            if child is None:
+                raise FileNotFoundError(errno.ENOENT, "no such directory", shown)
+            os.close(fd)
+            fd = child
+        temporary = f".{parts[-1]}.{os.getpid()}.tmp"
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary, dir_fd=fd)
+        out = os.open(
+            temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=fd
+        )
+        try:
+            with os.fdopen(out, "wb") as handle:
+                os.fchmod(handle.fileno(), mode)
+                handle.write(content)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temporary, parts[-1], src_dir_fd=fd, dst_dir_fd=fd)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary, dir_fd=fd)
+            raise
     finally:
         os.close(fd)

@@ -20,6 +20,7 @@ SERVER_PROGRAMS = (SERVER_NAME, "ds4-serve")
 _INTERPRETER_RE = re.compile(r"^(python3[.0-9]*|sh|bash|dash)$")
 # A listener's processes in ss's last column: users:(("ds4-server",pid=1234,fd=3),...).
 _SS_PID_RE = re.compile(r"\bpid=(\d+),")
+_SS_UID_RE = re.compile(r"\buid:(\d+)\b")
 
 # RUN(argv) -> (rc, stdout, stderr), as AnsibleModule.run_command. For the type checker only: the hosts'
 # Pythons need not subscript Callable.
@@ -111,6 +112,22 @@ def parse_ss_listeners(text: str) -> list[int | None]:
         match = _SS_PID_RE.search(line)
         holders.append(int(match.group(1)) if match else None)
     return holders
+
+
+def listener_uids_command(ss: str, port: int) -> list[str]:
+    """Listening TCP sockets on PORT with their owners (-e): the owner is shown without the right to
+    see the process (another user's, in a container without CAP_SYS_PTRACE)."""
+    return [ss, "-Hltne", f"sport = :{port}"]
+
+
+def parse_listener_uids(text: str) -> set[int]:
+    """The users that own the listening sockets of `ss -Hltne` lines: ss prints `uid:N` for any but root."""
+    uids = set()
+    for line in text.splitlines():
+        if line.strip():
+            match = _SS_UID_RE.search(line)
+            uids.add(int(match.group(1)) if match else 0)
+    return uids
 
 
 def port_holder(port: int, run: Run, ss: str | None, proc_root: str = "/proc") -> tuple[dict, list[str]]:

@@ -10,20 +10,22 @@ The engine's own code (its Makefile, the programs it builds) is not trusted with
 user, the clone (by root, whose environment alone holds the repository's credential) is handed to that
 user, except its .git, and make runs as that user in a tree only it may enter; then every process of
 the user is ended, the tree is made root's and writable by no one else, and the checks of the built
-programs run as that user again, read-only. A failure at any step removes the
+programs run as that user again, read-only. Before and after each build, nothing of that user remains: no
+process, cron or at job, nor file in a shared directory (ds4_build_user.clear); what an earlier build
+left is named in the log and the result. A failure at any step removes the
 staging directory and leaves every release, `current` and `previous` as they were. Every step's
 command and output go to one build log, whose last lines the error carries. Where a progress file is
 given, every step rewrites it at least every PROGRESS_EVERY seconds (the ds4_hub_wait action prints it).
 
-Builds on one host take turns through an flock on releases/.build.lock, which also makes it safe to
-clear what an interrupted build left behind.
+Builds on one host take turns through an flock on /run/ds4-fleet/build.lock, a file of root's alone that no
+other user can open to hold it (ds4_flock), which also makes it safe to clear what an interrupted build
+left behind; a build that waited BUILD_LOCK_WAIT for it fails naming the holder.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime
-import fcntl
 import json
 import os
 import pwd
@@ -33,11 +35,13 @@ import stat
 import subprocess
 import time
 
+from ansible_collections.ds4.fleet.plugins.module_utils import ds4_build_user
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_cubin import (
     CubinError,
     check_program,
     cuobjdump_for,
 )
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_flock import LOCK_DIR, LockBusy, held
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_proxy_env import without_proxy
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_plan import (
     PROGRAMS,
@@ -53,7 +57,9 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_plan import 
     remote_of,
 )
 
-LOCK_NAME = ".build.lock"
+LOCK_NAME = "build.lock"
+# A build takes minutes, an hour on a slow host: a longer hold is no build of ours.
+BUILD_LOCK_WAIT = 2 * 3600
 # A release being replaced (rebuilt with a new stamp) is moved aside under this prefix, then removed.
 RETIRING_PREFIX = ".old-"
 LOG_TAIL_LINES = 25
@@ -349,9 +355,11 @@ def _open_log(path):
 
 @contextlib.contextmanager
 def _locked(path):
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
+    try:
+        with held(path, "the build lock", BUILD_LOCK_WAIT):
+            yield
+    except LockBusy as exc:
+        raise ReleaseError(f"{exc}: another build on this host") from exc
 
 
 def _remove_leftovers(releases):
@@ -514,10 +522,12 @@ def build_release(
     build_user=None,
     tags_record=None,
     make_target_reason="",
+    lock_dir=None,
 ):
     """Build RELEASE at COMMIT into ROOT/releases/RELEASE unless its stamp already matches; with
     BUILD_USER, the engine's code (make, the built programs) runs as that unprivileged user; with
-    TAGS_RECORD, the commit the tag resolved to is recorded there.
+    TAGS_RECORD, the commit the tag resolved to is recorded there; builds take turns through the build
+    lock in LOCK_DIR (ds4_flock's /run/ds4-fleet unless given).
 
     Returns {'built': bool, 'state': release_state(), 'stamp': the release's stamp, 'log_path'}.
     Raises ReleaseError when the release is the running or rollback one and would need a rebuild, and
@@ -531,13 +541,14 @@ def build_release(
         check_reachable(releases, account)
     os.makedirs(log_dir, mode=0o755, exist_ok=True)
     log_path = build_log_path(log_dir, release)
-    with _locked(os.path.join(releases, LOCK_NAME)):
+    with _locked(os.path.join(lock_dir or LOCK_DIR, LOCK_NAME)):
         # Checked again under the lock: another run may have built it, or activated it, meanwhile.
         state = release_state(root, release, commit, build_target, cuda_version)
         if not state["build"]:
             return {"built": False, "state": state, "stamp": state["stamp"], "log_path": None}
         _remove_leftovers(releases)
         staging = os.path.join(releases, STAGING_PREFIX + release)
+        cleared = []
         try:
             # 0640, created afresh (never through a link left at its name): git and make may echo what
             # the repository URL or the environment holds.
@@ -548,6 +559,12 @@ def build_release(
                 )
                 if make_target_reason:
                     log.note(f"make {build_target['make_target']}: {make_target_reason}")
+                if account is not None:
+                    cleared = _clear_build_user(account)
+                    if cleared:
+                        log.note(
+                            f"an earlier build left, as {account.name}, now removed: {'; '.join(cleared)}"
+                        )
                 stamp = _build_and_stamp(
                     staging,
                     log,
@@ -576,9 +593,29 @@ def build_release(
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
+        finally:
+            if account is not None:
+                _clear_build_user(account)
         _swap_in(staging, state["path"], release)
         # What the tag resolved to, kept after the release is pruned: a later run refuses the tag if it
         # resolves elsewhere (ds4_release_plan.verify_unmoved).
         if tags_record:
             record_tag(tags_record, release, commit, now)
-    return {"built": True, "state": state, "stamp": stamp, "log_path": log_path}
+    return {"built": True, "state": state, "stamp": stamp, "log_path": log_path, "cleared": cleared}
+
+
+# A process that forks while it is killed may outlive one round.
+CLEAR_ROUNDS = 5
+
+
+def _clear_build_user(account):
+    """Nothing of ACCOUNT left: its processes ended, its jobs and shared files removed; what was found."""
+    found = ds4_build_user.clear(account, end_processes_of)
+    for _ in range(CLEAR_ROUNDS):
+        if not ds4_build_user.processes_of(account.uid):
+            return found
+        end_processes_of(account)
+    raise ReleaseError(
+        f"processes of the build user {account.name} outlived {CLEAR_ROUNDS} rounds of SIGKILL: "
+        + "; ".join(ds4_build_user.processes_of(account.uid))
+    )

@@ -18,21 +18,26 @@ empties. A record without a lease (written before leases) never runs out.
 A holder that ended without releasing it is also found out at once on the controller that ran it (its pid
 is gone) and its lock is taken over without waiting for the lease.
 
-Every change of the file (create, renew, take over, release) happens under an flock of the file's
-directory, so two runs that find the same lease run out cannot both take it; a new record is written
-whole beside the file and renamed over it (ds4_no_follow.replace_file), so a reader never sees half of it.
+Every change of the file (create, renew, take over, release) happens under an flock of a guard beside it,
+so two runs that find the same lease run out cannot both take it; a new record is written whole beside
+the file and renamed over it (ds4_no_follow.replace_file), so a reader never sees half of it. The file,
+its guard and their directory are root's alone (ds4_flock: no other user can open them to hold the guard,
+as anyone could hold /run), and a guard held longer than GUARD_WAIT fails naming its holder.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import time
 
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_flock import LOCK_DIR, LockBusy, held
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import read_text, replace_file
 
+PATH = os.path.join(LOCK_DIR, "run.lock")
+# The guard is held for the few calls of one change: a longer hold is no run of ours.
+GUARD_WAIT = 60.0
 FIELDS = ("controller", "pid", "user", "playbook", "since", "since_text", "lease")
 
 
@@ -85,23 +90,19 @@ def read(path):
 
 @contextlib.contextmanager
 def _guarded(path):
-    """PATH's directory flocked for one change of the lock: held for the few calls of that change only."""
+    """PATH's guard flocked for one change of the lock: held for the few calls of that change only."""
     try:
-        fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise LockError(f"cannot open the directory of the lock {path}: {exc}") from exc
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
+        with held(path + ".guard", "the guard of the run lock", GUARD_WAIT):
+            yield
+    except LockBusy as exc:
+        raise LockError(str(exc)) from exc
 
 
 def _write(path, holder, now):
     record = {key: holder.get(key) for key in FIELDS}
     record["renewed"] = now
     try:
-        replace_file(path, (json.dumps(record, sort_keys=True) + "\n").encode(), 0o644, suffix=".new")
+        replace_file(path, (json.dumps(record, sort_keys=True) + "\n").encode(), 0o600, suffix=".new")
     except OSError as exc:
         raise LockError(f"cannot write the lock {path}: {exc}") from exc
     return record

@@ -58,8 +58,12 @@ MANAGED_DIRS = ("ds4_root", "ds4_gguf_dir", "ds4_kv_disk_dir", "ds4_engine_build
 # imports Python; /var/lib/dpkg; /root/.ssh). Strictly below ds4's own data directory, or below a
 # dedicated mount; the weights also below the home of ds4_weights_owner (/home/NAME, never root's).
 HANDED_ROOTS = ("/var/lib/ds4", "/srv", "/data", "/mnt")
-# What the roles keep for root inside those roots: the running service's snapshot for a rollback.
-ROOT_KEPT = ("/var/lib/ds4/rollback",)
+# Roots shared with other services (/srv/www, a mount's other data): what is handed lies in a directory
+# named for ds4 (a component containing "ds4", such as /srv/ds4/kv or /mnt/nvme/ds4-kv).
+SHARED_ROOTS = ("/srv", "/data", "/mnt")
+# What the roles keep for root inside those roots: the running service's snapshot for a rollback, the
+# update check's and the watchdog's state (_ds4_update_state, _ds4_watchdog_state).
+ROOT_KEPT = ("/var/lib/ds4/rollback", "/var/lib/ds4/update-check.json", "/var/lib/ds4/watchdog.json")
 _HOME = re.compile(r"/home/(?!root/)([a-z_][a-z0-9_-]*)/[^/].*")
 
 _PATH_CHARS = re.compile(r"/[A-Za-z0-9._+@/-]*")
@@ -176,11 +180,33 @@ def handed_dir_problem(value, home=False):
     for kept in ROOT_KEPT:
         if value == kept or value.startswith(kept + "/"):
             return f"a directory of its own, not {kept}, which the roles keep for root"
+    for root in SHARED_ROOTS:
+        if value.startswith(root + "/") and "ds4" not in value[len(root) :]:
+            shared = ", ".join(SHARED_ROOTS[:-1]) + " or " + SHARED_ROOTS[-1]
+            return f"below {shared}, a directory named for ds4 (such as /srv/ds4/...), not another's tree"
     return None
 
 
 def _managed_dir(value):
     return managed_dir_problem(value)
+
+
+# node_exporter's textfile directory: the package's (/var/lib/prometheus/node-exporter), or a site's below
+# the roots a handed directory may lie in. The root-run watchdog writes in it (never through a link:
+# ds4_no_follow.write_at), and the role makes it when it manages the exporter.
+TEXTFILE_ROOTS = ("/var/lib/prometheus", *HANDED_ROOTS)
+
+
+def _textfile_dir(value):
+    problem = managed_dir_problem(value)
+    if problem:
+        return problem
+    if not any(value.startswith(root + "/") for root in TEXTFILE_ROOTS):
+        return "a directory of its own below " + ", ".join(f"{root}/..." for root in TEXTFILE_ROOTS)
+    for kept in ROOT_KEPT:
+        if value == kept or value.startswith(kept + "/"):
+            return f"a directory of its own, not {kept}, which the roles keep for root"
+    return None
 
 
 def _gguf_dir(value):
@@ -522,7 +548,7 @@ RULES = {
     "ds4_node_exporter_port": _between(1, 65535, "a TCP port"),
     "ds4_node_exporter_listen_address": _listen_address,
     # The watchdog may write in it (ReadWritePaths=): never a system directory itself.
-    "ds4_node_exporter_textfile_dir": _managed_dir,
+    "ds4_node_exporter_textfile_dir": _textfile_dir,
     "ds4_metrics_next_generation_bytes": _between(0, what="a whole number of bytes"),
     # ds4_monitoring (on the controller)
     "ds4_monitoring_dir": _controller_dir,

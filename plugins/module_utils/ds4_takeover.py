@@ -13,6 +13,10 @@ named by pid, program and user, before anything changes.
 One whose service (systemd unit) has it as its main process would be started again by that service once
 stopped, so it is not taken over either; one in a session, or in ssh.service or cron.service where a nohup
 one lands, may be.
+
+A server of another user (neither root nor the installer's, who owns its home) that does not listen on the
+engine's port is no concern of the run: it is reported, never stopped, and never stops the run (any
+local user could otherwise stop every run by naming a program ds4-server).
 """
 
 from __future__ import annotations
@@ -99,16 +103,34 @@ def _line(server):
     )
 
 
-def takeover(servers, main_pid_of, accepted, proc_root="/proc"):
-    """{servers, pids, services, refused, lines} for the stray servers; `main_pid_of(unit)` is the unit's
-    main pid; ACCEPTED the programs that may be taken over (accepted_programs()).
+def _uid_of(proc_root, pid):
+    try:
+        return os.stat(os.path.join(proc_root, str(pid))).st_uid
+    except OSError:
+        return None
+
+
+def takeover(servers, main_pid_of, accepted, proc_root="/proc", port_uids=None, counted_uids=None):
+    """{servers, pids, services, refused, lines, ignored} for the stray servers; `main_pid_of(unit)` is the
+    unit's main pid; ACCEPTED the programs that may be taken over (accepted_programs()). A server that
+    runs as none of COUNTED_UIDS (None: every server counts) nor as a user in PORT_UIDS (the owners of
+    the sockets that listen on the engine's port; None when unknown, and then every server counts) is
+    only named in `ignored`.
 
     servers: each stray server with its `unit`, `exe`, `program`, `user` and `accepted`; pids: those that
     may be stopped; services: the units whose main process is one of them; refused: one line per server
     whose program is not accepted, "pid PID: PROGRAM (exe EXE), user USER"; lines: one per server, for
-    the messages."""
-    found = []
+    the messages; ignored: one line per server of another user that the run leaves alone."""
+    found, ignored = [], []
     for server in servers:
+        if (
+            counted_uids is not None
+            and port_uids is not None
+            and _uid_of(proc_root, server["pid"]) not in set(counted_uids) | set(port_uids)
+        ):
+            info = program_of(proc_root, server["pid"], server["cmdline"])
+            ignored.append(_line(dict(server, unit=service_unit(server["cgroup"]), **info)))
+            continue
         info = program_of(proc_root, server["pid"], server["cmdline"])
         ok = info["program"] is not None and matches(info["program"], accepted)
         found.append(dict(server, unit=service_unit(server["cgroup"]), accepted=ok, **info))
@@ -125,4 +147,5 @@ def takeover(servers, main_pid_of, accepted, proc_root="/proc"):
             if not s["accepted"]
         ],
         "lines": [_line(server) for server in found],
+        "ignored": ignored,
     }

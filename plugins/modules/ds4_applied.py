@@ -29,9 +29,19 @@ options:
     type: path
     default: /var/lib/ds4-fleet/applied.json
   fingerprint:
-    description: The run's inputs, as the action ds4_settings_check returns them (C(fingerprint)).
+    description: The run's inputs, as the action ds4_settings_check returns them (C(fingerprint)), secrets
+      left out.
     type: str
     required: true
+  secrets:
+    description: The secret settings (name -> value), recorded and compared only as one keyed digest
+      under O(digest_key) with O(fingerprint), never as a plain digest.
+    type: dict
+    default: {}
+  digest_key:
+    description: The Spark's key of the digests of secret settings (made when missing, not in check mode).
+    type: path
+    default: /var/lib/ds4-fleet/digest.key
   paths:
     description: Files, links and directories (globs allowed) whose state is recorded; a directory's alone.
     type: list
@@ -81,12 +91,18 @@ from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_applied import (  # noqa: E402
     AppliedError,
     difference,
+    keyed_fingerprint,
     parse_unit_states,
     read_record,
     remove_record,
     snapshot,
     user_state,
     write_record,
+)
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_digest import (  # noqa: E402
+    KEY_FILE,
+    DigestKeyError,
+    load_key,
 )
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_drain import (  # noqa: E402
     AGENT_STATUS,
@@ -117,6 +133,8 @@ def main():
             "state": {"type": "str", "choices": ["checked", "recorded"], "default": "checked"},
             "path": {"type": "path", "default": "/var/lib/ds4-fleet/applied.json"},
             "fingerprint": {"type": "str", "required": True},
+            "secrets": {"type": "dict", "default": {}, "no_log": True},
+            "digest_key": {"type": "path", "default": KEY_FILE},
             "paths": {"type": "list", "elements": "path", "default": []},
             "trees": {"type": "list", "elements": "path", "default": []},
             "units": {"type": "list", "elements": "str", "default": []},
@@ -127,14 +145,20 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    try:
+        # Made when missing (not in check mode, where no key means no record matches: the whole run).
+        key, _ = load_key(p["digest_key"], create=not module.check_mode)
+    except DigestKeyError as exc:
+        module.fail_json(msg=str(exc))
+    inputs = keyed_fingerprint(p["fingerprint"], p["secrets"], key) if key else None
     now = snapshot(p["paths"], p["trees"], unit_states(module, p["units"]))
     now["user"] = user_state(p["user"])
     try:
         if p["state"] == "recorded":
             if not module.check_mode:
-                write_record(p["path"], p["fingerprint"], now)
+                write_record(p["path"], inputs, now)
             module.exit_json(changed=False, converged=True, reason=None)
-        reason = difference(read_record(p["path"]), p["fingerprint"], now)
+        reason = difference(read_record(p["path"]), inputs, now)
         if reason is None:
             try:
                 read_stats(engine_url(p["host"], p["port"]), agent=AGENT_STATUS)

@@ -237,6 +237,8 @@ def main():
     if not os.access(p["nvcc"], os.X_OK):
         module.fail_json(msg=f"the CUDA compiler {p['nvcc']} is not an executable file", path=path)
     built = _build(module, release, commit, state, path)
+    for left in built.get("cleared") or []:
+        module.warn(f"an earlier build left this of the build user, now removed: {left}")
     if not built["built"]:
         # Another run built it while this one waited for the build lock.
         module.exit_json(changed=False, built=False, msg=f"{release} is up to date", **result)

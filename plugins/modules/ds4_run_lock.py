@@ -28,9 +28,9 @@ options:
     choices: [held, renewed, released]
     default: held
   path:
-    description: The lock file, in a directory a reboot empties.
+    description: The lock file, in a directory of root's alone (0700) that a reboot empties.
     type: path
-    default: /run/ds4-fleet.lock
+    default: /run/ds4-fleet/run.lock
   holder:
     description: The run, as the action fills it in (controller, pid, user, playbook, since, since_text).
     type: dict
@@ -84,6 +84,7 @@ lease_left:
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_run_lock import (  # noqa: E402
+    PATH,
     LockError,
     clock,
     lease_left,
@@ -99,7 +100,7 @@ def main():
     module = AnsibleModule(
         argument_spec={
             "state": {"type": "str", "choices": ["held", "renewed", "released"], "default": "held"},
-            "path": {"type": "path", "default": "/run/ds4-fleet.lock"},
+            "path": {"type": "path", "default": PATH},
             "holder": {"type": "dict"},
             "wait": {"type": "int", "default": 600},
             "lease": {"type": "int", "default": 300},

@@ -17,6 +17,9 @@ description:
     program is the process's executable (/proc/PID/exe), or the script an interpreter runs. Accepted are
     C(ROOT/releases/<tag>/ds4-server), and in the installer's home C(code/ds4/ds4-server) (its clone,
     built in place) and the C(ds4-serve) launcher in C(code/ds4) or C(.local/bin).
+  - A server of another user (neither root nor the owner of O(installer_home)) that does not listen on
+    O(port) is left out of every list but RV(ignored), and warned of, since any local user can name a program
+    ds4-server.
   - Changes nothing, in check mode too.
 version_added: 0.1.0
 extends_documentation_fragment: [ds4.fleet.module]
@@ -31,6 +34,10 @@ options:
       - Defaults to the home of the user who ran Ansible, also under C(become) (C(SUDO_USER)), else the
         home of the user the module runs as, as for the host facts.
     type: path
+  port:
+    description: The engine's port (C(ds4_port)). Without it, or when C(ss) cannot say who listens there,
+      every server counts, whoever runs it.
+    type: int
 """
 
 EXAMPLES = r"""
@@ -70,11 +77,24 @@ lines:
   returned: always
   type: list
   elements: str
+ignored:
+  description: One line per server of another user (neither root nor the installer's) that does not listen
+    on O(port); the run leaves it alone and warns of it.
+  returned: always
+  type: list
+  elements: str
 """
+
+import contextlib  # noqa: E402
+import os  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_host_facts import invoking_home  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_processes import find_stray_servers  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_processes import (  # noqa: E402
+    find_stray_servers,
+    listener_uids_command,
+    parse_listener_uids,
+)
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_takeover import (  # noqa: E402
     accepted_programs,
     takeover,
@@ -86,10 +106,22 @@ def main():
         argument_spec={
             "root": {"type": "path", "default": "/opt/ds4"},
             "installer_home": {"type": "path"},
+            "port": {"type": "int"},
         },
         supports_check_mode=True,
     )
-    accepted = accepted_programs(module.params["root"], module.params["installer_home"] or invoking_home())
+    home = module.params["installer_home"] or invoking_home()
+    accepted = accepted_programs(module.params["root"], home)
+    # Whose servers concern the run: root's and the installer's; another user's only on the engine's port.
+    counted = {0}
+    with contextlib.suppress(OSError):
+        counted.add(os.stat(home).st_uid)
+    port_uids = None
+    ss = module.get_bin_path("ss")
+    if module.params["port"] is not None and ss:
+        rc, out, _ = module.run_command(listener_uids_command(ss, module.params["port"]))
+        if rc == 0:
+            port_uids = parse_listener_uids(out)
 
     def main_pid_of(unit):
         rc, out, err = module.run_command(["systemctl", "show", "--property=MainPID", "--value", "--", unit])
@@ -97,7 +129,10 @@ def main():
             module.fail_json(msg=f"systemctl show {unit} failed: {err.strip() or out.strip()}")
         return int(out.strip() or 0)
 
-    module.exit_json(changed=False, **takeover(find_stray_servers(), main_pid_of, accepted))
+    found = takeover(find_stray_servers(), main_pid_of, accepted, port_uids=port_uids, counted_uids=counted)
+    for line in found["ignored"]:
+        module.warn(f"a process named ds4-server of another user, off the engine's port, left alone: {line}")
+    module.exit_json(changed=False, **found)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 @pytest.fixture(scope="session")
+def _lock_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("run-ds4-fleet")
+
+
+@pytest.fixture(autouse=True)
+def locks_in_a_test_directory(_lock_dir, monkeypatch):
+    """The weight fetches' locks in a directory of the tests', never the host's /run/ds4-fleet."""
+    from ansible_collections.ds4.fleet.plugins.module_utils import ds4_hub
+
+    monkeypatch.setattr(ds4_hub, "LOCK_DIR", str(_lock_dir))
+    return _lock_dir
+
+
+@pytest.fixture(scope="session")
 def hub_data(tmp_path_factory):
     """The directory make_weights.py writes: small real GGUFs under the contract's names, and hub.json."""
     out = tmp_path_factory.mktemp("hub-data")

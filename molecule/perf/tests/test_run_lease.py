@@ -24,7 +24,7 @@ from nested import PROJECT
 from test_perf import converge_settings, site
 from waits import wait_for
 
-LOCK = "/run/ds4-fleet.lock"
+LOCK = "/run/ds4-fleet/run.lock"
 LEASE = 15
 
 

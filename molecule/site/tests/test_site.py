@@ -162,12 +162,27 @@ def test_a_changed_setting_reaches_its_file_and_back(host, spark01):
     assert "RestartSec=31" not in host.file(dropin).content_string
 
 
-def test_with_skipping_turned_off_every_task_runs_and_changes_nothing(spark01):
-    run = site(spark01, "-e", "ds4_skip_when_unchanged=false")
+def test_with_skipping_turned_off_every_task_runs_and_changes_nothing_whatever_another_user_holds(
+    host, spark01
+):
+    # Another local user holds an flock on /run (where the run lock's guard was) and runs a program named
+    # ds4-server off the engine's port: neither may stall nor stop the run.
+    started = host.check_output(
+        "install -d -m 0755 /tmp/other-user && cp /bin/sleep /tmp/other-user/ds4-server && "
+        "{ setsid runuser -u nobody -- flock /run sleep 600 </dev/null >/dev/null 2>&1 & echo $!; } && "
+        "{ setsid runuser -u nobody -- /tmp/other-user/ds4-server 600 </dev/null >/dev/null 2>&1 & echo $!; }"
+    ).split()
+    try:
+        run = site(spark01, "-e", "ds4_skip_when_unchanged=false")
+    finally:
+        host.run(f"kill -- -{started[0]} -{started[1]}; rm -rf /tmp/other-user")
     assert run.rc == 0, run
     assert run.changed(spark01) == 0 and not run.said(NOTHING_TO_CHANGE), run
     roles = {result.role.rsplit(".", 1)[-1] for result in run.of(spark01) if result.role}
     assert {"ds4_preflight", "ds4_activate"} <= roles, roles
+    assert "a process named ds4-server of another user, off the engine's port, left alone" in (
+        run.output + run.stderr
+    ), run
 
 
 def untouched(host):
@@ -243,7 +258,7 @@ def test_a_secret_is_shown_at_no_verbosity_nor_in_a_diff(host, spark01):
     assert_untouched(host, before)
 
 
-LOCK = "/run/ds4-fleet.lock"
+LOCK = "/run/ds4-fleet/run.lock"
 
 
 def hold_lock(host, controller, pid):
@@ -253,7 +268,7 @@ def hold_lock(host, controller, pid):
         {"controller": controller, "pid": pid, "user": "carol", "playbook": play, "since": 1.0,
          "since_text": "2026-12-01 09:00:00 UTC"}
     )  # fmt: skip
-    host.run_expect([0], f"printf '%s\\n' '{record}' > {LOCK}")
+    host.run_expect([0], f"install -d -m 0700 {os.path.dirname(LOCK)} && printf '%s\\n' '{record}' > {LOCK}")
 
 
 def test_a_run_on_a_spark_another_run_holds_waits_then_refuses_naming_it(host, spark01):

@@ -157,12 +157,15 @@ class Engine(Handler):
         self.answer(200, json.dumps({"server": {"requests_inflight": 0}}).encode(), "application/json")
 
 
-def applied(tree, record, port, state="checked", check_mode=False, monkeypatch=None):
+def applied(tree, record, port, state="checked", check_mode=False, monkeypatch=None, secrets=None):
     monkeypatch.setattr(module.AnsibleModule, "run_command", lambda self, cmd, **kw: (0, SHOWN, ""))
     args = {
         "state": state,
         "path": str(record),
         "fingerprint": "f1",
+        "secrets": secrets or {},
+        # Beside the record: never the host's /var/lib/ds4-fleet.
+        "digest_key": str(record.parent / "digest.key"),
         "paths": [str(tree / "current"), str(tree / "gguf" / "*")],
         "trees": [str(tree / "etc")],
         "units": ["ds4.service", "ds4-watchdog.timer"],
@@ -192,6 +195,25 @@ def test_the_module_records_then_finds_nothing_to_change_then_drift_and_forgets(
         assert not record.exists(), "a record that no longer holds is removed before the whole run"
 
 
+def test_a_changed_secret_takes_the_whole_run_and_the_record_holds_only_its_keyed_digest(
+    tree, tmp_path, monkeypatch
+):
+    record = tmp_path / "state" / "applied.json"
+    secrets = {"ds4_extra_env": {"PIN": "1234"}}
+    with local_http(Engine) as url:
+        port = int(url.rsplit(":", 1)[1])
+        applied(tree, record, port, state="recorded", monkeypatch=monkeypatch, secrets=secrets)
+        assert "1234" not in record.read_text() and "hmac-sha256:" in record.read_text()
+        rc, result = applied(tree, record, port, monkeypatch=monkeypatch, secrets=secrets)
+        assert (rc, result["converged"]) == (0, True), result
+        rc, result = applied(
+            tree, record, port, monkeypatch=monkeypatch, secrets={"ds4_extra_env": {"PIN": "9"}}
+        )
+        assert result["converged"] is False and "settings or the collection differ" in result["reason"], (
+            result
+        )
+
+
 def test_an_engine_that_does_not_answer_takes_the_whole_run(tree, tmp_path, monkeypatch):
     record = tmp_path / "state" / "applied.json"
     with local_http(Engine) as url:
@@ -199,3 +221,41 @@ def test_an_engine_that_does_not_answer_takes_the_whole_run(tree, tmp_path, monk
     applied(tree, record, port, state="recorded", monkeypatch=monkeypatch)
     rc, result = applied(tree, record, port, monkeypatch=monkeypatch)
     assert result["converged"] is False and result["reason"].startswith("the engine does not answer: ")
+
+
+def test_a_weak_secret_is_not_in_the_plain_fingerprint_and_moves_only_the_keyed_one(tmp_path):
+    # A 4-digit ds4_extra_env value was recovered from the plain sha256 in a fraction of a second.
+    from ansible_collections.ds4.fleet.plugins.module_utils.ds4_applied import keyed_fingerprint
+
+    (tmp_path / "galaxy.yml").write_text("name: fleet\n")
+    names = {"ds4_extra_env"}
+    settings = {"ds4_port": 8000, "ds4_engine_repo": "https://u:pw1@git.example/ds4.git"}
+
+    def plain(pin, password="pw1"):
+        values = dict(settings, ds4_extra_env={"PIN": pin})
+        values["ds4_engine_repo"] = f"https://u:{password}@git.example/ds4.git"
+        return fingerprint(values, str(tmp_path), names)
+
+    assert plain("1234") == plain("9876") == plain("1234", password="other")
+    assert plain("1234") != fingerprint(dict(settings, ds4_port=8001), str(tmp_path), names)
+    key = b"k" * 32
+    first = keyed_fingerprint(plain("1234"), {"ds4_extra_env": {"PIN": "1234"}}, key)
+    assert first == keyed_fingerprint(plain("1234"), {"ds4_extra_env": {"PIN": "1234"}}, key)
+    assert first != keyed_fingerprint(plain("1234"), {"ds4_extra_env": {"PIN": "9876"}}, key)
+    assert "1234" not in first and first.split("+")[1].startswith("hmac-sha256:")
+
+
+def test_the_spark_keys_every_secret_setting_of_its_roles():
+    import yaml
+    from ansible_collections.ds4.fleet.plugins.module_utils.ds4_redact import SECRETS
+
+    root = os.path.join(os.path.dirname(__file__), *[os.pardir] * 4)
+    with open(os.path.join(root, "roles/ds4_service/vars/main.yml")) as handle:
+        secrets = yaml.safe_load(handle)["_ds4_applied_secrets"]
+    no_log = set()
+    for role in ("ds4_common", "ds4_preflight", "ds4_engine", "ds4_weights", "ds4_service", "ds4_activate"):
+        with open(os.path.join(root, "roles", role, "meta/argument_specs.yml")) as handle:
+            for spec in yaml.safe_load(handle)["argument_specs"].values():
+                no_log |= {name for name, option in spec.get("options", {}).items() if option.get("no_log")}
+    assert set(secrets) == (SECRETS | no_log) - {"ds4_gateway_api_keys"}
+    assert all(value == "{{ " + name + " }}" for name, value in secrets.items())

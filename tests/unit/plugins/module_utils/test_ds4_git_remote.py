@@ -23,6 +23,12 @@ SPARK = {"arch": "sm_121", "make_target": "cuda", "make_args": ["CUDA_ARCH=sm_12
 PASSWORD = "S3cretTok3n"
 
 
+@pytest.fixture(autouse=True)
+def lock_dir(tmp_path, monkeypatch):
+    """The build lock's directory, for this test only (never the host's /run)."""
+    monkeypatch.setattr(build_utils, "LOCK_DIR", str(tmp_path / "run-ds4-fleet"))
+
+
 @pytest.fixture(scope="module")
 def mirror(tmp_path_factory):
     """The stand-in engine repository behind a server that wants builder:S3cretTok3n, and a GB10 nvcc."""

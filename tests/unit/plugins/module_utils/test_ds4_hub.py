@@ -401,6 +401,40 @@ def test_a_link_at_the_part_is_never_written_through(hub, hub_files, tmp_path):
     assert not (tmp_path / MTP).exists()
 
 
+def test_a_flock_on_the_part_stops_no_fetch_and_the_run_s_lock_names_its_holder(
+    hub, hub_files, tmp_path, monkeypatch
+):
+    # Any user may open another owner's 0644 part and flock it: the fetch must not depend on that.
+    import fcntl
+
+    lock_dir = tmp_path / "run-ds4-fleet"
+    monkeypatch.setattr(ds4_hub, "LOCK_DIR", str(lock_dir))
+
+    want = hub_files[MTP]
+    part = tmp_path / f"{MTP}.part"
+    part.write_bytes(b"")
+    part.chmod(0o644)
+    fd = os.open(part, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        result = hub_file(hub, hub_files, MTP, tmp_path).ensure()
+    finally:
+        os.close(fd)
+    assert result["action"] == "fetched" and sha256_of(tmp_path / MTP) == want["sha256"]
+    locks = list(lock_dir.glob("part-*.lock"))
+    assert len(locks) == 1 and oct(lock_dir.stat().st_mode & 0o777) == "0o700"
+    assert oct(locks[0].stat().st_mode & 0o777) == "0o600"
+    (tmp_path / MTP).unlink()
+    fd = os.open(locks[0], os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        held_by = rf"already fetching .*\.part: .* held by pid {os.getpid()} "
+        with pytest.raises(ds4_hub.HubError, match=held_by):
+            hub_file(hub, hub_files, MTP, tmp_path).ensure()
+    finally:
+        os.close(fd)
+
+
 def test_a_link_at_a_record_is_replaced_never_followed(tmp_path):
     target = tmp_path / "elsewhere"
     target.write_text("keep\n")

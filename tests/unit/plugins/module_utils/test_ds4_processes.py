@@ -75,3 +75,18 @@ def test_port_holder_on_this_machine():
         listener.listen()
         facts, warnings = port_holder(listener.getsockname()[1], run, shutil.which("ss"))
     assert (facts["in_use"], facts["pid"], warnings) == (True, os.getpid(), [])
+
+
+def test_the_owners_of_the_engine_s_port_are_read_without_seeing_their_processes():
+    from ansible_collections.ds4.fleet.plugins.module_utils.ds4_processes import (
+        listener_uids_command,
+        parse_listener_uids,
+    )
+
+    assert listener_uids_command("/usr/bin/ss", 8000) == ["/usr/bin/ss", "-Hltne", "sport = :8000"]
+    text = (
+        "LISTEN 0 4096 127.0.0.1:8000 0.0.0.0:* uid:107 ino:51234 sk:1 cgroup:/system.slice/ds4.service <->\n"
+        "LISTEN 0 4096 [::1]:8000 [::]:* ino:51240 sk:2 <->\n"
+    )
+    assert parse_listener_uids(text) == {107, 0}
+    assert parse_listener_uids("") == set()

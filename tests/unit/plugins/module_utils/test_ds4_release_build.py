@@ -32,6 +32,14 @@ H200 = {"arch": "sm_90", "make_target": "cuda", "make_args": ["CUDA_ARCH=sm_90"]
 NOW = datetime.datetime(2026, 9, 1, 12, 0, 0)
 
 
+@pytest.fixture(autouse=True)
+def lock_dir(tmp_path, monkeypatch):
+    """The build lock's directory of root's alone, for this test only (never the host's /run)."""
+    directory = tmp_path / "run-ds4-fleet"
+    monkeypatch.setattr(ds4_release_build_utils, "LOCK_DIR", str(directory))
+    return directory
+
+
 @pytest.fixture(scope="module")
 def forge(tmp_path_factory):
     """The stand-in engine repository (file:// so that --depth applies) and a GB10 persona's nvcc."""
@@ -83,9 +91,7 @@ def stamp_of(root, tag):
 
 
 def hidden(root):
-    return sorted(
-        name for name in os.listdir(root / "releases") if name.startswith(".") and name != ".build.lock"
-    )
+    return sorted(name for name in os.listdir(root / "releases") if name.startswith("."))
 
 
 def test_make_command_and_environment():
@@ -532,3 +538,57 @@ def test_a_build_user_that_cannot_reach_its_tree_is_refused_before_the_build(for
         )  # fmt: skip
     # Refused before anything: no clone, no log.
     assert os.listdir(root / "releases") == [] and not (open_tree["base"] / "logs").exists()
+
+
+def test_the_build_lock_is_root_s_alone_and_a_holder_is_named(forge, tmp_path, lock_dir, monkeypatch):
+    # Anyone could flock releases/.build.lock (0644) and stall every build for good.
+    build(forge, tmp_path, "v0.6.5")
+    assert not (tmp_path / "releases" / ".build.lock").exists()
+    assert oct(lock_dir.stat().st_mode & 0o777) == "0o700"
+    assert oct((lock_dir / "build.lock").stat().st_mode & 0o777) == "0o600"
+    import fcntl
+
+    monkeypatch.setattr(ds4_release_build_utils, "BUILD_LOCK_WAIT", 0.3)
+    fd = os.open(lock_dir / "build.lock", os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        held_by = rf"the build lock .* is held by pid {os.getpid()} of user root"
+        with pytest.raises(ReleaseError, match=held_by):
+            build(forge, tmp_path, "v0.6.6")
+    finally:
+        os.close(fd)
+
+
+def test_no_process_job_or_file_of_the_build_user_outlives_a_build(forge, open_tree, tmp_path, monkeypatch):
+    # A release's Makefile may leave an at or cron job, or a process, to rewrite the next release.
+    from ansible_collections.ds4.fleet.plugins.module_utils import ds4_build_user
+
+    # The shared directory where the build user can reach it (pytest's tmp_path is root's alone).
+    cron, at, shared = tmp_path / "crontabs", tmp_path / "atjobs", open_tree["base"] / "shared-tmp"
+    for directory in (cron, at, shared):
+        directory.mkdir()
+    shared.chmod(0o1777)
+    monkeypatch.setattr(ds4_build_user, "CRON_SPOOL", str(cron))
+    monkeypatch.setattr(ds4_build_user, "AT_SPOOL", str(at))
+    monkeypatch.setattr(ds4_build_user, "SHARED_DIRS", (str(shared),))
+    # What an earlier build left: a crontab and an at job of the build user.
+    for path in (cron / "ds4-build", at / "a0001201b4c2e1"):
+        path.write_text("* * * * * cp /tmp/evil ds4-server\n")
+        os.chown(path, BUILD_UID, BUILD_UID)
+    spy = Path(open_tree["make"])
+    leave = f"mkdir {shared}/.keep && touch {shared}/.keep/x && ls -ld {shared}/.keep\nexec make"
+    spy.write_text(spy.read_text().replace("exec make", leave))
+    root = open_tree["base"] / "opt"
+    built = build_release(
+        root=str(root), release="v0.6.5", commit=forge["tags"]["v0.6.5"], repo=forge["repo"],
+        build_target=SPARK, cuda_version="13.0", nvcc=open_tree["nvcc"], jobs=2, log_dir=str(root / "logs"),
+        git="git", make=open_tree["make"], env=os.environ, build_user="ds4-build",
+    )  # fmt: skip
+    release = root / "releases" / "v0.6.5"
+    assert built["built"] and _gone(int((release / ".left-behind").read_text()))
+    assert list(cron.iterdir()) == [] and list(at.iterdir()) == [] and list(shared.iterdir()) == []
+    assert built["cleared"] == [str(cron / "ds4-build"), str(at / "a0001201b4c2e1")]
+    log = (root / "logs" / "build-v0.6.5.log").read_text()
+    assert f"an earlier build left, as ds4-build, now removed: {cron / 'ds4-build'}" in log
+    assert f" {shared}/.keep\n" in log, "the build left nothing in the shared directory to clear"
+    assert ds4_build_user.processes_of(BUILD_UID) == []

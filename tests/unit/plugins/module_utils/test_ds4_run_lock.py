@@ -51,7 +51,8 @@ def held(lock, holder, now=1000.0, stale=None):
 
 @pytest.fixture
 def lock(tmp_path):
-    return str(tmp_path / "ds4-fleet.lock")
+    (tmp_path / "ds4-fleet").mkdir(mode=0o700)
+    return str(tmp_path / "ds4-fleet" / "run.lock")
 
 
 def test_the_first_run_holds_and_a_second_is_told_who(lock):
@@ -59,7 +60,7 @@ def test_the_first_run_holds_and_a_second_is_told_who(lock):
     mine, other = held(lock, B)
     assert not mine and other["user"] == "alice" and other["playbook"] == "site.yml"
     assert describe(other) == "alice on ops (pid 100, site.yml, since t1)"
-    assert oct(os.stat(lock).st_mode & 0o777) == "0o644"
+    assert oct(os.stat(lock).st_mode & 0o777) == "0o600"
 
 
 def test_the_holder_may_ask_again_and_only_it_releases(lock):
@@ -170,3 +171,59 @@ def test_the_renewer_stops_once_the_run_s_process_is_gone():
     slept = []
     renew_while(int(proc.stdout), lambda: renewals.append(1) or True, 15.0, sleep=slept.append)
     assert renewals == [] and slept == [1.0], "gone within a second"
+
+
+def _flocked(path):
+    """An flock held on PATH from another open file, as another user's `flock PATH sleep inf` would."""
+    import fcntl
+
+    fd = os.open(path, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
+
+
+def test_a_flock_on_the_lock_s_directories_stalls_no_run(lock):
+    # Anyone may open /run and flock it: the run must not wait on a flock of a directory.
+    import threading
+
+    outcome = []
+    holder_fds = [_flocked(os.path.dirname(lock)), _flocked(os.path.dirname(os.path.dirname(lock)))]
+    worker = threading.Thread(target=lambda: outcome.append(held(lock, A)), daemon=True)
+    try:
+        worker.start()
+        worker.join(30)
+        assert not worker.is_alive(), "the run waited on an flock of the lock's directory"
+    finally:
+        for fd in holder_fds:
+            os.close(fd)
+        worker.join(30)
+    assert outcome == [(True, dict(A, renewed=1000.0))]
+
+
+def test_the_lock_and_its_guard_are_root_s_alone_in_a_directory_of_root_s_alone(lock):
+    held(lock, A)
+    directory = os.path.dirname(lock)
+    assert oct(os.stat(directory).st_mode & 0o777) == "0o700"
+    assert oct(os.stat(lock).st_mode & 0o777) == "0o600"
+    assert oct(os.stat(lock + ".guard").st_mode & 0o777) == "0o600"
+
+
+def test_a_lock_directory_others_may_enter_is_refused(tmp_path):
+    directory = tmp_path / "open"
+    directory.mkdir(mode=0o755)
+    directory.chmod(0o755)
+    with pytest.raises(LockError, match="not a directory of root's alone"):
+        held(str(directory / "run.lock"), A)
+
+
+def test_a_guard_held_too_long_fails_naming_its_holder(lock, monkeypatch):
+    from ansible_collections.ds4.fleet.plugins.module_utils import ds4_run_lock
+
+    held(lock, A)
+    monkeypatch.setattr(ds4_run_lock, "GUARD_WAIT", 0.3)
+    holder_fd = _flocked(lock + ".guard")
+    try:
+        with pytest.raises(LockError, match=rf"held by pid {os.getpid()} of user \S+ \(.*python"):
+            held(lock, B)
+    finally:
+        os.close(holder_fd)

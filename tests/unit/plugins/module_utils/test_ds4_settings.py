@@ -345,9 +345,41 @@ def test_a_spark_name_haproxy_would_read_otherwise_is_refused():
     "changes",
     [
         {"ds4_kv_disk_dir": "/srv/ds4/kv", "ds4_gguf_dir": "/srv/ds4/gguf"},
-        {"ds4_kv_disk_dir": "/mnt/nvme", "ds4_gguf_dir": "/data/gguf"},
+        {"ds4_kv_disk_dir": "/mnt/nvme/ds4-kv", "ds4_gguf_dir": "/data/ds4/gguf"},
         {"ds4_gguf_dir": "/home/spark/gguf", "ds4_weights_owner": "spark"},
     ],
 )
 def test_a_directory_below_an_allowed_root_is_accepted(changes):
     assert check(OPTIONS, dict(DEFAULTS, **changes)) == []
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        # Another service's tree on a shared mount: handing it to the service user gives that away.
+        ("/srv/www", "below /srv, /data or /mnt, a directory named for ds4 (such as /srv/ds4/...)"),
+        ("/mnt/nvme", "below /srv, /data or /mnt, a directory named for ds4 (such as /srv/ds4/...)"),
+        # Root's own files in ds4's data directory: the update check's and the watchdog's state.
+        (
+            "/var/lib/ds4/update-check.json",
+            "not /var/lib/ds4/update-check.json, which the roles keep for root",
+        ),
+        ("/var/lib/ds4/watchdog.json", "not /var/lib/ds4/watchdog.json, which the roles keep for root"),
+    ],
+)
+def test_a_handed_directory_needs_a_ds4_named_directory_and_is_never_root_s_own_file(value, why):
+    refused = check(OPTIONS, dict(DEFAULTS, ds4_kv_disk_dir=value))
+    assert len(refused) == 1 and why in refused[0], refused
+
+
+@pytest.mark.parametrize("value", ["/usr/local/lib/ds4", "/root/metrics", "/var/lib/ds4/rollback"])
+def test_the_textfile_directory_the_root_run_watchdog_writes_in_is_confined(value):
+    refused = check(OPTIONS, dict(DEFAULTS, ds4_node_exporter_textfile_dir=value))
+    assert len(refused) == 1 and refused[0].startswith(
+        "ds4_node_exporter_textfile_dir must be a directory of"
+    ), refused
+
+
+@pytest.mark.parametrize("value", ["/var/lib/prometheus/node-exporter", "/srv/site-textfile"])
+def test_the_package_s_or_a_site_s_textfile_directory_is_accepted(value):
+    assert check(OPTIONS, dict(DEFAULTS, ds4_node_exporter_textfile_dir=value)) == []

@@ -100,6 +100,7 @@ def test_no_server_outside_the_unit_asks_no_service():
         "services": [],
         "refused": [],
         "lines": [],
+        "ignored": [],
     }
 
 
@@ -206,3 +207,30 @@ def test_a_script_server_is_judged_by_the_script_it_runs(tmp_path, servers):
     assert found["pids"] == [] and found["refused"][0].startswith(
         f"pid {other['pid']}: {tmp_path / 'elsewhere' / 'ds4-server'} (exe {os.path.realpath(sys.executable)}"
     )
+
+
+def test_another_user_s_server_off_the_engine_s_port_is_reported_not_fatal(tmp_path):
+    # Any local user may run a program named ds4-server: only one on the engine's port stops the run.
+    fake_proc(tmp_path, 400, "/home/mallory/bin/ds4-server")
+    os.chown(tmp_path / "400", 65534, 65534, follow_symlinks=False)
+    fake_proc(tmp_path, 500, "/tmp/ds4-server")
+    servers = [
+        {"pid": 400, "cmdline": ["ds4-server"], "cgroup": "0::/user.slice/session-9.scope"},
+        {"pid": 500, "cmdline": ["/tmp/ds4-server"], "cgroup": "0::/user.slice/session-2.scope"},
+    ]
+
+    def judge_with(port_uids):
+        return takeover(
+            servers, lambda unit: 0, ACCEPTED, proc_root=str(tmp_path), port_uids=port_uids, counted_uids={0}
+        )
+
+    # The engine's own user (ds4, say 107) listens on the port; nobody does not.
+    off_port = judge_with({107})
+    user = pwd.getpwuid(65534).pw_name
+    assert off_port["ignored"] == [f"400 - ds4-server (runs /home/mallory/bin/ds4-server as {user})"]
+    # Root's own is still refused: not another user's.
+    assert off_port["refused"] == ["pid 500: /tmp/ds4-server (exe /tmp/ds4-server), user root"]
+    assert [s["pid"] for s in off_port["servers"]] == [500]
+    on_port = judge_with({107, 65534})
+    assert on_port["ignored"] == []
+    assert on_port["refused"][0].startswith("pid 400: /home/mallory/bin/ds4-server")

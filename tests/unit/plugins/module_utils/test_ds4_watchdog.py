@@ -28,7 +28,8 @@ from local_http import Handler, local_http
 ROOT = Path(__file__).resolve().parents[4]
 SCRIPT = ROOT / "roles/ds4_service/files/ds4-watchdog"
 MODULES = [
-    ROOT / "plugins/module_utils" / name for name in ("ds4_watchdog.py", "ds4_metrics.py", "ds4_drain.py")
+    ROOT / "plugins/module_utils" / name
+    for name in ("ds4_watchdog.py", "ds4_metrics.py", "ds4_drain.py", "ds4_no_follow.py")
 ]
 DEFAULTS = ROOT / "roles/ds4_service/defaults/main.yml"
 GPU_STANDIN = ROOT / "tests/standins/gpu/install.py"
@@ -407,6 +408,30 @@ def test_script_kills_a_hung_engine_on_the_third_failure_and_says_why(host, engi
     assert samples["ds4_spark_watchdog_restarts_total"] == 1 and samples["ds4_spark_engine_up"] == 0
     # A hung engine's own series are not carried over from before.
     assert "ds4_requests_inflight" not in samples
+
+
+def test_script_never_writes_its_textfile_through_a_link_in_the_textfile_directory(host, engine):
+    # The exporter's directory may be another user's: a link there must not aim root's write elsewhere.
+    elsewhere = host / "etc-like"
+    elsewhere.mkdir()
+    (elsewhere / "ds4.prom").write_text("root's own\n")
+    os.chmod(elsewhere / "ds4.prom", 0o600)
+    (host / "linked").symlink_to(elsewhere)
+    code, out, _ = watch(host, engine, "--textfile", str(host / "linked" / "ds4.prom"))
+    assert code != 0 and any(
+        "linked is a symbolic link: refusing to go through it" in line for line in out
+    ), out
+    assert (elsewhere / "ds4.prom").read_text() == "root's own\n"
+    assert oct((elsewhere / "ds4.prom").stat().st_mode & 0o777) == "0o600"
+    assert sorted(os.listdir(elsewhere)) == ["ds4.prom"]
+    # A link at the file itself is replaced, never followed.
+    exporter = host / "exporter"
+    exporter.mkdir()
+    (exporter / "ds4.prom").symlink_to(elsewhere / "ds4.prom")
+    code, _, _ = watch(host, engine, "--textfile", str(exporter / "ds4.prom"))
+    assert code == 0 and not (exporter / "ds4.prom").is_symlink()
+    assert oct((exporter / "ds4.prom").stat().st_mode & 0o777) == "0o644"
+    assert (elsewhere / "ds4.prom").read_text() == "root's own\n"
 
 
 def test_script_leaves_a_busy_engine_alone_and_copies_its_metrics(host, engine):
