@@ -51,15 +51,21 @@ MIN_PIECE = 1 << 20
 # Connections per file at most; measured in bench/fetch_throughput.py: with each connection held to 1/8 of
 # the link and a round trip before each piece, 16 fill the link where 8 leave the gaps between pieces idle.
 CONNECTIONS = 16
-# The ramp (Ramp): from one connection, eight times as many at each step while the rate grows nearly as
-# much (RAMP_KEEP of it). Each step is timed over RAMP_WINDOW seconds once RAMP_SETTLE has passed, so that
-# the new connections have sent their first request and left TCP's slow start at a CDN's round trip. Big,
-# short steps: the time spent below the path's rate is what the ramp costs (under a second, against the
-# minutes a model takes; bench/fetch_throughput.py measures it against clients that open all at once).
-RAMP_FACTOR = 8
+# The ramp (Ramp): one connection for a first short step, then all it may open at once (RAMP_FACTOR is the
+# most connections: one step), kept while the rate grew nearly as much (RAMP_KEEP of it), else cut back to
+# what the rate needs. Each step is timed over RAMP_WINDOW seconds once RAMP_SETTLE has passed, so that the
+# new connections have sent their first request and left TCP's slow start at a CDN's round trip; the first
+# step, the one below the path's rate, is shorter (RAMP_FIRST_*): a connection measured in its slow start
+# only makes the ramp open more. That step is what the ramp costs (0.4 s at one connection), where a ramp
+# of several steps (1, 8, 16) cost a capped 1 GiB fetch 0.77 times hf_transfer's rate, which opens all at
+# once (bench/fetch_throughput.py measures it side by side). A file that ends before the first step need
+# not ramp.
+RAMP_FACTOR = CONNECTIONS
 RAMP_KEEP = 0.75
 RAMP_SETTLE = 0.3
 RAMP_WINDOW = 0.5
+RAMP_FIRST_SETTLE = 0.15
+RAMP_FIRST_WINDOW = 0.25
 # A rate within this factor of what fewer connections carry is theirs: measured rates wobble by a few percent.
 RAMP_SLACK = 1.1
 # How often the transfer's own thread looks at the rate (and the progress), in seconds.
@@ -192,12 +198,13 @@ class OrderedHash:
 class Ramp:
     """How many connections a transfer uses: no more than its rate gains from.
 
-    From one connection, each step multiplies the count by RAMP_FACTOR while the rate the step measured grew
-    by at least RAMP_KEEP of that factor. A path that caps each connection (a CDN) goes on growing; a path
-    that one connection already fills (a LAN peer, a link slower than a connection's share) stays at one.
+    From one connection, each step multiplies the count by RAMP_FACTOR (all at once, at most) while the
+    rate the step measured grew by at least RAMP_KEEP of that factor. A path that caps each connection (a
+    CDN) keeps them all; a path that one connection already fills (a LAN peer, a link slower than a
+    connection's share) stays at one.
     When a step gains less, the count settles on the rate it reached over the per-connection rate of the
     step before (never fewer than that step had, never more than it has): 16 connections on a link that 8
-    fill come back to 8, 8 on a link that 3 fill to 3 (RAMP_SLACK allowed). `update(now, moved)` is fed the
+    fill come back to 8, on a link that 3 fill to 3 (RAMP_SLACK allowed). `update(now, moved)` is fed the
     clock and the bytes moved so far and answers the count; it decides nothing more once settled.
     """
 
@@ -212,12 +219,13 @@ class Ramp:
     def update(self, now, moved):
         if self.settled:
             return self.count
+        first = self._last is None
         if self._base is None:
-            if now - self._since >= RAMP_SETTLE:
+            if now - self._since >= (RAMP_FIRST_SETTLE if first else RAMP_SETTLE):
                 self._base = (now, moved)
             return self.count
         began, moved_then = self._base
-        if now - began < RAMP_WINDOW:
+        if now - began < (RAMP_FIRST_WINDOW if first else RAMP_WINDOW):
             return self.count
         rate = (moved - moved_then) / (now - began)
         if self._last is not None:
