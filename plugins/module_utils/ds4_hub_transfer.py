@@ -34,7 +34,8 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import 
     retrying,
     unquote_etag,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_records import free_bytes, missing
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_records import free_bytes, merge, missing
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_peer import RELAY_HEADER
 
 # The largest body read: the Python work per read (a write, a handoff to the hash) stays small next to it.
 READ = 1 << 20
@@ -70,12 +71,19 @@ RAMP_FIRST_WINDOW = 0.25
 RAMP_SLACK = 1.1
 # How often the transfer's own thread looks at the rate (and the progress), in seconds.
 TICK = 0.1
+# A relay's "not yet" (ds4_peer.RELAY_HEADER) is asked again after NOT_YET_POLL seconds (the relay has
+# already held the request up to a bound while the bytes might come).
+NOT_YET_POLL = 0.05
 # Bytes ahead of the hash kept in memory; beyond it, bytes are hashed from the part.
 HASH_WINDOW = 256 << 20
 
 
 class RangesIgnored(Exception):
     """The server answered a ranged request with the whole file: only one stream from byte 0 works."""
+
+
+class _NotYet(Exception):
+    """A relay does not hold the asked bytes yet and is still receiving them: ask again shortly."""
 
 
 class _Stopped(Exception):
@@ -268,6 +276,9 @@ class Transfer:
         self._error = None
         self._moved = []
         self._unrecorded = []
+        # Per worker, the range it has written of its piece and not yet listed: (start, end), for a relay.
+        self._writing = []
+        self._held = None
         # Workers from this index on end after their piece (the ramp settled below them).
         self._target = 0
         self.used_connections = 0
@@ -297,6 +308,7 @@ class Transfer:
             self._target = min(ramp.count, most) if ramp else most
             self._moved = [0] * most
             self._unrecorded = [0] * most
+            self._writing = [None] * most
             workers = []
             while True:
                 while len(workers) < self._target:
@@ -315,6 +327,8 @@ class Transfer:
                     self._target = min(ramp.update(now, self.moved), most)
                 if self.progress.due(now):
                     self.progress.report("fetching", self.state.bytes_done + self._in_flight())
+                self._publish()
+            self._publish()
             if isinstance(self._error, OSError) and self._error.errno == errno.ENOSPC:
                 # Told once every worker has listed what it wrote: what stays is known.
                 raise self._no_space() from self._error
@@ -336,6 +350,16 @@ class Transfer:
             + (f"free {describe_bytes(short)} more and run again" if short > 0 else "run again"),
             max(short, 0),
         )
+
+    def _publish(self):
+        """Say which bytes are written (listed or still in a piece under way), for a relay serving them
+        while the part fills (ds4_peer); only when that changed, at most once a tick."""
+        with self._lock:
+            held = merge([*self.state.done, *(list(w) for w in self._writing if w and w[1] > w[0])])
+        if held != self._held:
+            with contextlib.suppress(OSError):  # best effort: a relay that cannot tell serves less
+                self.state.publish(held)
+            self._held = held
 
     def _in_flight(self):
         """Bytes written and not yet in the part's list (the pieces under way)."""
@@ -383,11 +407,14 @@ class Transfer:
                     # A signed storage URL that expired: the hub signs a new one.
                     self.location = self.relocate()
                     raise HubTransientError(f"the storage refused its URL (HTTP {response.status_code})")
+                if response.status_code == 503 and response.headers.get(RELAY_HEADER) == "not-yet":
+                    raise _NotYet
                 raise_for_status(response, self.ref, bool(self._token))
                 self._same_file(unquote_etag(response.headers.get("ETag")))
-                skip = 0
+                skip, answered = 0, end
                 if response.status_code == 206 and _range_starts_at(response, pos):
-                    pass
+                    # A relay answers with the bytes it holds so far, which may end before the piece.
+                    answered = min(end, _range_end(response) or end)
                 elif response.status_code == 200 and (one_stream or (start, end) == (0, self.size)):
                     skip = pos  # the whole file again: what is on disk already is skipped
                 else:
@@ -397,10 +424,10 @@ class Transfer:
                     raise HubError(f"{self.ref.describe()} came {encoding}-encoded though identity was asked")
                 broken = None
                 try:
-                    self._copy(i, response, at, end, hasher, skip)
+                    self._copy(i, response, at, answered, hasher, skip)
                 except TRANSIENT_EXC as e:
                     broken = e
-            if at["pos"] < end:
+            if at["pos"] < answered:
                 why = f": {broken}" if broken else ""
                 raise HubTransientError(
                     f"the connection ended at byte {at['pos']:,} of {self.size:,} for "
@@ -412,10 +439,17 @@ class Transfer:
             self.progress.report("retrying", self.state.bytes_done + self._in_flight(), error=error)
 
         try:
-            retrying(
-                attempt, what="download", ref=self.ref, retries=self.retries, delay=self.retry_delay,
-                on_retry=on_retry, count=self.count,
-            )  # fmt: skip
+            # Until the piece is whole: an answer that ended where it said it would (a relay's bytes so
+            # far) or a relay's "not yet" costs no retry; the relay bounds how long it keeps saying so.
+            while at["pos"] < end:
+                try:
+                    retrying(
+                        attempt, what="download", ref=self.ref, retries=self.retries, delay=self.retry_delay,
+                        on_retry=on_retry, count=self.count,
+                    )  # fmt: skip
+                except _NotYet:
+                    if self._stop.wait(NOT_YET_POLL):
+                        raise _Stopped from None
         except BaseException:
             # Given up or stopped: what came of the range is kept for the next run. Best effort: a disk too
             # full for the list costs that next run these bytes again, and the error that matters is raised.
@@ -439,6 +473,7 @@ class Transfer:
             write_all(self.fd, chunk, pos)
             hasher.wrote(pos, chunk)
             at["pos"] = pos + len(chunk)
+            self._writing[i] = (at["synced"], at["pos"])
             self._moved[i] += len(chunk)
             self._unrecorded[i] += len(chunk)
             if at["pos"] >= end:
@@ -452,6 +487,7 @@ class Transfer:
         with self._lock:
             self.state.add(at["synced"], end)
             self.state.save()
+            self._writing[i] = None
         self._unrecorded[i] -= end - at["synced"]
         at["synced"] = end
 
@@ -505,6 +541,12 @@ def body_chunks(raw, chunk_size):
             n = min(chunk_size, n * 2)
         elif took > READ_SLOW:
             n = max(READ_MIN, n // 2)
+
+
+def _range_end(response):
+    """The end (exclusive) of the bytes a 206 answer carries, from its Content-Range; None if it lacks one."""
+    match = re.match(r"bytes \d+-(\d+)/", response.headers.get("Content-Range", ""))
+    return int(match.group(1)) + 1 if match else None
 
 
 def _range_starts_at(response, offset):
