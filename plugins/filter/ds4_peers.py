@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_peer import plan
 
 
@@ -28,7 +29,8 @@ def weights_peer_plan(play_hosts, hostvars, port, relay=False):
                 "fetch": [f["name"] for f in weights.get("fetch", [])],
             }
         )
-    return plan(hosts, int(port), relay=bool(relay))
+    # As Ansible reads a boolean: `-e ds4_weights_peer_relay=false` is the string "false".
+    return plan(hosts, int(port), relay=boolean(relay))
 
 
 class FilterModule:

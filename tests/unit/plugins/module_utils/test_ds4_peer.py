@@ -258,6 +258,18 @@ def test_only_some_sparks_need_a_file():
     assert spark["spark02"]["serve_to"] == ["10.0.0.1", "10.0.0.3"]
 
 
+@pytest.mark.parametrize("relay", [False, "false", "no"])
+def test_the_filter_reads_relay_as_ansible_reads_a_boolean(relay):
+    weights_peer_plan = FilterModule().filters()["weights_peer_plan"]
+    plan_of = {"files": [{"name": "a"}], "fetch": [{"name": "a"}]}
+    hostvars = {f"spark0{i}": {"__ds4_weights_plan": plan_of, "_ds4_weights_peer_address": f"10.0.0.{i}"}
+                for i in (1, 2, 3)}  # fmt: skip
+    spark = weights_peer_plan(sorted(hostvars), hostvars, 18090, relay)["hosts"]
+    assert spark["spark03"]["peers"]["a"] == ["http://10.0.0.1:18090"], "two waves: all from the seed"
+    spark = weights_peer_plan(sorted(hostvars), hostvars, 18090, "true")["hosts"]
+    assert spark["spark03"]["peers"]["a"] == ["http://10.0.0.2:18090", "http://10.0.0.1:18090"]
+
+
 def test_the_filter_leaves_out_a_spark_that_did_not_reach_the_weights():
     # In upgrade.yml a Spark whose staging failed before the weights is rescued, and so still one of the
     # play's hosts, without a plan or an address: the others plan without it.
