@@ -44,12 +44,12 @@ RUN_TIMEOUT = 1800
 
 
 class Fleet:
-    """The sandbox's three Sparks: their containers and an inventory that reaches them."""
+    """The sandbox's Sparks (three unless told): their containers and an inventory that reaches them."""
 
-    def __init__(self, prefix: str, workdir: Path, *options: str):
+    def __init__(self, prefix: str, workdir: Path, *options: str, hosts=HOSTS):
         """OPTIONS: more of sandbox.py up's (--small-disk HOST=SIZE)."""
-        self.prefix = prefix
-        hosts = sandbox_up(prefix, HOSTS, *options)
+        self.prefix, self.hosts = prefix, tuple(hosts)
+        hosts = sandbox_up(prefix, self.hosts, *options)
         # A separate sandbox has random ports: an inventory of its own.
         self.inventory = (
             write_inventory(workdir, {"sparks": {"hosts": hosts}}) if prefix else SANDBOX_INVENTORY

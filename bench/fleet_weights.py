@@ -1,26 +1,29 @@
 #!/usr/bin/env python3
-"""Hub bytes and wall time of the weights phase on three Sparks, with and without peer distribution.
+"""Hub bytes, LAN bytes and wall time of the weights phase on a fleet: peers off, two waves, the relay.
 
-On three sandbox Sparks of their own (tests/sandbox/sandbox.py with --prefix; removed at the end), with the
-hub's link capped (--link-kbps shared by all connections, --rtt-ms of round trip) and the LAN between the
-Sparks as the sandbox's container network, the weights role (ds4_weights, the 0731 base and drafter) runs on
-empty weight directories:
+On sandbox Sparks of their own (tests/sandbox/sandbox.py with --prefix; removed at the end), with the hub's
+link capped (--link-kbps shared by all connections, --rtt-ms of round trip) and, in the case that matters,
+each Spark's upload to its peers held to the same rate (ds4_weights_peer_rate: a LAN no faster than the
+site's link), the weights role (ds4_weights, the 0731 base and drafter) runs on empty weight directories:
 
 1. on spark01 alone (-l spark01): the one-Spark time;
-2. on the three with ds4_weights_peers=false: each Spark fetches every file from the hub;
-3. on the three with peer distribution (the default).
+2. for each fleet size N of --sizes (the first N Sparks), side by side in one run:
+   - peers off (ds4_weights_peers=false): each Spark fetches every file from the hub;
+   - two waves (ds4_weights_peer_relay=false): the seed fetches each file, then serves it to the others;
+   - the relay (the default): each Spark serves what it has received so far to the one behind it.
 
 The model is made large enough that the transfer, not Ansible, takes the time (--model-mib, ~1/13 of it
 the drafter, as 6.97 of 93 GB): sparse files of zeros in the bench's forge container, served by a second
 hub stand-in there (port 18180) under the catalog's real names, and a catalog (-e) with their sizes and
 sha256; each Spark's /var/lib/ds4 is a tmpfs of its own, so that the copies spare the disk.
 --model-mib 0 takes the sandbox's own small files from the forge's hub instead (each comes over one
-connection). The hub's bytes come from the stand-in's own count (GET /_standin/stats). It prints hub bytes
-/ model size and fleet wall time / one Spark's for 2 and 3, and asserts nothing. The wall time is the
-playbook's, Ansible's own start-up included.
+connection). The hub's bytes come from the stand-in's own count (GET /_standin/stats), the LAN bytes from
+what each Spark says it served. It prints fleet wall time / one Spark's, hub bytes / model size and the
+LAN bytes each Spark sent / model size (the most any sent, and the mean), and asserts nothing. The wall
+time is the playbook's, Ansible's own start-up included.
 
-    .venv/bin/python bench/fleet_weights.py [--prefix bench-weights-] [--model-mib 352] [--link-kbps 2000]
-        [--rtt-ms 20]
+    .venv/bin/python bench/fleet_weights.py [--prefix bench-weights-] [--model-mib 96] [--link-kbps 2000]
+        [--rtt-ms 20] [--sizes 3 5]
 """
 
 from __future__ import annotations
@@ -29,13 +32,14 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fleet_upgrade import HOSTS, Fleet, playbook  # noqa: E402
+from fleet_upgrade import Fleet, playbook  # noqa: E402
 from sandbox_hosts import ROOT, podman, sandbox_down  # noqa: E402
 
 GGUF = "/var/lib/ds4/gguf"
@@ -53,6 +57,11 @@ PLAY = """---
     - name: Get the weights of the default generation and speculation mode
       ansible.builtin.include_role:
         name: ds4_weights
+
+    - name: Say how many bytes this Spark served its peers
+      ansible.builtin.debug:
+        msg: "BENCH-SERVED {{ (__ds4_weights_served | default({})).served | default({}) | dict2items
+          | map(attribute='value') | sum }}"
 """
 
 
@@ -127,38 +136,54 @@ def serve_big_model(fleet, mib):
 
 def run(fleet, endpoint, play, *args):
     """Empty every Spark's weights, run the play; (wall seconds, hub bytes, output)."""
-    for host in HOSTS:
+    for host in fleet.hosts:
         fleet.sh(host, f"rm -rf {GGUF}")
     before = hub(fleet, endpoint, "GET", "/_standin/stats")["content_bytes"]
     wall, _, out = playbook(fleet, str(play), *args)
-    if "failed=0" not in out or " failed=1" in out:
+    if "failed=0" not in out or re.search(r" failed=[1-9]", out):
         raise SystemExit(f"bench: the weights play failed:\n{out[-3000:]}")
     return wall, hub(fleet, endpoint, "GET", "/_standin/stats")["content_bytes"] - before, out
+
+
+def plan_lines(out):
+    """The peer plan the run printed (its task's output, as the callback wrapped it)."""
+    block = out.partition("TASK [ds4_weights : Say which Spark seeds")[2].partition("TASK [")[0]
+    return [line.rstrip() for line in block.splitlines()[1:] if line.strip()]
+
+
+def served(out):
+    """Bytes each Spark served its peers (the play's last task): host -> bytes."""
+    found = re.findall(r'ok: \[(\S+)\] =>\s*(?:\{\s*)?"?msg"?: "?BENCH-SERVED (\d+)', out)
+    return {host: int(n) for host, n in found}
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prefix", default="bench-weights-", help="the sandbox's name prefix")
     parser.add_argument(
-        "--model-mib", type=int, default=352, help="model size, MiB (default 352; 0: the sandbox's files)"
+        "--model-mib", type=int, default=96, help="model size, MiB (default 96; 0: the sandbox's files)"
     )
     parser.add_argument(
         "--link-kbps",
         type=float,
         default=2000,
-        help="the hub link, kB/s (default 2000: ~3 min of transfer a Spark)",
+        help="the hub link and each Spark's upload, kB/s (default 2000: ~50 s of transfer a Spark)",
     )
     parser.add_argument("--rtt-ms", type=float, default=20, help="round trip to the hub (default 20)")
+    parser.add_argument(
+        "--sizes", type=int, nargs="+", default=[3, 5], help="fleet sizes, 2 to 9 Sparks (default 3 5)"
+    )
     args = parser.parse_args()
     link = int(args.link_kbps * 1000)
+    hosts = tuple(f"spark{i:02d}" for i in range(1, max(args.sizes) + 1))
     with tempfile.TemporaryDirectory(prefix="ds4-bench-") as work:
         play = Path(work) / "weights.yml"
         play.write_text(PLAY)
         try:
             # Room for the model and its records, in memory rather than on disk.
             disk = f"{args.model_mib * 5 // 4 + 64}m"
-            options = [o for h in HOSTS for o in ("--small-disk", f"{h}={disk}")] if args.model_mib else []
-            fleet = Fleet(args.prefix, Path(work), *options)
+            options = [o for h in hosts for o in ("--small-disk", f"{h}={disk}")] if args.model_mib else []
+            fleet = Fleet(args.prefix, Path(work), *options, hosts=hosts)
             extra = []
             if args.model_mib:
                 endpoint, size, variables = serve_big_model(fleet, args.model_mib)
@@ -168,20 +193,40 @@ def main():
                 endpoint, size = HUB, sum(f["size"] for f in sandbox_catalog().values())
             hub(fleet, endpoint, "PUT", "/_standin/network", {"link_bps": link, "rtt_ms": args.rtt_ms})
             print(
-                f"model (0731 base and drafter): {size:,} bytes; hub link {link / 1000:.0f} kB/s, "
-                f"round trip {args.rtt_ms} ms; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}",
+                f"model (0731 base and drafter): {size:,} bytes; hub link and each Spark's upload "
+                f"{link / 1000:.0f} kB/s, round trip {args.rtt_ms} ms; {os.cpu_count()} CPUs, load average "
+                f"{os.getloadavg()[0]:.1f}",
                 flush=True,
             )
             one, one_bytes, _ = run(fleet, endpoint, play, *extra, "-l", "spark01")
             print(f"one Spark: {one:.1f} s, hub bytes / model {one_bytes / size:.2f}", flush=True)
-            print("{:<22}{:>8}{:>14}{:>14}".format("fleet of 3", "wall s", "wall / one", "hub / model"))
-            for label, more in (("peers off", ("-e", "ds4_weights_peers=false")), ("peers on", ())):
-                wall, nbytes, out = run(fleet, endpoint, play, *extra, *more)
-                print(f"{label:<22}{wall:>8.1f}{wall / one:>14.2f}{nbytes / size:>14.2f}", flush=True)
-            seeds = [
-                line.strip(' ",') for line in out.splitlines() if " seeds " in line or " fetches " in line
-            ]
-            print("peer plan of the last run:\n  " + "\n  ".join(seeds))
+            print(
+                "{:<4}{:<12}{:>8}{:>12}{:>13}{:>16}{:>15}".format(
+                    "N", "", "wall s", "wall / one", "hub / model", "LAN sent, most", "LAN sent, mean"
+                )
+            )
+            cap = ("-e", f"ds4_weights_peer_rate={link}")
+            modes = (
+                ("peers off", ("-e", "ds4_weights_peers=false")),
+                ("two waves", ("-e", "ds4_weights_peer_relay=false", *cap)),
+                ("relay", cap),
+            )
+            plans = {}
+            for n in args.sizes:
+                limit = ("-l", ",".join(hosts[:n]))
+                for label, more in modes:
+                    wall, nbytes, out = run(fleet, endpoint, play, *extra, *limit, *more)
+                    sent = served(out)
+                    most = max(sent.values(), default=0) / size
+                    mean = sum(sent.values()) / n / size
+                    print(
+                        f"{n:<4}{label:<12}{wall:>8.1f}{wall / one:>12.2f}{nbytes / size:>13.2f}"
+                        f"{most:>16.2f}{mean:>15.2f}",
+                        flush=True,
+                    )
+                    plans[(n, label)] = plan_lines(out)
+            n = max(args.sizes)
+            print(f"relay plan for N={n}:\n" + "\n".join(plans[(n, "relay")]))
             print(f"load average {os.getloadavg()[0]:.1f} at the end")
         finally:
             sandbox_down(args.prefix)

@@ -1,15 +1,17 @@
 """Filters for peer distribution of the weights; the rule itself lives in module_utils/ds4_peer.py.
 
-- `ansible_play_hosts | ds4.fleet.weights_peer_plan(hostvars, port)` -> who fetches which file from where
-  (ds4_peer.plan), from each host's `__ds4_weights_plan` and `_ds4_weights_peer_address`.
+- `ansible_play_hosts | ds4.fleet.weights_peer_plan(hostvars, port, relay)` -> who fetches which file from
+  where (ds4_peer.plan; `relay`: each Spark serving what it receives as it comes, else two waves), from
+  each host's `__ds4_weights_plan` and `_ds4_weights_peer_address`.
 """
 
 from __future__ import annotations
 
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_peer import plan
 
 
-def weights_peer_plan(play_hosts, hostvars, port):
+def weights_peer_plan(play_hosts, hostvars, port, relay=False):
     hosts = []
     for name in play_hosts:
         host = hostvars[name]
@@ -27,7 +29,8 @@ def weights_peer_plan(play_hosts, hostvars, port):
                 "fetch": [f["name"] for f in weights.get("fetch", [])],
             }
         )
-    return plan(hosts, int(port))
+    # As Ansible reads a boolean: `-e ds4_weights_peer_relay=false` is the string "false".
+    return plan(hosts, int(port), relay=boolean(relay))
 
 
 class FilterModule:

@@ -8,6 +8,7 @@ to a JSON file that a poller reads (ds4_hub_progress). The protocol is in ds4_hu
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import os
@@ -415,6 +416,11 @@ class HubFile:
             return self._fill_from_hub(fd, meta, state)
         except (HubError, OSError) as e:
             self.progress.report("failed", state.bytes_done, error=str(e))
+            # A relay serving this part (ds4_peer) stops waiting for bytes that will not come (a part
+            # discarded took its list with it: the relay has seen it go).
+            if os.path.exists(self.part):
+                with contextlib.suppress(OSError):
+                    state.publish(state.done, ended=True)
             raise
 
     def _outcome(self, transfer, source, failures=0, reread=0):

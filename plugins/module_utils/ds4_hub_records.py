@@ -16,7 +16,11 @@ import os
 import stat
 import time
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_weight_files import part_name, ranges_name
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_weight_files import (
+    held_name,
+    part_name,
+    ranges_name,
+)
 
 
 def stat_or_none(path):
@@ -178,8 +182,9 @@ def missing(extents, size):
 class PartState:
     """The ranges of a part that are on disk for certain, kept in `.<file>.part.json`."""
 
-    def __init__(self, path, size, sha256, etag=None, done=()):
+    def __init__(self, path, size, sha256, etag=None, done=(), held_path=None):
         self.path, self.size, self.sha256, self.etag = path, size, sha256, etag
+        self.held_path = held_path
         self.done = merge(done)
 
     @classmethod
@@ -187,6 +192,7 @@ class PartState:
         """The part's state for a file of `size` and `sha256`: its list if it is about that file, a prefix
         of the part's length when it has none, nothing (an empty state) when the part is of another file."""
         path = os.path.join(dest_dir, ranges_name(name))
+        held = os.path.join(dest_dir, held_name(name))
         part = stat_or_none(os.path.join(dest_dir, part_name(name)))
         try:
             with open(path, encoding="utf-8") as f:
@@ -196,17 +202,18 @@ class PartState:
         except (OSError, ValueError):
             doc = {}
         if part is None:
-            return cls(path, size, sha256)
+            return cls(path, size, sha256, held_path=held)
         if doc is None:
-            return cls(path, size, sha256, done=[[0, part.st_size]] if part.st_size <= size else [])
+            done = [[0, part.st_size]] if part.st_size <= size else []
+            return cls(path, size, sha256, done=done, held_path=held)
         try:
             same = (doc["size"], doc["sha256"]) == (size, sha256)
             done = [[int(s), int(e)] for s, e in doc["done"]] if same else []
         except (KeyError, TypeError, ValueError):
             same, done = False, []
         if not same or any(e > min(size, part.st_size) for _s, e in done):
-            return cls(path, size, sha256)
-        return cls(path, size, sha256, doc.get("etag"), done)
+            return cls(path, size, sha256, held_path=held)
+        return cls(path, size, sha256, doc.get("etag"), done, held_path=held)
 
     @property
     def bytes_done(self):
@@ -225,8 +232,24 @@ class PartState:
             self.path, {"size": self.size, "sha256": self.sha256, "etag": self.etag, "done": self.done}
         )
 
+    def publish(self, ranges, ended=False):
+        """Tell a relay serving this part (ds4_peer) which bytes it may send (`held_path`, ds4_weight_files'
+        `held`): written, if not yet synced, by this process (`pid`); `ended` once the fetch gave up. Not
+        synced itself: it means nothing after a crash, and the server serves from it only while that
+        process lives."""
+        if self.held_path:
+            doc = {
+                "sha256": self.sha256,
+                "size": self.size,
+                "held": ranges,
+                "pid": os.getpid(),
+                "ended": ended,
+            }
+            replace_text(self.held_path, json.dumps(doc), sync=False)
+
     def remove(self):
-        for path in (self.path, f"{self.path}.tmp"):
+        held = (self.held_path, f"{self.held_path}.tmp") if self.held_path else ()
+        for path in (self.path, f"{self.path}.tmp", *held):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
         self.done, self.etag = [], None

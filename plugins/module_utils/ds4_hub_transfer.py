@@ -34,7 +34,8 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import 
     retrying,
     unquote_etag,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_records import free_bytes, missing
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_records import free_bytes, merge, missing
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_peer import RELAY_HEADER
 
 # The largest body read: the Python work per read (a write, a handoff to the hash) stays small next to it.
 READ = 1 << 20
@@ -51,25 +52,38 @@ MIN_PIECE = 1 << 20
 # Connections per file at most; measured in bench/fetch_throughput.py: with each connection held to 1/8 of
 # the link and a round trip before each piece, 16 fill the link where 8 leave the gaps between pieces idle.
 CONNECTIONS = 16
-# The ramp (Ramp): from one connection, eight times as many at each step while the rate grows nearly as
-# much (RAMP_KEEP of it). Each step is timed over RAMP_WINDOW seconds once RAMP_SETTLE has passed, so that
-# the new connections have sent their first request and left TCP's slow start at a CDN's round trip. Big,
-# short steps: the time spent below the path's rate is what the ramp costs (under a second, against the
-# minutes a model takes; bench/fetch_throughput.py measures it against clients that open all at once).
-RAMP_FACTOR = 8
+# The ramp (Ramp): one connection for a first short step, then all it may open at once (RAMP_FACTOR is the
+# most connections: one step), kept while the rate grew nearly as much (RAMP_KEEP of it), else cut back to
+# what the rate needs. Each step is timed over RAMP_WINDOW seconds once RAMP_SETTLE has passed, so that the
+# new connections have sent their first request and left TCP's slow start at a CDN's round trip; the first
+# step, the one below the path's rate, is shorter (RAMP_FIRST_*): a connection measured in its slow start
+# only makes the ramp open more. That step is what the ramp costs (0.4 s at one connection), where a ramp
+# of several steps (1, 8, 16) cost a capped 1 GiB fetch 0.77 times hf_transfer's rate, which opens all at
+# once (bench/fetch_throughput.py measures it side by side). A file that ends before the first step need
+# not ramp.
+RAMP_FACTOR = CONNECTIONS
 RAMP_KEEP = 0.75
 RAMP_SETTLE = 0.3
 RAMP_WINDOW = 0.5
+RAMP_FIRST_SETTLE = 0.15
+RAMP_FIRST_WINDOW = 0.25
 # A rate within this factor of what fewer connections carry is theirs: measured rates wobble by a few percent.
 RAMP_SLACK = 1.1
 # How often the transfer's own thread looks at the rate (and the progress), in seconds.
 TICK = 0.1
+# A relay's "not yet" (ds4_peer.RELAY_HEADER) is asked again after NOT_YET_POLL seconds (the relay has
+# already held the request up to a bound while the bytes might come).
+NOT_YET_POLL = 0.05
 # Bytes ahead of the hash kept in memory; beyond it, bytes are hashed from the part.
 HASH_WINDOW = 256 << 20
 
 
 class RangesIgnored(Exception):
     """The server answered a ranged request with the whole file: only one stream from byte 0 works."""
+
+
+class _NotYet(Exception):
+    """A relay does not hold the asked bytes yet and is still receiving them: ask again shortly."""
 
 
 class _Stopped(Exception):
@@ -192,12 +206,13 @@ class OrderedHash:
 class Ramp:
     """How many connections a transfer uses: no more than its rate gains from.
 
-    From one connection, each step multiplies the count by RAMP_FACTOR while the rate the step measured grew
-    by at least RAMP_KEEP of that factor. A path that caps each connection (a CDN) goes on growing; a path
-    that one connection already fills (a LAN peer, a link slower than a connection's share) stays at one.
+    From one connection, each step multiplies the count by RAMP_FACTOR (all at once, at most) while the
+    rate the step measured grew by at least RAMP_KEEP of that factor. A path that caps each connection (a
+    CDN) keeps them all; a path that one connection already fills (a LAN peer, a link slower than a
+    connection's share) stays at one.
     When a step gains less, the count settles on the rate it reached over the per-connection rate of the
     step before (never fewer than that step had, never more than it has): 16 connections on a link that 8
-    fill come back to 8, 8 on a link that 3 fill to 3 (RAMP_SLACK allowed). `update(now, moved)` is fed the
+    fill come back to 8, on a link that 3 fill to 3 (RAMP_SLACK allowed). `update(now, moved)` is fed the
     clock and the bytes moved so far and answers the count; it decides nothing more once settled.
     """
 
@@ -212,12 +227,13 @@ class Ramp:
     def update(self, now, moved):
         if self.settled:
             return self.count
+        first = self._last is None
         if self._base is None:
-            if now - self._since >= RAMP_SETTLE:
+            if now - self._since >= (RAMP_FIRST_SETTLE if first else RAMP_SETTLE):
                 self._base = (now, moved)
             return self.count
         began, moved_then = self._base
-        if now - began < RAMP_WINDOW:
+        if now - began < (RAMP_FIRST_WINDOW if first else RAMP_WINDOW):
             return self.count
         rate = (moved - moved_then) / (now - began)
         if self._last is not None:
@@ -260,6 +276,9 @@ class Transfer:
         self._error = None
         self._moved = []
         self._unrecorded = []
+        # Per worker, the range it has written of its piece and not yet listed: (start, end), for a relay.
+        self._writing = []
+        self._held = None
         # Workers from this index on end after their piece (the ramp settled below them).
         self._target = 0
         self.used_connections = 0
@@ -289,6 +308,7 @@ class Transfer:
             self._target = min(ramp.count, most) if ramp else most
             self._moved = [0] * most
             self._unrecorded = [0] * most
+            self._writing = [None] * most
             workers = []
             while True:
                 while len(workers) < self._target:
@@ -307,6 +327,8 @@ class Transfer:
                     self._target = min(ramp.update(now, self.moved), most)
                 if self.progress.due(now):
                     self.progress.report("fetching", self.state.bytes_done + self._in_flight())
+                self._publish()
+            self._publish()
             if isinstance(self._error, OSError) and self._error.errno == errno.ENOSPC:
                 # Told once every worker has listed what it wrote: what stays is known.
                 raise self._no_space() from self._error
@@ -328,6 +350,16 @@ class Transfer:
             + (f"free {describe_bytes(short)} more and run again" if short > 0 else "run again"),
             max(short, 0),
         )
+
+    def _publish(self):
+        """Say which bytes are written (listed or still in a piece under way), for a relay serving them
+        while the part fills (ds4_peer); only when that changed, at most once a tick."""
+        with self._lock:
+            held = merge([*self.state.done, *(list(w) for w in self._writing if w and w[1] > w[0])])
+        if held != self._held:
+            with contextlib.suppress(OSError):  # best effort: a relay that cannot tell serves less
+                self.state.publish(held)
+            self._held = held
 
     def _in_flight(self):
         """Bytes written and not yet in the part's list (the pieces under way)."""
@@ -375,11 +407,14 @@ class Transfer:
                     # A signed storage URL that expired: the hub signs a new one.
                     self.location = self.relocate()
                     raise HubTransientError(f"the storage refused its URL (HTTP {response.status_code})")
+                if response.status_code == 503 and response.headers.get(RELAY_HEADER) == "not-yet":
+                    raise _NotYet
                 raise_for_status(response, self.ref, bool(self._token))
                 self._same_file(unquote_etag(response.headers.get("ETag")))
-                skip = 0
+                skip, answered = 0, end
                 if response.status_code == 206 and _range_starts_at(response, pos):
-                    pass
+                    # A relay answers with the bytes it holds so far, which may end before the piece.
+                    answered = min(end, _range_end(response) or end)
                 elif response.status_code == 200 and (one_stream or (start, end) == (0, self.size)):
                     skip = pos  # the whole file again: what is on disk already is skipped
                 else:
@@ -389,10 +424,10 @@ class Transfer:
                     raise HubError(f"{self.ref.describe()} came {encoding}-encoded though identity was asked")
                 broken = None
                 try:
-                    self._copy(i, response, at, end, hasher, skip)
+                    self._copy(i, response, at, answered, hasher, skip)
                 except TRANSIENT_EXC as e:
                     broken = e
-            if at["pos"] < end:
+            if at["pos"] < answered:
                 why = f": {broken}" if broken else ""
                 raise HubTransientError(
                     f"the connection ended at byte {at['pos']:,} of {self.size:,} for "
@@ -404,10 +439,17 @@ class Transfer:
             self.progress.report("retrying", self.state.bytes_done + self._in_flight(), error=error)
 
         try:
-            retrying(
-                attempt, what="download", ref=self.ref, retries=self.retries, delay=self.retry_delay,
-                on_retry=on_retry, count=self.count,
-            )  # fmt: skip
+            # Until the piece is whole: an answer that ended where it said it would (a relay's bytes so
+            # far) or a relay's "not yet" costs no retry; the relay bounds how long it keeps saying so.
+            while at["pos"] < end:
+                try:
+                    retrying(
+                        attempt, what="download", ref=self.ref, retries=self.retries, delay=self.retry_delay,
+                        on_retry=on_retry, count=self.count,
+                    )  # fmt: skip
+                except _NotYet:
+                    if self._stop.wait(NOT_YET_POLL):
+                        raise _Stopped from None
         except BaseException:
             # Given up or stopped: what came of the range is kept for the next run. Best effort: a disk too
             # full for the list costs that next run these bytes again, and the error that matters is raised.
@@ -431,6 +473,7 @@ class Transfer:
             write_all(self.fd, chunk, pos)
             hasher.wrote(pos, chunk)
             at["pos"] = pos + len(chunk)
+            self._writing[i] = (at["synced"], at["pos"])
             self._moved[i] += len(chunk)
             self._unrecorded[i] += len(chunk)
             if at["pos"] >= end:
@@ -444,6 +487,7 @@ class Transfer:
         with self._lock:
             self.state.add(at["synced"], end)
             self.state.save()
+            self._writing[i] = None
         self._unrecorded[i] -= end - at["synced"]
         at["synced"] = end
 
@@ -497,6 +541,12 @@ def body_chunks(raw, chunk_size):
             n = min(chunk_size, n * 2)
         elif took > READ_SLOW:
             n = max(READ_MIN, n // 2)
+
+
+def _range_end(response):
+    """The end (exclusive) of the bytes a 206 answer carries, from its Content-Range; None if it lacks one."""
+    match = re.match(r"bytes \d+-(\d+)/", response.headers.get("Content-Range", ""))
+    return int(match.group(1)) + 1 if match else None
 
 
 def _range_starts_at(response, offset):

@@ -13,6 +13,7 @@ or when its stop file appears.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import threading
@@ -21,9 +22,59 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_records import read_record
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_weight_files import sidecar_name
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_weight_files import (
+    held_name,
+    part_name,
+    sidecar_name,
+)
 
 CHUNK = 1 << 20
+# A relay serving a file it still receives says so in this header of a 503 when it does not hold the asked
+# bytes yet (ds4_hub_transfer asks again shortly, without counting a retry).
+RELAY_HEADER = "X-Ds4-Relay"
+# A relay holds a request for bytes it does not have yet up to RELAY_WAIT seconds (well under the
+# receiver's read timeout, ds4_hub.PEER_TIMEOUT), looking every RELAY_POLL; a fetch that has not begun is
+# waited for up to RELAY_START after the server started (Ansible starts it on a loaded Spark meanwhile).
+RELAY_WAIT = 2.0
+RELAY_POLL = 0.05
+RELAY_START = 300.0
+
+
+def _read_json(path):
+    """A small JSON document the fetch wrote, or None: never through a link."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as f:
+            return json.loads(f.read(1 << 20))
+    except (OSError, ValueError):
+        return None
+
+
+def _held(gguf_dir, name):
+    """What a fetch of `name` on this host has written of its part (PartState.publish): {"size", "sha256",
+    "held": [(start, end), ...], "receiving": whether that fetch goes on (its process lives, it has not
+    given up)}; None when there is no such list or it is not well formed."""
+    doc = _read_json(os.path.join(gguf_dir, held_name(name)))
+    try:
+        size, sha256, pid = int(doc["size"]), str(doc["sha256"]), int(doc["pid"])
+        held = [(int(s), int(e)) for s, e in doc["held"]]
+        ended = bool(doc.get("ended"))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return {"size": size, "sha256": sha256, "held": held, "receiving": not ended and _alive(pid)}
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return pid > 0
 
 
 class _Rate:
@@ -46,13 +97,16 @@ class _Rate:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address, gguf_dir, allowed, rate_bps):
+    def __init__(self, address, gguf_dir, allowed, rate_bps, relays=()):
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self.gguf_dir, self.allowed = gguf_dir, frozenset(allowed)
+        self.relays, self.started = frozenset(relays), time.monotonic()
+        self.seen = set()  # relayed files whose list of held ranges this server has seen: their fetch began
         self.rate = _Rate(rate_bps) if rate_bps else None
         self.live, self.live_lock = set(), threading.Lock()
         self.refused = []
         self.served = {}  # file name -> bytes sent
+        self.relayed = {}  # file name -> bytes of those sent while this Spark still received the file
         super().__init__(address, _Handler)
 
     def verify_request(self, request, client_address):
@@ -104,47 +158,130 @@ class _Handler(BaseHTTPRequestHandler):
         name = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path.removeprefix("/"))
         if not name or "/" in name or name.startswith("."):
             return self._plain(404, "not a weight file")
-        path = os.path.join(self.server.gguf_dir, name)
-        try:
-            f = open(path, "rb")  # noqa: SIM115 -- closed below, after the body
-        except OSError:
-            return self._plain(404, "no such file")
+        verified = self._open_verified(name)
+        if verified is None and name in self.server.relays:
+            return self._relay(name)
+        if verified is None:
+            return self._plain(404, "no verified copy here")
+        f, size, sha256 = verified
         with f:
-            st = os.fstat(f.fileno())
-            record = read_record(os.path.join(self.server.gguf_dir, sidecar_name(name)), st)
-            if record is None:
-                return self._plain(404, "no verified copy here")
-            start, end = 0, st.st_size
-            spec = self.headers.get("Range", "")
-            ranged = spec.startswith("bytes=") and "," not in spec
-            if ranged:
-                first, _dash, last = spec[6:].partition("-")
-                try:
-                    start = int(first)
-                    end = min(int(last) + 1, st.st_size) if last else st.st_size
-                except ValueError:
-                    return self._plain(416, "bad range")
-                if start >= st.st_size or end <= start:
-                    return self._plain(416, "range not satisfiable")
-            self.send_response(206 if ranged else 200)
-            self.send_header("Content-Type", "application/octet-stream")
-            self.send_header("Content-Length", str(end - start))
-            self.send_header("ETag", f'"{record["sha256"]}"')
-            self.send_header("X-Linked-Etag", f'"{record["sha256"]}"')
-            self.send_header("X-Linked-Size", str(st.st_size))
-            self.send_header("Accept-Ranges", "bytes")
-            if ranged:
-                self.send_header("Content-Range", f"bytes {start}-{end - 1}/{st.st_size}")
-            self.end_headers()
-            if self.command == "HEAD":
-                return
+            asked = self._range(size)
+            if asked is None:
+                return None
+            self._answer(name, f, size, sha256, *asked)
+        return None
+
+    def _open_verified(self, name):
+        """(open file, size, sha256) of a verified copy of `name`, or None."""
+        try:
+            f = open(os.path.join(self.server.gguf_dir, name), "rb")  # noqa: SIM115 -- the caller closes it
+        except OSError:
+            return None
+        st = os.fstat(f.fileno())
+        record = read_record(os.path.join(self.server.gguf_dir, sidecar_name(name)), st)
+        if record is None:
+            f.close()
+            return None
+        return f, st.st_size, record["sha256"]
+
+    def _range(self, size):
+        """(start, end, ranged) asked for, or None once a 416 is answered."""
+        start, end = 0, size
+        spec = self.headers.get("Range", "")
+        ranged = spec.startswith("bytes=") and "," not in spec
+        if ranged:
+            first, _dash, last = spec[6:].partition("-")
             try:
-                sent = self._send(f, start, end - start)
-            except (BrokenPipeError, ConnectionResetError):
-                self.close_connection = True
-                return
-            with self.server.live_lock:
-                self.server.served[name] = self.server.served.get(name, 0) + sent
+                start = int(first)
+                end = min(int(last) + 1, size) if last else size
+            except ValueError:
+                self._plain(416, "bad range")
+                return None
+            if start >= size or end <= start:
+                self._plain(416, "range not satisfiable")
+                return None
+        return start, end, ranged
+
+    def _answer(self, name, f, size, sha256, start, end, ranged, relayed=False):
+        self.send_response(206 if ranged else 200)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(end - start))
+        self.send_header("ETag", f'"{sha256}"')
+        self.send_header("X-Linked-Etag", f'"{sha256}"')
+        self.send_header("X-Linked-Size", str(size))
+        self.send_header("Accept-Ranges", "bytes")
+        if ranged:
+            self.send_header("Content-Range", f"bytes {start}-{end - 1}/{size}")
+        self.end_headers()
+        if self.command == "HEAD":
+            return
+        try:
+            sent = self._send(f, start, end - start)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+            return
+        with self.server.live_lock:
+            self.server.served[name] = self.server.served.get(name, 0) + sent
+            if relayed:
+                self.server.relayed[name] = self.server.relayed.get(name, 0) + sent
+
+    def _relay(self, name):
+        """Serve `name` while this Spark still receives it: from the first asked byte, the bytes its fetch
+        has written so far (the part's `held` list), which may end before the asked range does; the
+        receiver asks again for the rest. A byte not held yet is waited for up to RELAY_WAIT, then answered
+        503 "not yet" (the receiver asks again) while the fetch is alive, or until RELAY_START has passed
+        since the server started for a fetch that has not begun; otherwise (it gave up, its process died,
+        its part was discarded) 404, and the receiver takes its next source. Whatever comes this way is
+        checked by the receiver's sha256 of the whole file."""
+        deadline = time.monotonic() + RELAY_WAIT
+        while True:
+            held = _held(self.server.gguf_dir, name)
+            verified = self._open_verified(name)
+            if verified is not None:  # it came whole while the request waited
+                f, size, sha256 = verified
+                with f:
+                    asked = self._range(size)
+                    if asked is not None:
+                        self._answer(name, f, size, sha256, *asked)
+                return None
+            if held is not None:
+                self.server.seen.add(name)
+            if held is not None and held["receiving"]:
+                size = held["size"]
+                asked = self._range(size)
+                if asked is None:
+                    return None
+                start, end, _ranged = asked
+                have = next((e for s, e in held["held"] if s <= start < e), None)
+                if have is not None:
+                    return self._answer_part(name, held, start, min(end, have))
+            if time.monotonic() >= deadline:
+                begun = held is not None or name in self.server.seen
+                if (held is not None and held["receiving"]) or (
+                    not begun and time.monotonic() - self.server.started < RELAY_START
+                ):
+                    return self._not_yet()
+                return self._plain(404, "not receiving this file")
+            time.sleep(RELAY_POLL)
+
+    def _answer_part(self, name, held, start, end):
+        try:
+            # Never through a link: the fetch refuses one at the part, and so does what serves it.
+            fd = os.open(os.path.join(self.server.gguf_dir, part_name(name)), os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return self._not_yet()
+        with os.fdopen(fd, "rb") as f:
+            if os.fstat(f.fileno()).st_size < end:
+                return self._not_yet()
+            self._answer(name, f, held["size"], held["sha256"], start, end, True, relayed=True)
+        return None
+
+    def _not_yet(self):
+        self.send_response(503)
+        self.send_header(RELAY_HEADER, "not-yet")
+        self.send_header("Retry-After", "0")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
 
     def _send(self, f, start, length):
         rate = self.server.rate
@@ -157,21 +294,28 @@ class _Handler(BaseHTTPRequestHandler):
         while sent < length:
             n = min(chunk, length - sent)
             rate.wait(n)
-            sent += self.connection.sendfile(f, start + sent, n)
+            moved = self.connection.sendfile(f, start + sent, n)
+            if not moved:  # a relay's part cut short meanwhile (its fetch discarded it): end the answer
+                raise ConnectionResetError  # closes the connection: the receiver asks again
+            sent += moved
         return sent
 
 
 class PeerServer:
-    """The server for one run: start(), then stop() (or serve_until()) closes its port."""
+    """The server for one run: start(), then stop() (or serve_until()) closes its port. `relays`: the files
+    this Spark receives in this run and may serve while they come (the plan's), besides its verified ones."""
 
-    def __init__(self, gguf_dir, address, port, allowed, rate_bps=None):
+    def __init__(self, gguf_dir, address, port, allowed, rate_bps=None, relays=()):
         self.gguf_dir, self.address, self.port, self.allowed, self.rate_bps = (
             gguf_dir, address, port, allowed, rate_bps,
         )  # fmt: skip
+        self.relays = list(relays)
         self._server = None
 
     def start(self):
-        self._server = _Server((self.address, self.port), self.gguf_dir, self.allowed, self.rate_bps)
+        self._server = _Server(
+            (self.address, self.port), self.gguf_dir, self.allowed, self.rate_bps, self.relays
+        )
         self.port = self._server.server_address[1]
         threading.Thread(target=self._server.serve_forever, args=(0.1,), daemon=True).start()
         return self
@@ -193,6 +337,10 @@ class PeerServer:
         return dict(self._server.served)
 
     @property
+    def relayed(self):
+        return dict(self._server.relayed)
+
+    @property
     def refused(self):
         return list(self._server.refused)
 
@@ -210,23 +358,38 @@ def peer_url(address, port):
     return f"http://{host}:{port}"
 
 
-def plan(hosts, port):
+def plan(hosts, port, relay=False):
     """Who fetches which file from where, so that each file crosses the hub link once per run.
 
     `hosts`: in play order, {"name", "address", "wanted": [file names], "fetch": [names it must download]}.
-    A host that wants a file and need not download it holds it; the others need it. A file some host holds
-    comes from the holders (each needer starting with another one, to spread the load); a file nobody holds
-    comes from the hub to its first needer, the seed, and from the seed to the others once it has it.
+    A host that wants a file and need not download it holds it; the others need it. A file nobody holds
+    comes from the hub to its first needer, the seed. Then:
 
-    Returns {host: {"first": [names fetched before any peer serves: its own and those it seeds],
-    "peers": {name: [peer URLs]}, "serve_to": [addresses], "serves": [names]}, "lines": [what to say]}.
+    - two waves (`relay` false): the seed fetches it first; the holders (or the seed) serve it to the other
+      needers once they have it, each needer starting with another holder, to spread the load;
+    - a relay (`relay` true): every needer serves what it has received so far to the one behind it while
+      it still receives the rest, in chains, one per holder (or the seed's alone), the needers dealt out
+      over them in play order: the file crosses the hub link once and each Spark's link about once, all
+      at the same time. A needer falls back up its chain (a relay that dies costs its receivers their
+      next source, the one before it), then to the other holders, then the hub.
+
+    Returns {"hosts": {host: {"first": [names fetched before any peer serves: its own and those it
+    seeds], "peers": {name: [peer URLs, nearest first]}, "serve_to": [addresses], "serves": [names],
+    "relays": [names it serves while it still receives them]}}, "lines": [what to say]}.
     """
     by_name = {h["name"]: h for h in hosts}
-    out = {h["name"]: {"first": [], "peers": {}, "serve_to": set(), "serves": set()} for h in hosts}
+    out = {
+        h["name"]: {"first": [], "peers": {}, "serve_to": set(), "serves": set(), "relays": set()}
+        for h in hosts
+    }
     lines = []
     names = []
     for h in hosts:
         names += [n for n in h["wanted"] if n not in names]
+
+    def url(host):
+        return peer_url(by_name[host]["address"], port)
+
     for name in names:
         holders = [h["name"] for h in hosts if name in h["wanted"] and name not in h["fetch"]]
         needers = [h["name"] for h in hosts if name in h["fetch"]]
@@ -234,22 +397,59 @@ def plan(hosts, port):
             out[host]["first"].append(name)
         if not needers:
             continue
+        seed = None
         if holders:
             sources = holders
         else:
             seed = needers.pop(0)
             out[seed]["first"].append(name)
             sources = [seed]
+        if relay:
+            lines += _chains(name, sources, needers, seed, out, url, by_name)
+            continue
+        if seed is not None:
             lines.append(
                 f"{seed} seeds {name} from the hub" + (f" for {', '.join(needers)}" if needers else "")
             )
         for i, host in enumerate(needers):
             order = sources[i % len(sources) :] + sources[: i % len(sources)]
-            out[host]["peers"][name] = [f"{peer_url(by_name[s]['address'], port)}" for s in order]
+            out[host]["peers"][name] = [url(s) for s in order]
             for source in sources:
                 out[source]["serve_to"].add(by_name[host]["address"])
                 out[source]["serves"].add(name)
             lines.append(f"{host} fetches {name} from {', '.join(order)} (the hub if none can serve it)")
     for entry in out.values():
-        entry["serve_to"], entry["serves"] = sorted(entry["serve_to"]), sorted(entry["serves"])
+        for key in ("serve_to", "serves", "relays"):
+            entry[key] = sorted(entry[key])
     return {"hosts": out, "lines": lines}
+
+
+def _chains(name, heads, needers, seed, out, url, by_name):
+    """The relay plan of one file (plan): a chain behind each head (a holder, or the seed as it receives
+    from the hub), the needers dealt out over the chains; the lines that say it."""
+    chains = [[head] for head in heads]
+    for i, host in enumerate(needers):
+        chains[i % len(chains)].append(host)
+    lines = []
+    if seed is not None:
+        behind = chains[0][1:2]
+        lines.append(
+            f"{seed} seeds {name} from the hub"
+            + (f" for {', '.join(needers)}, relaying it to {behind[0]} as it comes" if behind else "")
+        )
+    for chain in chains:
+        for at, host in enumerate(chain[1:], start=1):
+            upstream = chain[at - 1 :: -1]
+            order = upstream + [h for h in heads if h not in upstream]
+            out[host]["peers"][name] = [url(s) for s in order]
+            for source in order:
+                out[source]["serve_to"].add(by_name[host]["address"])
+                out[source]["serves"].add(name)
+                if source in (seed, *needers):
+                    out[source]["relays"].add(name)
+            behind = chain[at + 1 : at + 2]
+            lines.append(
+                f"{host} fetches {name} from {', '.join(order)} (the hub if none can serve it)"
+                + (f", relaying it to {behind[0]} as it comes" if behind else "")
+            )
+    return lines

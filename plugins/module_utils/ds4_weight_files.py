@@ -2,6 +2,8 @@
 
 - `<name>.part`: the download in progress, written at the offsets its ranges come from (ds4_hub)
 - `.<name>.part.json`: the byte ranges of the part that are on disk for certain (ds4_hub_records.PartState)
+- `.<name>.part.held.json`: the byte ranges written so far, synced or not, that a relay may serve while the
+  part still fills (ds4_peer); rewritten several times a second, meaningless once the fetch has ended
 - `.<name>.verified.json`: the verification record, keyed by size, mtime, inode and device (ds4_hub_records)
 - `.<name>.progress.json`: what a fetch is doing, for ds4_hub_wait to print
 
@@ -18,6 +20,7 @@ PATTERNS = {
     "file": "{}",
     "part": "{}.part",
     "ranges": ".{}.part.json",
+    "held": ".{}.part.held.json",
     "record": ".{}.verified.json",
     "progress": ".{}.progress.json",
 }
@@ -29,6 +32,10 @@ def part_name(name):
 
 def ranges_name(name):
     return PATTERNS["ranges"].format(name)
+
+
+def held_name(name):
+    return PATTERNS["held"].format(name)
 
 
 def sidecar_name(name):

@@ -38,6 +38,14 @@ options:
     type: list
     elements: str
     required: true
+  relays:
+    description:
+      - Files this Spark receives in this run (the plan's) and may serve while they come, from the ranges
+        its fetch has written so far (a relay); a receiver verifies the whole file's sha256 all the same.
+        Any other file is served only from a verified copy.
+    type: list
+    elements: str
+    default: []
   rate:
     description: Bytes per second for all peers together; 0 for no cap.
     type: int
@@ -72,6 +80,10 @@ served:
   description: Bytes sent per file.
   returned: always
   type: dict
+relayed:
+  description: Bytes of those sent per file while this Spark still received it (as a relay).
+  returned: always
+  type: dict
 refused:
   description: Addresses whose connections were closed for not being peers.
   returned: always
@@ -94,6 +106,7 @@ def main():
             address=dict(type="str", required=True),
             port=dict(type="int", required=True),
             peers=dict(type="list", elements="str", required=True),
+            relays=dict(type="list", elements="str", default=[]),
             rate=dict(type="int", default=0),
             lifetime=dict(type="int", required=True),
             stop_file=dict(type="path", required=True),
@@ -106,11 +119,15 @@ def main():
     if os.path.exists(p["stop_file"]):
         os.unlink(p["stop_file"])
     try:
-        server = PeerServer(p["gguf_dir"], p["address"], p["port"], p["peers"], p["rate"] or None).start()
+        server = PeerServer(
+            p["gguf_dir"], p["address"], p["port"], p["peers"], p["rate"] or None, p["relays"]
+        ).start()
     except OSError as e:
         module.fail_json(msg=f"cannot serve the weights on {p['address']}:{p['port']}: {e}")
     server.serve_until(time.monotonic() + p["lifetime"], p["stop_file"])
-    module.exit_json(changed=False, served=server.served, refused=sorted(set(server.refused)))
+    module.exit_json(
+        changed=False, served=server.served, relayed=server.relayed, refused=sorted(set(server.refused))
+    )
 
 
 if __name__ == "__main__":

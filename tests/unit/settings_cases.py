@@ -236,6 +236,7 @@ BAD = {
     "ds4_weights_in_use": ["/m/a.gguf", ["a.gguf"], ["/m/a.gguf\n"], ["/m/../a.gguf"]],
     "ds4_weights_connections": [0, 65, *WHOLE],
     "ds4_weights_peers": ["maybe", []],
+    "ds4_weights_peer_relay": ["maybe", []],
     "ds4_weights_peer_port": [0, 65536, *WHOLE],
     "ds4_weights_peer_rate": [-1, *WHOLE],
     "ds4_weights_peer_interface": ["eth 0", "enp1s0f0np0\n", "a-very-long-interface-name", ["eth0"]],

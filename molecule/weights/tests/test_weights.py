@@ -370,3 +370,66 @@ def test_peers_each_file_crosses_the_hub_once_and_the_port_closes_even_after_a_f
     assert run.failed("spark02") == 1 and run.failed("spark01") == 0, run
     assert not listens(spark02, address(spark01)), "the peer port is closed after a failed run"
     assert not spark02.file(f"{GGUF}/{BASE}").exists
+
+
+def part_bytes(host, name):
+    """Bytes of `name` listed as written by the fetch under way (its relay list), 0 before it has one."""
+    doc = host.run(f"cat {GGUF}/.{name}.part.held.json 2>/dev/null").stdout
+    return sum(end - start for start, end in json.loads(doc)["held"]) if doc.strip() else 0
+
+
+def test_a_relay_serves_what_it_holds_mid_transfer_and_its_death_sends_its_receiver_on(spark01, spark02):
+    try:
+        relay_mid_transfer_then_killed(spark01, spark02)
+    finally:
+        spark01.run_expect([0], f"curl -fsS -X DELETE {HUB}/_standin/faults")
+
+
+def relay_mid_transfer_then_killed(spark01, spark02):
+    # The hub holds spark01's transfer of the base after 100,000 bytes (one ranged GET: the stand-in's
+    # file is smaller than a piece), so that spark01 is still receiving when spark02 asks it. The read
+    # timeout is only a hang guard here: the test, not the clock, ends the hold.
+    size, slow = FILES[BASE]["size"], ("-e", "ds4_weights_timeout=3600")
+    seed = f"http://{address(spark01)}:18090"
+    for host in (spark01, spark02):
+        empty(host)
+    fault(spark01, file=BASE, hold_after=100000, times=1)
+
+    def relayed(spark01, spark02):
+        """spark02 holds all that spark01 has received so far, some of the file and not all of it."""
+        has = part_bytes(spark01, BASE)
+        return 0 < has < size and part_bytes(spark02, BASE) >= has
+
+    def relayed_then_let_go(live):
+        live.wait_for("spark02 holding what spark01 has so far", lambda: relayed(spark01, spark02))
+        release(spark01, BASE)
+
+    run = play(*slow, during=relayed_then_let_go)
+    assert run.rc == 0, run
+    assert run.said(f"spark01 seeds {BASE} from the hub for spark02, relaying it to spark02 as it comes")
+    assert run.search(rf"{re.escape(BASE)}: fetched, {size:,} bytes .* from the peer {seed};"), run
+    for host in (spark01, spark02):
+        assert_verified(host, BASE)
+        assert not host.file(f"{GGUF}/.{BASE}.part.held.json").exists
+
+    # The relay dies mid-transfer (its fetch killed, as a Spark that goes down): spark02 keeps the bytes it
+    # had from it and takes the rest from its next source, the hub.
+    for host in (spark01, spark02):
+        empty(host)
+    fault(spark01, file=BASE, hold_after=100000, times=1)
+    had = {}
+
+    def relay_dies(live):
+        live.wait_for("spark02 holding what spark01 has so far", lambda: relayed(spark01, spark02))
+        had["bytes"] = part_bytes(spark01, BASE)
+        pid = json.loads(spark01.file(f"{GGUF}/.{BASE}.part.held.json").content_string)["pid"]
+        spark01.run_expect([0], f"kill -9 {pid}")
+        release(spark01, BASE)
+
+    run = play(*slow, during=relay_dies)
+    assert run.failed("spark02") == 0 and run.failed("spark01") == 1, run
+    came = run.search(rf"{re.escape(BASE)}: fetched, .* from the hub \({re.escape(seed)}: (\d+) bytes, hub")
+    assert came and int(came.group(1)) >= had["bytes"], run
+    warnings = run.warnings("spark02")
+    assert any(f"the peer {seed} failed for {BASE}" in w for w in warnings), warnings
+    assert_verified(spark02, BASE)

@@ -265,6 +265,7 @@ def test_removal_lists_every_companion_and_counts_parts():
             OLD_MTP,
             f"{OLD_MTP}.part",
             f".{OLD_MTP}.part.json",
+            f".{OLD_MTP}.part.held.json",
             f".{OLD_MTP}.verified.json",
             f".{OLD_MTP}.progress.json",
         )

@@ -386,6 +386,28 @@ def test_the_ramp_opens_as_many_connections_as_the_rate_gains_from(per_connectio
     assert settled_on(16, per_connection, link) == settled
 
 
+def seconds_to_move(size, count_at, per_connection, link, tick=0.01):
+    """Seconds to move `size` bytes over a simulated path when `count_at(now, moved)` says how many
+    connections carry it at each tick."""
+    now = moved = 0.0
+    while moved < size:
+        count = count_at(now, moved)
+        now, moved = now + tick, moved + min(count * per_connection, link) * tick
+    return now
+
+
+def test_the_ramp_costs_under_half_a_second_where_each_connection_gets_an_eighth_of_the_link():
+    # 1 GiB through 100 MB/s, each connection held to 12.5 MB/s: all at once takes ~10.7 s. A ramp of
+    # several steps (1, 8, then 16) cost ~0.7 s more; one step of one connection, then all, ~0.35 s.
+    size, per_connection, link = 1 << 30, 12.5e6, 100e6
+    ramp = ds4_hub_transfer.Ramp(16, 0.0)
+    ramped = seconds_to_move(size, ramp.update, per_connection, link)
+    at_once = seconds_to_move(size, lambda now, moved: 16, per_connection, link)
+    assert ramp.settled and ramp.count == 8
+    assert ramped - at_once < 0.5
+    assert at_once / ramped >= 0.95
+
+
 def test_the_ramp_never_opens_more_than_it_may():
     assert settled_on(6, 10, None) == 6
     assert settled_on(1, 10, None) == 1

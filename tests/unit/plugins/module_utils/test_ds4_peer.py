@@ -258,6 +258,18 @@ def test_only_some_sparks_need_a_file():
     assert spark["spark02"]["serve_to"] == ["10.0.0.1", "10.0.0.3"]
 
 
+@pytest.mark.parametrize("relay", [False, "false", "no"])
+def test_the_filter_reads_relay_as_ansible_reads_a_boolean(relay):
+    weights_peer_plan = FilterModule().filters()["weights_peer_plan"]
+    plan_of = {"files": [{"name": "a"}], "fetch": [{"name": "a"}]}
+    hostvars = {f"spark0{i}": {"__ds4_weights_plan": plan_of, "_ds4_weights_peer_address": f"10.0.0.{i}"}
+                for i in (1, 2, 3)}  # fmt: skip
+    spark = weights_peer_plan(sorted(hostvars), hostvars, 18090, relay)["hosts"]
+    assert spark["spark03"]["peers"]["a"] == ["http://10.0.0.1:18090"], "two waves: all from the seed"
+    spark = weights_peer_plan(sorted(hostvars), hostvars, 18090, "true")["hosts"]
+    assert spark["spark03"]["peers"]["a"] == ["http://10.0.0.2:18090", "http://10.0.0.1:18090"]
+
+
 def test_the_filter_leaves_out_a_spark_that_did_not_reach_the_weights():
     # In upgrade.yml a Spark whose staging failed before the weights is rescued, and so still one of the
     # play's hosts, without a plan or an address: the others plan without it.
@@ -275,3 +287,213 @@ def test_the_filter_leaves_out_a_spark_that_did_not_reach_the_weights():
         "b": ["http://10.0.0.1:18090"],
     }
     assert result["hosts"]["spark01"]["serve_to"] == ["10.0.0.3"]
+
+
+# -- a relay: serving a file while it still receives it ------------------------------------------------------
+
+
+def test_a_relay_plan_chains_the_sparks_behind_the_seed_each_falling_back_up_the_chain():
+    result = plan(hosts("ab", "ab", "ab", "ab"), 18090, relay=True)
+    spark, url = result["hosts"], lambda n: f"http://10.0.0.{n}:18090"
+    assert spark["spark01"]["peers"] == {} and spark["spark01"]["relays"] == ["a", "b"]
+    assert spark["spark02"]["peers"]["a"] == [url(1)]
+    assert spark["spark03"]["peers"]["a"] == [url(2), url(1)]
+    assert spark["spark04"]["peers"]["a"] == [url(3), url(2), url(1)]
+    # Each serves everyone behind it (they fall back up the chain); the last relays nothing.
+    assert spark["spark01"]["serve_to"] == ["10.0.0.2", "10.0.0.3", "10.0.0.4"]
+    assert spark["spark03"]["serve_to"] == ["10.0.0.4"] and spark["spark03"]["relays"] == ["a", "b"]
+    assert spark["spark04"]["serve_to"] == [] and spark["spark04"]["relays"] == []
+    assert (
+        "spark01 seeds a from the hub for spark02, spark03, spark04, relaying it to spark02 as it comes"
+        in (result["lines"])
+    )
+    line = "spark03 fetches a from spark02, spark01 (the hub if none can serve it), relaying it to spark04"
+    assert f"{line} as it comes" in result["lines"]
+
+
+def test_a_relay_plan_starts_a_chain_at_each_holder_and_a_holder_relays_nothing():
+    spark = plan(hosts("", "", "ab", "ab", "ab"), 18090, relay=True)["hosts"]
+    url = lambda n: f"http://10.0.0.{n}:18090"  # noqa: E731
+    assert spark["spark03"]["peers"]["a"] == [url(1), url(2)]
+    assert spark["spark04"]["peers"]["a"] == [url(2), url(1)]
+    assert spark["spark05"]["peers"]["a"] == [url(3), url(1), url(2)]
+    assert spark["spark01"]["relays"] == [] and spark["spark03"]["relays"] == ["a", "b"]
+    assert spark["spark01"]["serve_to"] == ["10.0.0.3", "10.0.0.4", "10.0.0.5"]
+
+
+def relay_dir(tmp_path, content, held, ended=False, pid=None):
+    """A Spark receiving BASE: its part holding `content` where `held` says, and the list of what its fetch
+    has written (PartState.publish's), by a fetch that is alive (this process) unless said."""
+    directory = tmp_path / "relay"
+    directory.mkdir(exist_ok=True)
+    part = bytearray(len(content))
+    for start, end in held:
+        part[start:end] = content[start:end]
+    (directory / f"{BASE}.part").write_bytes(bytes(part))
+    digest = hashlib.sha256(content).hexdigest()
+    doc = {"size": len(content), "sha256": digest, "held": [list(r) for r in held], "pid": pid or os.getpid(),
+           "ended": ended}  # fmt: skip
+    (directory / f".{BASE}.part.held.json").write_text(json.dumps(doc))
+    return directory
+
+
+def relaying(directory, relays=(BASE,)):
+    return PeerServer(str(directory), "127.0.0.1", 0, ("127.0.0.1",), None, relays)
+
+
+def test_a_relay_serves_the_bytes_it_holds_and_says_not_yet_for_the_rest(tmp_path, monkeypatch):
+    monkeypatch.setattr(ds4_peer, "RELAY_WAIT", 0.2)
+    content = os.urandom(64 << 10)
+    directory = relay_dir(tmp_path, content, [(0, 20000), (40000, 50000)])
+    with relaying(directory) as server:
+        url = f"{peer_url('127.0.0.1', server.port)}/{BASE}"
+        # Asked for more than it holds: it sends what it holds from the first byte, and says so.
+        got = requests.get(url, headers={"Range": "bytes=100-30000"}, timeout=30)
+        assert (got.status_code, got.headers["Content-Range"]) == (206, f"bytes 100-19999/{len(content)}")
+        assert got.content == content[100:20000]
+        assert got.headers["ETag"] == f'"{hashlib.sha256(content).hexdigest()}"'
+        # A byte it does not hold yet: after a bounded wait, "not yet", and the receiver asks again.
+        later = requests.get(url, headers={"Range": "bytes=20000-39999"}, timeout=30)
+        assert (later.status_code, later.headers.get("X-Ds4-Relay")) == (503, "not-yet")
+        # Once its fetch has written them, they are served.
+        relay_dir(tmp_path, content, [(0, 50000)])
+        later = requests.get(url, headers={"Range": "bytes=20000-39999"}, timeout=30)
+        assert (later.status_code, later.content) == (206, content[20000:40000])
+
+
+def test_a_relay_waits_a_while_for_bytes_its_fetch_is_about_to_write(tmp_path, monkeypatch):
+    content = os.urandom(64 << 10)
+    directory = relay_dir(tmp_path, content, [(0, 1000)])
+    answer = {}
+    with relaying(directory) as server:
+        url = f"{peer_url('127.0.0.1', server.port)}/{BASE}"
+        asking = threading.Thread(
+            target=lambda: answer.update(
+                r=requests.get(url, headers={"Range": "bytes=1000-1999"}, timeout=30)
+            )
+        )
+        asking.start()
+        relay_dir(tmp_path, content, [(0, 2000)])
+        asking.join()
+    assert (answer["r"].status_code, answer["r"].content) == (206, content[1000:2000])
+
+
+@pytest.mark.parametrize(
+    ("case", "ended", "pid", "relays"),
+    [
+        pytest.param("ended", True, None, (BASE,), id="its fetch gave up"),
+        pytest.param("dead", False, 2**22 + 1, (BASE,), id="its fetch's process is dead"),
+        pytest.param("not this run's", False, None, (), id="a file it does not receive in this run"),
+    ],
+)
+def test_a_relay_serves_nothing_of_a_part_it_is_not_receiving(
+    tmp_path, monkeypatch, case, ended, pid, relays
+):
+    monkeypatch.setattr(ds4_peer, "RELAY_WAIT", 0.1)
+    monkeypatch.setattr(ds4_peer, "RELAY_START", 0.0)
+    content = os.urandom(64 << 10)
+    directory = relay_dir(tmp_path, content, [(0, len(content))], ended=ended, pid=pid)
+    with relaying(directory, relays) as server:
+        got = requests.get(f"{peer_url('127.0.0.1', server.port)}/{BASE}", headers={"Range": "bytes=0-99"},
+                           timeout=30)  # fmt: skip
+    assert got.status_code == 404, case
+
+
+def test_a_relay_not_started_yet_says_not_yet_until_its_fetch_begins(tmp_path, monkeypatch):
+    monkeypatch.setattr(ds4_peer, "RELAY_WAIT", 0.1)
+    directory = tmp_path / "relay"
+    directory.mkdir()
+    with relaying(directory) as server:
+        got = requests.get(f"{peer_url('127.0.0.1', server.port)}/{BASE}", headers={"Range": "bytes=0-99"},
+                           timeout=30)  # fmt: skip
+    assert (got.status_code, got.headers.get("X-Ds4-Relay")) == (503, "not-yet")
+
+
+def test_a_receiver_takes_the_file_from_a_relay_as_the_relay_receives_it_and_the_hub_sends_it_once(
+    hub, hub_files, tmp_path
+):
+    want = hub_files[BASE]
+    relay, receiver = tmp_path / "relay", tmp_path / "receiver"
+    relay.mkdir()
+    receiver.mkdir()
+    # The hub link paced so that the relay is still receiving while its receiver fetches from it.
+    hub.set_network(link_bps=want["size"])
+    before = hub.content_bytes
+    outcomes = {}
+    try:
+        with relaying(relay) as server:
+            url = peer_url("127.0.0.1", server.port)
+            threads = [
+                threading.Thread(
+                    target=lambda: outcomes.update(relay=hub_file(hub, hub_files, relay).ensure())
+                ),
+                threading.Thread(
+                    target=lambda: outcomes.update(r=hub_file(hub, hub_files, receiver, peers=[url]).ensure())
+                ),
+            ]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            served, relayed = server.served, server.relayed
+    finally:
+        hub.set_network()
+    assert outcomes["relay"]["source"] == "hub"
+    assert (outcomes["r"]["source"], outcomes["r"]["bytes_from"]) == (url, {url: want["size"]})
+    assert hub.content_bytes - before == want["size"], "the file crossed the hub link once"
+    assert served == {BASE: want["size"]} and relayed.get(BASE, 0) > 0, "served while it received"
+    assert sha256_of(receiver / BASE) == sha256_of(relay / BASE) == want["sha256"]
+    assert not (relay / f".{BASE}.part.held.json").exists(), "the relay's list goes with its part"
+
+
+def test_a_relay_that_dies_costs_its_receiver_a_retry_and_the_next_source_keeping_its_ranges(
+    hub, hub_files, seed, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(ds4_peer, "RELAY_WAIT", 0.1)
+    want = hub_files[BASE]
+    content = (seed / BASE).read_bytes()
+    # A relay that holds the first four pieces and receives no more; then it dies.
+    directory = relay_dir(tmp_path, content, [(0, 4 * PIECE)])
+    receiver = tmp_path / "receiver"
+    receiver.mkdir()
+    server = relaying(directory).start()
+    relay_url = peer_url("127.0.0.1", server.port)
+    with serving(seed) as upstream:
+        seed_url = peer_url("127.0.0.1", upstream.port)
+        fetch = hub_file(hub, hub_files, receiver, peers=[relay_url, seed_url])
+        outcome = {}
+        worker = threading.Thread(target=lambda: outcome.update(fetch.ensure()))
+        worker.start()
+        try:
+            deadline = time.monotonic() + 60  # a hang guard
+            while PartState.load(str(receiver), BASE, want["size"], want["sha256"]).bytes_done < 4 * PIECE:
+                assert worker.is_alive() and time.monotonic() < deadline, "the relay never gave its ranges"
+                time.sleep(0.02)
+        finally:
+            server.stop()
+            worker.join()
+    assert outcome["source"] == seed_url
+    assert outcome["bytes_from"] == {relay_url: 4 * PIECE, seed_url: want["size"] - 4 * PIECE}
+    assert sum("trying the next source" in w for w in outcome["warnings"]) == 1
+    assert sha256_of(receiver / BASE) == want["sha256"]
+
+
+def test_a_relay_whose_bytes_fail_the_hash_is_named_and_dropped_and_its_ranges_come_again(
+    hub, hub_files, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(ds4_peer, "RELAY_WAIT", 0.1)
+    want = hub_files[BASE]
+    content = bytearray(want["path"].read_bytes())
+    content[PIECE + 7] ^= 0xFF
+    # A relay whose received bytes are wrong (its list and ETag claim the right file).
+    directory = relay_dir(tmp_path, bytes(content), [(0, len(content))])
+    doc = json.loads((directory / f".{BASE}.part.held.json").read_text())
+    (directory / f".{BASE}.part.held.json").write_text(json.dumps(dict(doc, sha256=want["sha256"])))
+    receiver = tmp_path / "receiver"
+    receiver.mkdir()
+    with relaying(directory) as server:
+        url = peer_url("127.0.0.1", server.port)
+        result = hub_file(hub, hub_files, receiver, peers=[url]).ensure()
+    assert result["source"] == "hub" and result["bytes_from"] == {url: want["size"], "hub": want["size"]}
+    assert any(f"from the peer {url} had sha256" in w for w in result["warnings"])
+    assert sha256_of(receiver / BASE) == want["sha256"]

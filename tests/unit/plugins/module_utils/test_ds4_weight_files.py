@@ -6,6 +6,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.ds4.fleet.plugins.filter.ds4_models import FilterModule
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_weight_files import (
     companion_names,
+    held_name,
     part_name,
     progress_name,
     ranges_name,
@@ -17,9 +18,10 @@ NAME = "DSpark-drafter-Q2K-Q8-0731.gguf"
 
 
 def test_each_companion_is_spelled_once():
-    assert [part_name(NAME), ranges_name(NAME), sidecar_name(NAME), progress_name(NAME)] == [
+    assert [part_name(NAME), ranges_name(NAME), held_name(NAME), sidecar_name(NAME), progress_name(NAME)] == [
         f"{NAME}.part",
         f".{NAME}.part.json",
+        f".{NAME}.part.held.json",
         f".{NAME}.verified.json",
         f".{NAME}.progress.json",
     ]
@@ -27,6 +29,7 @@ def test_each_companion_is_spelled_once():
         NAME,
         part_name(NAME),
         ranges_name(NAME),
+        held_name(NAME),
         sidecar_name(NAME),
         progress_name(NAME),
     ]
