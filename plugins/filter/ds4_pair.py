@@ -26,7 +26,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_pair import (
 def _member_facts(variables):
     facts = variables.get("ansible_facts") or {}
     addresses = list(facts.get("all_ipv4_addresses") or []) + list(facts.get("all_ipv6_addresses") or [])
-    member = {name: variables.get(name) for name, _ in SAME}
+    member = {name: variables.get(name) for name, _rule in SAME}
     member["ds4_ctx"] = variables.get("ds4_ctx")
     member["addresses"] = addresses
     return member
@@ -59,7 +59,7 @@ def pair_member(pairs, host, catalog, generation, quantization, extra=None, port
         if membership is None:
             return {}
         name, role, pair = membership
-        _, entry = quantization_entry(catalog, generation, quantization, extra)
+        _name, entry = quantization_entry(catalog, generation, quantization, extra)
         layers = pair_split(catalog[generation], entry, pair.get("layers"), f"ds4_pairs[{name!r}].layers")
     except (PairError, CatalogError) as exc:
         raise AnsibleFilterError(f"pair_member: {exc}") from exc

@@ -81,7 +81,7 @@ def parse_makefile(text):
         if not rule:
             current = []
             continue
-        targets, _, rest = rule.groups()
+        targets, _colon, rest = rule.groups()
         current = [t for t in targets.split() if not t.startswith(".")]
         rest = rest.split(";", 1)[0]
         for target in current:

@@ -611,7 +611,7 @@ CLEAR_ROUNDS = 5
 def _clear_build_user(account):
     """Nothing of ACCOUNT left: its processes ended, its jobs and shared files removed; what was found."""
     found = ds4_build_user.clear(account, end_processes_of)
-    for _ in range(CLEAR_ROUNDS):
+    for _round in range(CLEAR_ROUNDS):
         if not ds4_build_user.processes_of(account.uid):
             return found
         end_processes_of(account)

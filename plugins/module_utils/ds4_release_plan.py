@@ -176,30 +176,30 @@ def read_makefile(run, git, repo, tag, commit, root=None, base_env=None):
     if root:
         local = os.path.join(root, RELEASES_DIR, tag, ".git")
         if os.path.isdir(local) and not os.path.islink(local):
-            rc, out, _ = run([git, "--git-dir", local, "cat-file", "blob", f"{commit}:Makefile"])
+            rc, out, _err = run([git, "--git-dir", local, "cat-file", "blob", f"{commit}:Makefile"])
             if rc == 0:
                 return out
     remote = remote_of(repo)
     env = remote.config_env(os.environ if base_env is None else base_env)
     scratch = tempfile.mkdtemp(prefix="ds4-makefile-")
     try:
-        rc, _, err = run([git, "init", "--quiet", "--bare", scratch])
+        rc, _out, err = run([git, "init", "--quiet", "--bare", scratch])
         if rc == 0:
             fetch = [git, "--git-dir", scratch, "fetch", "--quiet", "--depth", "1", "--no-tags", remote.url]
-            rc, _, err = run([*fetch, f"refs/tags/{tag}"], environ_update=env)
+            rc, _out, err = run([*fetch, f"refs/tags/{tag}"], environ_update=env)
         if rc != 0:
             raise ReleaseError(
                 f"cannot fetch release tag {tag} of {public_url(repo)} (ds4_engine_repo) to read its "
                 f"Makefile before the build: git exited {rc}: {redact(err.strip(), repo)[-500:]}"
             )
-        rc, fetched, _ = run([git, "--git-dir", scratch, "rev-parse", "FETCH_HEAD^{commit}"])
+        rc, fetched, _err = run([git, "--git-dir", scratch, "rev-parse", "FETCH_HEAD^{commit}"])
         if rc != 0 or fetched.strip().lower() != commit:
             raise ReleaseError(
                 f"release tag {tag} of {public_url(repo)} was at commit {fetched.strip() or '(unknown)'} "
                 f"when its Makefile was read, not at {commit}, the commit it resolved to: the tag moved "
                 "meanwhile"
             )
-        rc, out, _ = run([git, "--git-dir", scratch, "cat-file", "blob", f"{commit}:Makefile"])
+        rc, out, _err = run([git, "--git-dir", scratch, "cat-file", "blob", f"{commit}:Makefile"])
         return out if rc == 0 else None
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -147,7 +147,7 @@ def main():
     p = module.params
     try:
         # Made when missing (not in check mode, where no key means no record matches: the whole run).
-        key, _ = load_key(p["digest_key"], create=not module.check_mode)
+        key, _created = load_key(p["digest_key"], create=not module.check_mode)
     except DigestKeyError as exc:
         module.fail_json(msg=str(exc))
     inputs = keyed_fingerprint(p["fingerprint"], p["secrets"], key) if key else None

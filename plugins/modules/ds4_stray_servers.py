@@ -119,7 +119,7 @@ def main():
     port_uids = None
     ss = module.get_bin_path("ss")
     if module.params["port"] is not None and ss:
-        rc, out, _ = module.run_command(listener_uids_command(ss, module.params["port"]))
+        rc, out, _err = module.run_command(listener_uids_command(ss, module.params["port"]))
         if rc == 0:
             port_uids = parse_listener_uids(out)
 
