@@ -448,7 +448,7 @@ RULES = {
     "ds4_hf_token": _token,
     "ds4_proxy_env": _proxy_env,
     "ds4_run_lock_wait": _between(0, 86400, "a whole number of seconds"),
-    "ds4_site_templates_dir": _optional_controller_path,
+    "ds4_site_templates_dir": lambda value: None if value == "" else _controller_dir(value),
     # Under 10 s, renewals every quarter of it would be a module call every two seconds or so.
     "ds4_run_lock_lease": _between(10, 86400, "a whole number of seconds"),
     # ds4_engine

@@ -76,16 +76,21 @@ def resolve_all(values, playbook_dir, roles_dir, isfile=os.path.isfile):
 
 
 def site_digest(paths, roles_dir):
-    """One digest of the site's templates among paths (the roles' own are in the collection's digest):
-    a site template changed since the last run changes the run's fingerprint."""
+    """One digest of the site's templates among paths (the roles' own are in the collection's digest),
+    with every file beside each, which it may include: a site template changed since the last run
+    changes the run's fingerprint."""
     roles_dir = os.path.normpath(roles_dir) + os.sep
     digest = hashlib.sha256()
     for variable, path in sorted(paths.items()):
         if os.path.normpath(path).startswith(roles_dir):
             continue
-        with open(path, "rb") as handle:
-            digest.update(f"{variable}\0{path}\0".encode())
-            digest.update(hashlib.sha256(handle.read()).digest())
+        digest.update(f"{variable}\0{path}\0".encode())
+        directory = os.path.dirname(path)
+        for name in sorted(os.listdir(directory)):
+            beside = os.path.join(directory, name)
+            if os.path.isfile(beside):
+                with open(beside, "rb") as handle:
+                    digest.update(f"{name}\0".encode() + hashlib.sha256(handle.read()).digest())
     return digest.hexdigest()
 
 

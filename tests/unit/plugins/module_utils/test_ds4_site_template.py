@@ -112,7 +112,11 @@ def test_the_digest_follows_the_sites_templates_and_not_the_roles(tmp_path):
     (tmp_path / "roles/r/templates/own.j2").write_text("changed")
     assert site_digest(paths, roles) == before
     (tmp_path / "site/a.j2").write_text("changed")
-    assert site_digest(paths, roles) != before
+    changed = site_digest(paths, roles)
+    assert changed != before
+    # A file beside it, which it may include, is an input too.
+    (tmp_path / "site/snippet.j2").write_text("included")
+    assert site_digest(paths, roles) != changed
     assert site_digest({"x": paths["x"]}, roles) == site_digest({}, roles)
 
 
