@@ -183,8 +183,8 @@ def test_a_site_template_is_found_beside_the_playbook_and_its_content_is_an_inpu
     )
     assert rc == 2
     assert result["refused"] == [
-        f"ds4_gateway_config_template names site.cfg.j2, which is none of: {tmp_path / 'templates/site.cfg.j2'}, "
-        f"{ROOT / 'roles/ds4_gateway/templates/site.cfg.j2'}"
+        "ds4_gateway_config_template names site.cfg.j2, which is none of: "
+        f"{tmp_path / 'templates/site.cfg.j2'}, {ROOT / 'roles/ds4_gateway/templates/site.cfg.j2'}"
     ]
 
     def fingerprint():
