@@ -42,7 +42,9 @@ def headers():
 def engine_environment(host):
     pid = show(host, "ds4", "MainPID")["MainPID"]
     assert pid != "0", "ds4 is not running"
-    return host.check_output(f"tr '\\0' '\\n' < /proc/{pid}/environ").splitlines()
+    # Read as the engine's user: root without CAP_SYS_PTRACE may not read another user's environment.
+    user = host.check_output(f"ps -o user= -p {pid}").strip()
+    return host.check_output(f"runuser -u {user} -- cat /proc/{pid}/environ | tr '\\0' '\\n'").splitlines()
 
 
 def test_the_sites_templates_are_live_over_the_roles_own(hosts):
