@@ -23,7 +23,7 @@ import os
 import yaml
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
-from ansible_collections.ds4.fleet.plugins.module_utils import ds4_settings
+from ansible_collections.ds4.fleet.plugins.module_utils import ds4_settings, ds4_site_template
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_applied import fingerprint
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_redact import SECRETS
 
@@ -112,10 +112,21 @@ class ActionModule(ActionBase):
         sparks = self._task.args.get("gateway_sparks")
         if sparks is not None:
             refused += self._gateway_problems(values, sparks, task_vars)
+        # A site's own template (ds4_gateway_config_template, ...) must be where its variable says.
+        roles_dir = os.path.realpath(ROLES_DIR)
+        templates, unfound = ds4_site_template.resolve_all(
+            values, task_vars.get("playbook_dir") or "", roles_dir
+        )
+        refused += unfound
         # The run's inputs in one digest: a Spark recorded with it, and as recorded, has nothing to do.
         # Secrets left out: the Spark keys them with its own digest key (ds4_applied's `secrets`).
         secret_names = SECRETS | {name for name, spec in options.items() if spec.get("no_log")}
-        inputs = fingerprint(values, os.path.normpath(os.path.join(ROLES_DIR, os.pardir)), secret_names)
+        # The site's templates are inputs too: one changed since the last run makes the run whole.
+        inputs = fingerprint(
+            dict(values, _ds4_site_templates=ds4_site_template.site_digest(templates, roles_dir)),
+            os.path.normpath(os.path.join(ROLES_DIR, os.pardir)),
+            secret_names,
+        )
         result.update(changed=False, checked=sorted(options), fingerprint=inputs)
         if refused:
             result.update(failed=True, refused=refused, msg="; ".join(refused))

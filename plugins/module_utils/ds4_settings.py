@@ -420,6 +420,13 @@ def _controller_dir(value):
     return "an absolute path on the controller, on one line"
 
 
+def _template_name(value):
+    # Where the file is, the settings check finds with the playbook's directory (ds4_site_template).
+    if isinstance(value, str) and value.strip() == value and value and not _CONTROL.search(value):
+        return None
+    return "the name or the path of a template on the controller, on one line"
+
+
 def _optional_controller_file(value):
     if value == "" or (isinstance(value, str) and not _CONTROL.search(value) and value.strip() == value):
         return None
@@ -478,6 +485,7 @@ RULES = {
     "ds4_hf_token": _token,
     "ds4_proxy_env": _proxy_env,
     "ds4_run_lock_wait": _between(0, 86400, "a whole number of seconds"),
+    "ds4_site_templates_dir": lambda value: None if value == "" else _controller_dir(value),
     # Under 10 s, renewals every quarter of it would be a module call every two seconds or so.
     "ds4_run_lock_lease": _between(10, 86400, "a whole number of seconds"),
     # ds4_engine
@@ -526,6 +534,8 @@ RULES = {
     "ds4_limit_memlock": _matching(_MEMLOCK, "infinity or a number of bytes with an optional K, M, G or T"),
     "ds4_device_allow": _device_allow,
     "ds4_log_rotate": _between(1, what="a whole number of files"),
+    "ds4_launch_env_template": _template_name,
+    "ds4_logrotate_template": _template_name,
     "ds4_log_maxsize": _matching(_LOG_SIZE, "a number of bytes with an optional k, M or G"),
     "ds4_update_url": _url(("http", "https", "file"), "an http, https or file URL"),
     "ds4_update_check_on_calendar": _matching(_CALENDAR, "a systemd calendar expression on one line"),
@@ -552,6 +562,7 @@ RULES = {
     "ds4_metrics_next_generation_bytes": _between(0, what="a whole number of bytes"),
     # ds4_monitoring (on the controller)
     "ds4_monitoring_dir": _controller_dir,
+    "ds4_monitoring_alerts_template": _template_name,
     "ds4_monitoring_group": _matching(_GROUP, "an inventory group name"),
     "ds4_monitoring_scrape_interval": _matching(_DURATION, "a Prometheus duration such as 30s"),
     "ds4_monitoring_evaluation_interval": _matching(_DURATION, "a Prometheus duration such as 30s"),
@@ -581,7 +592,7 @@ RULES = {
     "ds4_gateway_timeout": _between(1, what="a whole number of seconds"),
     "ds4_gateway_connect_timeout": _between(1, what="a whole number of seconds"),
     "ds4_gateway_maxconn": _between(1, what="a whole number of connections"),
-    "ds4_gateway_config_template": _optional_controller_file,
+    "ds4_gateway_config_template": _template_name,
     "ds4_firewall_allow": _networks,
     "ds4_upgrade_gateway_up_timeout": _between(0, what="a number of seconds"),
     # ds4_fleet

@@ -47,9 +47,6 @@ def _defaults():
     values["ds4_host"] = "127.0.0.1"
     values["ds4_firewall"] = False
     values["ds4_gateway_tls_names"] = ["gateway01"]
-    values["ds4_gateway_config_template"] = (
-        "/collection/roles/ds4_gateway/templates/ds4-gateway.haproxy.cfg.j2"
-    )
     return values
 
 
@@ -312,7 +309,11 @@ BAD = {
     "ds4_gateway_timeout": [0, *WHOLE],
     "ds4_gateway_connect_timeout": [0, *WHOLE],
     "ds4_gateway_maxconn": [0, *WHOLE],
-    "ds4_gateway_config_template": ["t.j2\n", ["t.j2"]],
+    "ds4_gateway_config_template": ["t.j2\n", ["t.j2"], "", " t.j2"],
+    "ds4_monitoring_alerts_template": ["t.j2\n", 1, ""],
+    "ds4_launch_env_template": ["t.j2\n", ["t.j2"], ""],
+    "ds4_logrotate_template": ["t.j2\n", ""],
+    "ds4_site_templates_dir": ["templates", "/a\nb"],
     "ds4_firewall": ["maybe", []],
     "ds4_firewall_allow": ["10.0.0.0/24", ["10.0.0.0 /24"], ["any"], ["10.0.0.0/24\n"]],
     "ds4_upgrade_gateway": ["maybe", []],

@@ -5,7 +5,9 @@ configuration is generated twice on the controller: with the defaults, for promt
 tests (ds4-alerts.promtool.yml: the timing of each alert), and with seconds instead of minutes, for one
 live run in spark01: Prometheus scrapes each Spark's node_exporter by its container name, sees what each
 runs and the engine's own series, and fires Ds4EngineDown for the one Spark whose ds4 is stopped, and
-for no other, until it serves again.
+for no other, until it serves again. The live rules come from the repository's site template
+templates/sandbox-alerts.yml.j2 (ds4_monitoring_alerts_template, issue 41): the role's, and a recording
+rule of the site's, which Prometheus evaluates.
 """
 
 import json
@@ -30,6 +32,9 @@ REMOTE = "/root/ds4-monitoring"
 PROMETHEUS_API = "http://127.0.0.1:9090/api/v1"
 # The live configuration's timings besides its intervals: every alert fires seconds after its condition
 # (a newer release at once), and an alert on a counter clears a minute after it last rose.
+# The sandbox's site template of the alert rules, found in the repository's templates/ beside playbooks/.
+SITE_ALERTS = "sandbox-alerts.yml.j2"
+SITE_RULE = "sandbox:ds4_spark_engine_up:sum"
 LIVE = {
     "ds4_monitoring_alert_for": dict.fromkeys(
         yaml.safe_load((ROOT / "roles/ds4_monitoring/vars/main.yml").read_text())["_ds4_alert_for"], "4s"
@@ -105,6 +110,8 @@ def configurations(work):
         "ds4_monitoring_engine_down_for=10s",
         "-e",
         json.dumps(LIVE),
+        "-e",
+        f"ds4_monitoring_alerts_template={SITE_ALERTS}",
     )
     return defaults, live
 
@@ -126,13 +133,23 @@ def prometheus(sparks, work):
 
 
 def test_promtool_accepts_the_configuration_and_the_rules(prometheus):
-    for directory in ("defaults", "live"):
+    # The live rules: the role's 17 and the site template's one.
+    for directory, count in (("defaults", 17), ("live", 18)):
         config = prometheus.run(f"promtool check config {REMOTE}/{directory}/prometheus.yml")
         assert config.rc == 0 and "SUCCESS: 1 rule files found" in config.stdout, (
             config.stdout + config.stderr
         )
         rules = prometheus.run(f"promtool check rules {REMOTE}/{directory}/ds4-alerts.yml")
-        assert rules.rc == 0 and "SUCCESS: 17 rules found" in rules.stdout, rules.stdout + rules.stderr
+        assert rules.rc == 0 and f"SUCCESS: {count} rules found" in rules.stdout, rules.stdout + rules.stderr
+
+
+def test_prometheus_evaluates_the_site_templates_rule(prometheus):
+    """The site's recording rule, added to the role's rules by its template, is live: every Spark serves."""
+    wait_for(
+        f"{SITE_RULE} to count the three serving Sparks",
+        lambda: [r["value"][1] for r in query(prometheus, SITE_RULE)] == ["3"],
+        timeout=90,
+    )
 
 
 def test_promtool_rule_tests_pass_on_the_default_timings(prometheus):

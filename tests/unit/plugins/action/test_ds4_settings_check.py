@@ -172,3 +172,31 @@ def test_no_secret_bearing_value_reaches_the_play_s_output(tmp_path):
     out = done.stdout + done.stderr
     assert done.returncode == 2 and "ds4_extra_env must be a mapping" in out, out[-3000:]
     assert marker not in out.replace("@vars.json", "")
+
+
+def test_a_site_template_is_found_beside_the_playbook_and_its_content_is_an_input(tmp_path):
+    """A site's template (issue 41): refused up front where it is not, naming the variable and the paths
+    looked in; where it is, the run's fingerprint follows its content, so that a changed one makes the run
+    whole."""
+    rc, result, _ = check(
+        tmp_path, ds4_gateway_api_keys=["k" * 16], ds4_gateway_config_template="site.cfg.j2"
+    )
+    assert rc == 2
+    assert result["refused"] == [
+        "ds4_gateway_config_template names site.cfg.j2, which is none of: "
+        f"{tmp_path / 'templates/site.cfg.j2'}, {ROOT / 'roles/ds4_gateway/templates/site.cfg.j2'}"
+    ]
+
+    def fingerprint():
+        rc, result, _ = check(
+            tmp_path, ds4_gateway_api_keys=["k" * 16], ds4_gateway_config_template="site.cfg.j2"
+        )
+        assert rc == 0, result
+        return result["fingerprint"]
+
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "templates/site.cfg.j2").write_text("{% extends 'ds4-gateway.haproxy.cfg.j2' %}\n")
+    first = fingerprint()
+    assert fingerprint() == first
+    (tmp_path / "templates/site.cfg.j2").write_text("{% extends 'ds4-gateway.haproxy.cfg.j2' %}\n# more\n")
+    assert fingerprint() != first
