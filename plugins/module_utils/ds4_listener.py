@@ -257,3 +257,25 @@ def prove(
         "problem": problem(listener, host, port, uid, found, unreadable, main_pid, proc_root),
         "inode": listener["inode"] if listener else None,
     }
+
+
+def main_pid(unit: str, run) -> int:
+    """The unit's main process (0 when none runs), from `systemctl show`; `run` is module.run_command."""
+    rc, out, err = run(["systemctl", "show", unit, "--property=MainPID", "--value"])
+    if rc != 0:
+        raise OSError(f"systemctl show {unit} failed ({rc}): {err.strip()}")
+    return int(out.strip() or 0)
+
+
+def engine_prover(url: str, user: str, unit: str, run):
+    """For a root-run module: a callable that proves the engine's listener (prove()) against the unit's main
+    process as it is at each call."""
+
+    def prover() -> dict:
+        try:
+            uid = engine_uid(user)
+        except KeyError:
+            return {"problem": f"the engine user {user} does not exist", "inode": None}
+        return prove(url, uid, main_pid(unit, run), as_owner=True)
+
+    return prover

@@ -176,3 +176,40 @@ def test_root_without_ptrace_names_a_strangers_pid_through_its_credentials():
     finally:
         stranger.kill()
         stranger.wait()
+
+
+def test_the_units_main_process_is_read_from_systemctl():
+    calls = []
+
+    def run(argv):
+        calls.append(argv)
+        return 0, "4242\n", ""
+
+    assert ds4_listener.main_pid("ds4.service", run) == 4242
+    assert calls == [["systemctl", "show", "ds4.service", "--property=MainPID", "--value"]]
+    assert ds4_listener.main_pid("ds4.service", lambda argv: (0, "0\n", "")) == 0
+    with pytest.raises(OSError, match=r"systemctl show ds4.service failed \(1\): no bus"):
+        ds4_listener.main_pid("ds4.service", lambda argv: (1, "", "no bus\n"))
+
+
+def test_the_prover_of_a_missing_engine_user_says_so():
+    prover = ds4_listener.engine_prover("http://127.0.0.1:8000", "no-such-user-ds4", "ds4.service", None)
+    assert prover() == {"problem": "the engine user no-such-user-ds4 does not exist", "inode": None}
+
+
+def test_the_prover_proves_against_the_main_process_at_each_call(monkeypatch):
+    seen = []
+    monkeypatch.setattr(ds4_listener, "engine_uid", lambda user: 110)
+    monkeypatch.setattr(
+        ds4_listener, "prove", lambda *a, **k: seen.append((a, k)) or {"problem": None, "inode": 1}
+    )
+    pids = iter(["100\n", "101\n"])
+    prover = ds4_listener.engine_prover(
+        "http://127.0.0.1:8000", "ds4", "ds4.service", lambda argv: (0, next(pids), "")
+    )
+    prover()
+    prover()
+    assert seen == [
+        (("http://127.0.0.1:8000", 110, 100), {"as_owner": True}),
+        (("http://127.0.0.1:8000", 110, 101), {"as_owner": True}),
+    ]
