@@ -272,6 +272,18 @@ def test_bad_settings_are_refused_by_name_before_anything_changes(host, spark01,
     assert_untouched(host, before)
 
 
+def test_an_engine_beyond_loopback_without_its_firewall_is_refused_before_anything_changes(host, spark01):
+    """Issue 40: seen, site.yml -e ds4_host=0.0.0.0 on a Spark without a gateway ended ok, the engine open
+    to every host with no key and no ds4 table in nftables. Refused by name now; the Spark is as it was."""
+    before = untouched(host)
+    run = site(spark01, "-e", "ds4_host=0.0.0.0")
+    assert run.rc != 0, run
+    assert [m for m in refusals(run) if m.startswith('ds4_host "0.0.0.0" is beyond loopback')], run
+    assert_untouched(host, before)
+    assert host.socket("tcp://127.0.0.1:8000").is_listening
+    assert not host.socket("tcp://0.0.0.0:8000").is_listening
+
+
 SECRET = "sk-live-Quux0ZPb9"
 
 
