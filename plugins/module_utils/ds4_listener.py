@@ -27,6 +27,14 @@ import json
 import os
 import pwd
 import urllib.parse
+from typing import TYPE_CHECKING
+
+# RUN(argv) -> (rc, stdout, stderr), as AnsibleModule.run_command. For the type checker only: the hosts'
+# Pythons need not subscript Callable.
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    Run = Callable[[list[str]], tuple[int, str, str]]
 
 LISTEN = "0A"  # the TCP state column of a listening socket in /proc/net/tcp
 NET_FILES = ("net/tcp", "net/tcp6")
@@ -259,7 +267,7 @@ def prove(
     }
 
 
-def main_pid(unit: str, run) -> int:
+def main_pid(unit: str, run: Run) -> int:
     """The unit's main process (0 when none runs), from `systemctl show`; `run` is module.run_command."""
     rc, out, err = run(["systemctl", "show", unit, "--property=MainPID", "--value"])
     if rc != 0:
@@ -267,7 +275,7 @@ def main_pid(unit: str, run) -> int:
     return int(out.strip() or 0)
 
 
-def engine_prover(url: str, user: str, unit: str, run):
+def engine_prover(url: str, user: str, unit: str, run: Run) -> Callable[[], dict]:
     """For a root-run module: a callable that proves the engine's listener (prove()) against the unit's main
     process as it is at each call."""
 

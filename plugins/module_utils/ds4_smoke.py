@@ -77,11 +77,11 @@ def smoke(
     which a listener that is not the engine's never receives, and after the answer: the same socket held
     throughout is the engine's (no other could listen on its address meanwhile), so the answer is too."""
     pattern = compile_expect(expect)
-    before = prove() if prove else None
+    before = prove() if prove is not None else None
     if before and before["problem"]:
         raise SmokeError(f"not asked, the engine's port is not the engine's: {before['problem']}")
     answer, latency = ask(base_url, prompt, model, max_tokens, timeout)
-    if before:
+    if prove is not None and before is not None:
         after = prove()
         if after["problem"] or after["inode"] != before["inode"]:
             raise SmokeError(
