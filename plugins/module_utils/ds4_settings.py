@@ -24,7 +24,9 @@ import re
 from urllib.parse import urlsplit
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible_collections.ds4.fleet.plugins.module_utils import ds4_catalog, ds4_launch, ds4_pair, ds4_redact
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_firewall import beyond_loopback
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_make_target import TARGETS as MAKE_TARGETS
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_proxy_env import PROXY_NAMES
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_version import RELEASE_TAG_RE
@@ -657,6 +659,25 @@ def _weights_home(values):
     ]
 
 
+def _unguarded_engine(values):
+    """An engine beyond loopback only behind its firewall: it has no key of its own, and ds4_firewall false
+    removes the firewall (issue 40). Judged where both roles' settings are (site.yml, provision.yml)."""
+    host, firewall = values.get("ds4_host"), values.get("ds4_firewall")
+    if not isinstance(host, str) or firewall is None:
+        return []
+    try:
+        guarded = boolean(firewall, strict=True)
+    except TypeError:
+        return []  # the argument spec refuses it
+    if guarded or not beyond_loopback(host):
+        return []
+    return [
+        f"ds4_host {json.dumps(host)} is beyond loopback, where the engine, which has no key, is kept from "
+        "other hosts by the engine firewall alone: it needs ds4_firewall true (with a gateway in the group "
+        "gateways, or ds4_firewall_allow), or ds4_host 127.0.0.1; got ds4_firewall false"
+    ]
+
+
 def _start_limit(values):
     names = ("ds4_start_limit_interval", "ds4_start_limit_burst", "ds4_restart_sec")
     if not all(isinstance(values.get(n), int) for n in names):
@@ -796,6 +817,7 @@ def problems(values, secret_names=()):
     out += _confined_dirs(values)
     out += _weights_home(values)
     out += _start_limit(values)
+    out += _unguarded_engine(values)
     out += _watchdog_timeout(values)
     out += _token_transport(values, secret_names)
     out += _catalog(values)

@@ -12,10 +12,14 @@ import json
 import re
 import time
 import urllib.error
+from typing import TYPE_CHECKING
 
 from ansible.module_utils.urls import ConnectionError as UrlsConnectionError
 from ansible.module_utils.urls import open_url
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_drain import json_post, request_failure
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 # The shell installer's question and expectation (engine contract, "Smoke").
 DEFAULT_PROMPT = "What is the capital of France? Answer in one sentence."
@@ -66,10 +70,26 @@ def smoke(
     model: str = DEFAULT_MODEL,
     max_tokens: int = 64,
     timeout: float = 300.0,
+    prove: Callable[[], dict] | None = None,
 ) -> dict:
-    """Ask and check. Returns the answer and latency; raises SmokeError when it does not pass."""
+    """Ask and check. Returns the answer and latency; raises SmokeError when it does not pass.
+
+    `prove` (ds4_listener.prove for the engine's URL: {'problem', 'inode'}) is asked before the question,
+    which a listener that is not the engine's never receives, and after the answer: the same socket held
+    throughout is the engine's (no other could listen on its address meanwhile), so the answer is too."""
     pattern = compile_expect(expect)
+    before = prove() if prove is not None else None
+    if before and before["problem"]:
+        raise SmokeError(f"not asked, the engine's port is not the engine's: {before['problem']}")
     answer, latency = ask(base_url, prompt, model, max_tokens, timeout)
+    if prove is not None and before is not None:
+        after = prove()
+        if after["problem"] or after["inode"] != before["inode"]:
+            raise SmokeError(
+                "the answer is not the engine's: its listener changed while it answered ("
+                + (after["problem"] or f"socket {before['inode']}, then {after['inode']}")
+                + ")"
+            )
     result = {"answer": answer, "latency_s": round(latency, 3), "url": chat_url(base_url), "expect": expect}
     if not pattern.search(answer):
         raise SmokeError(

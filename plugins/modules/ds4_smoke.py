@@ -10,6 +10,9 @@ description:
   - Sends one chat completion to the engine's C(/v1/chat/completions) and checks the answer against a
     regular expression, as the shell installer's smoke test does, but over HTTP against the running
     service, since a second engine could share neither the Spark's memory nor the engine's lock.
+  - Asks only when the socket listening where O(url) points is the engine's, and trusts the answer only when
+    the same socket still listens after it (see M(ds4.fleet.ds4_listener)); fails naming whoever holds
+    the port otherwise.
   - Returns the answer and the latency; fails with the answer when it does not match.
   - Changes nothing.
 version_added: 0.1.0
@@ -38,6 +41,14 @@ options:
     description: Seconds to wait for the answer.
     type: float
     default: 300
+  engine_user:
+    description: The user ds4.service runs the engine as, who alone may hold its port.
+    type: str
+    default: ds4
+  unit:
+    description: The engine's unit, whose main process must hold the port.
+    type: str
+    default: ds4.service
 extends_documentation_fragment:
   - ds4.fleet.module
 """
@@ -64,6 +75,7 @@ url:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_listener import engine_prover
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_smoke import (
     DEFAULT_EXPECT,
     DEFAULT_MODEL,
@@ -84,12 +96,15 @@ def main():
             # no_log=False: token counts, which only their name makes Ansible take for a secret.
             "max_tokens": {"type": "int", "default": 64, "no_log": False},
             "timeout": {"type": "float", "default": 300},
+            "engine_user": {"type": "str", "default": "ds4"},
+            "unit": {"type": "str", "default": "ds4.service"},
         },
         supports_check_mode=True,
     )
     p = module.params
+    prove = engine_prover(p["url"], p["engine_user"], p["unit"], module.run_command)
     try:
-        result = smoke(p["url"], p["prompt"], p["expect"], p["model"], p["max_tokens"], p["timeout"])
+        result = smoke(p["url"], p["prompt"], p["expect"], p["model"], p["max_tokens"], p["timeout"], prove)
     except SmokeError as exc:
         module.fail_json(msg=f"Smoke test failed: {exc}", url=chat_url(p["url"]))
     module.exit_json(changed=False, **result)

@@ -14,6 +14,7 @@ it (nftables.service's state, the watchdog's timer, the firewall, the engine ser
 
 import pytest
 from spark import forge
+from test_gateway import play
 from waits import wait_for
 
 MODELS = "curl -sS --max-time 10 -o /dev/null -w %{http_code} http://spark01:8000/v1/models"
@@ -89,3 +90,36 @@ def test_the_engine_stops_with_its_firewall(hosts, spark01):
     spark01.check_output("systemctl start ds4.service")
     assert table_loaded(spark01)
     assert refused_outside(hosts) and open_to_the_gateway(hosts)
+
+
+FIREWALL_FILES = (
+    "/etc/systemd/system/ds4-firewall.service",
+    "/etc/systemd/system/ds4.service.d/00-ds4-fleet-firewall.conf",
+)
+
+
+def test_the_sparks_own_play_puts_the_firewall_back_whatever_its_tags(hosts, spark01):
+    """Issue 40: site.yml --tags ds4_activate (operations.md's advice) leaves the firewall play's untagged
+    task out. On a Spark whose firewall was taken away while its engine listens on every address (open to
+    every host, as a run with ds4_firewall false or provision.yml alone left it), that run puts the
+    firewall back before the engine is served: bound to it again, refused to others."""
+    moved = " && ".join(f"mv {path} {path}.test-away" for path in FIREWALL_FILES)
+    spark01.check_output(
+        f"systemctl stop ds4.service ds4-firewall.service && {moved} && systemctl daemon-reload"
+    )
+    try:
+        spark01.check_output("systemctl start ds4.service")
+        wait_for(
+            "spark01's unguarded engine to be reachable from spark02",
+            lambda: not refused_outside(hosts),
+            timeout=300,
+        )
+        run = play("site.yml", "-l", "spark01", "--tags", "ds4_activate", "-e", "ds4_release=v0.6.3")
+        assert run.rc == 0, run
+        assert table_loaded(spark01) and refused_outside(hosts)
+        assert "ds4-firewall.service" in spark01.check_output("systemctl show ds4.service --property=BindsTo")
+    finally:
+        # What the run did not put back (should it have failed).
+        for path in FIREWALL_FILES:
+            spark01.run(f"test -e {path} || mv {path}.test-away {path}; rm -f {path}.test-away")
+        spark01.check_output("systemctl daemon-reload")

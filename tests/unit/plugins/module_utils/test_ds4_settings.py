@@ -285,6 +285,25 @@ def test_a_directory_handed_to_a_user_must_lie_below_an_allowed_root():
     ]
 
 
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.20", "spark01.example"])
+@pytest.mark.parametrize("firewall", [False, "false", "no"])
+def test_an_engine_beyond_loopback_without_its_firewall_is_refused(host, firewall):
+    """Issue 40: the engine has no key; beyond loopback only its firewall keeps other hosts out."""
+    assert check(OPTIONS, dict(DEFAULTS, ds4_host=host, ds4_firewall=firewall)) == [
+        f'ds4_host "{host}" is beyond loopback, where the engine, which has no key, is kept from other hosts '
+        "by the engine firewall alone: it needs ds4_firewall true (with a gateway in the group gateways, or "
+        "ds4_firewall_allow), or ds4_host 127.0.0.1; got ds4_firewall false"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("host", "firewall"),
+    [("0.0.0.0", True), ("0.0.0.0", "true"), ("127.0.0.1", False), ("localhost", False), ("::1", False)],
+)
+def test_an_engine_on_loopback_or_behind_its_firewall_is_accepted(host, firewall):
+    assert check(OPTIONS, dict(DEFAULTS, ds4_host=host, ds4_firewall=firewall)) == []
+
+
 @pytest.mark.parametrize(
     ("interval", "rendered"), [(0.5, "inter 500ms"), (2, "inter 2000ms"), (1.25, "inter 1250ms")]
 )

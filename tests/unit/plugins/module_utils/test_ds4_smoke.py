@@ -101,3 +101,30 @@ def test_nothing_listening_says_it_could_not_be_reached():
 def test_a_bad_pattern_names_the_variable():
     with pytest.raises(SmokeError, match=r"ds4_smoke_expect is not a regular expression: '\[P'"):
         smoke("http://127.0.0.1:9", expect="[P")
+
+
+def proofs(*seen):
+    """A prove() that answers each of `seen` in turn."""
+    answers = list(seen)
+    return lambda: answers.pop(0)
+
+
+def test_a_listener_that_is_not_the_engines_is_never_asked(server):
+    Canned.reply = (200, completion("Paris"), 0)
+    stranger = {
+        "problem": "127.0.0.1:8000 is held by pid 38 (python3) of user nobody (uid 65534)",
+        "inode": 7,
+    }
+    with pytest.raises(SmokeError, match=r"^not asked, .*: 127\.0\.0\.1:8000 is held by pid 38 \(python3\)"):
+        smoke(server, prove=proofs(stranger))
+    assert Canned.seen == []
+
+
+def test_an_answer_is_trusted_only_when_the_same_socket_held_the_port_throughout(server):
+    Canned.reply = (200, completion("Paris"), 0)
+    engine = {"problem": None, "inode": 7}
+    assert smoke(server, prove=proofs(engine, engine))["answer"] == "Paris"
+    with pytest.raises(SmokeError, match=r"listener changed while it answered \(socket 7, then 8\)"):
+        smoke(server, prove=proofs(engine, {"problem": None, "inode": 8}))
+    with pytest.raises(SmokeError, match=r"listener changed while it answered \(nothing listens"):
+        smoke(server, prove=proofs(engine, {"problem": "nothing listens on 127.0.0.1:8000", "inode": None}))

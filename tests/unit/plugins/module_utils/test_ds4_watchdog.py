@@ -4,6 +4,8 @@ state from a file and records what it is asked to do."""
 
 import json
 import os
+import pwd
+import re
 import shutil
 import socket
 import stat
@@ -29,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[4]
 SCRIPT = ROOT / "roles/ds4_service/files/ds4-watchdog"
 MODULES = [
     ROOT / "plugins/module_utils" / name
-    for name in ("ds4_watchdog.py", "ds4_metrics.py", "ds4_drain.py", "ds4_no_follow.py")
+    for name in ("ds4_watchdog.py", "ds4_metrics.py", "ds4_drain.py", "ds4_no_follow.py", "ds4_listener.py")
 ]
 DEFAULTS = ROOT / "roles/ds4_service/defaults/main.yml"
 GPU_STANDIN = ROOT / "tests/standins/gpu/install.py"
@@ -363,6 +365,9 @@ def watch(host, url, *args):
         str(host / "gguf"),
         "--next-generation-bytes",
         "1000",
+        # The engine stand-in listens in this test's process, as this user.
+        "--user",
+        pwd.getpwuid(os.getuid()).pw_name,
         *args,
     ]
     path = os.pathsep.join(
@@ -567,7 +572,23 @@ def test_a_refused_connection_is_a_failure_too(host):
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     code, out, _ = watch(host, f"http://127.0.0.1:{port}")
-    assert code == 0 and "did not answer (1 of 3" in out[0] and "could not be reached" in out[0]
+    assert (
+        code == 0 and "did not answer (1 of 3" in out[0] and f"nothing listens on 127.0.0.1:{port}" in out[0]
+    )
+
+
+def test_a_listener_of_another_user_is_never_asked_nor_its_series_copied(host, engine):
+    # The stand-in listens as this test's user; the engine's user is another here.
+    Engine.extra = "ds4_decode_tokens_total 7\n"
+    code, out, text = watch(host, engine, "--user", "nobody")
+    user = pwd.getpwuid(os.getuid()).pw_name
+    assert code == 0 and "did not answer (1 of 3" in out[0]
+    # The holder's pid where this user may read the test's descriptors (its own, or root's), else its user.
+    port = engine.rsplit(":", 1)[1]
+    holder = rf"(pid {os.getpid()} \([^)]*\)|a process) of user {user} \(uid {os.getuid()}\)"
+    assert re.search(rf"127\.0\.0\.1:{port} is held by {holder}", out[0])
+    assert "not by the engine user nobody" in out[0]
+    assert "ds4_decode_tokens_total" not in text and "ds4_requests_inflight" not in text
 
 
 # --- the engine firewall -----------------------------------------------------------------------------
