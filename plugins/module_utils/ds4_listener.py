@@ -47,7 +47,7 @@ def parse_listeners(text: str) -> list[dict]:
         fields = line.split()
         if len(fields) < 10 or fields[3] != LISTEN:
             continue
-        address, _, port = fields[1].partition(":")
+        address, _colon, port = fields[1].partition(":")
         raw = bytes.fromhex(address)
         # Each 32-bit word is in the host's order: little-endian on the Sparks (aarch64) and x86_64.
         raw = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
@@ -179,7 +179,7 @@ def _in_child(uid: int, gid: int, inode: int, proc_root: str, pids: list[int]) -
     os.close(write_end)
     with os.fdopen(read_end) as answer:
         text = answer.read()
-    _, status = os.waitpid(child, 0)
+    _pid, status = os.waitpid(child, 0)
     if status != 0 or not text:
         return [], len(pids)
     found, unreadable = json.loads(text)
