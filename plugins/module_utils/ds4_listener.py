@@ -275,6 +275,13 @@ def main_pid(unit: str, run: Run) -> int:
     return int(out.strip() or 0)
 
 
+# The options of the modules that call engine_prover (their documentation: doc fragment ds4.fleet.listener).
+LISTENER_ARGS = {
+    "engine_user": {"type": "str", "default": "ds4"},
+    "unit": {"type": "str", "default": "ds4.service"},
+}
+
+
 def engine_prover(url: str, user: str, unit: str, run: Run) -> Callable[[], dict]:
     """For a root-run module: a callable that proves the engine's listener (prove()) against the unit's main
     process as it is at each call."""

@@ -22,16 +22,9 @@ options:
     description: Base URL of the engine, for example C(http://127.0.0.1:8000).
     type: str
     required: true
-  engine_user:
-    description: The user ds4.service runs the engine as.
-    type: str
-    default: ds4
-  unit:
-    description: The engine's unit, whose main process must hold the port.
-    type: str
-    default: ds4.service
 extends_documentation_fragment:
   - ds4.fleet.module
+  - ds4.fleet.listener
 """
 
 EXAMPLES = r"""
@@ -48,15 +41,14 @@ inode:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_listener import engine_prover
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_listener import LISTENER_ARGS, engine_prover
 
 
 def main():
     module = AnsibleModule(
         argument_spec={
             "url": {"type": "str", "required": True},
-            "engine_user": {"type": "str", "default": "ds4"},
-            "unit": {"type": "str", "default": "ds4.service"},
+            **LISTENER_ARGS,
         },
         supports_check_mode=True,
     )

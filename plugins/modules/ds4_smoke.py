@@ -41,16 +41,9 @@ options:
     description: Seconds to wait for the answer.
     type: float
     default: 300
-  engine_user:
-    description: The user ds4.service runs the engine as, who alone may hold its port.
-    type: str
-    default: ds4
-  unit:
-    description: The engine's unit, whose main process must hold the port.
-    type: str
-    default: ds4.service
 extends_documentation_fragment:
   - ds4.fleet.module
+  - ds4.fleet.listener
 """
 
 EXAMPLES = r"""
@@ -75,7 +68,7 @@ url:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_listener import engine_prover
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_listener import LISTENER_ARGS, engine_prover
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_smoke import (
     DEFAULT_EXPECT,
     DEFAULT_MODEL,
@@ -96,8 +89,7 @@ def main():
             # no_log=False: token counts, which only their name makes Ansible take for a secret.
             "max_tokens": {"type": "int", "default": 64, "no_log": False},
             "timeout": {"type": "float", "default": 300},
-            "engine_user": {"type": "str", "default": "ds4"},
-            "unit": {"type": "str", "default": "ds4.service"},
+            **LISTENER_ARGS,
         },
         supports_check_mode=True,
     )
