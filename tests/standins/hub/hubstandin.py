@@ -61,6 +61,11 @@ class Fault:
     # in flight that a test arranges rather than times.
     hold_after: int | None = None
 
+    def flips_only(self) -> bool:
+        """Only a byte flipped: an answer that does not carry that byte is not disturbed by it."""
+        others = (self.cut_after, self.throttle_bps, self.status, self.etag, self.hold_after)
+        return self.flip_offset is not None and not self.ignore_range and all(v is None for v in others)
+
 
 @dataclass
 class Network:
@@ -214,7 +219,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _serve_content(self, source, size: int, etag: str, content_type: str, names, headers=None):
         """Send a file or bytes with Range support; on a GET, apply the fault set for one of `names`."""
-        held, fault = self.server.hub.take_fault(names) if self.command == "GET" else (None, None)
+        try:
+            asked = parse_range(self.headers.get("Range"), size) or (0, size - 1)
+        except _Unsatisfiable:
+            asked = (0, -1)
+        held, fault = (
+            self.server.hub.take_fault(names, lambda offset: asked[0] <= offset <= asked[1])
+            if self.command == "GET"
+            else (None, None)
+        )
         if fault is not None and fault.status is not None:
             self.log_message("fault: status %d", fault.status)
             # The CDN and the hub send Retry-After with these; a client that honours it should not wait long.
@@ -662,7 +675,8 @@ class HubStandin:
         self, file, *, cut_after=None, flip_offset=None, throttle_bps=None, status=None, times=1,
         ignore_range=False, etag=None, hold_after=None,
     ):  # fmt: skip
-        """Disturb the next `times` GETs of `file`'s content (None: until cleared); `file` may be LATEST."""
+        """Disturb the next `times` GETs of `file`'s content (None: until cleared); `file` may be LATEST. A
+        flipped byte alone disturbs, and counts, only the GETs whose answer carries it."""
         with self._lock:
             known = file == FEED_FILE or any(file in names for names in self._names.values())
         if not known:
@@ -726,12 +740,18 @@ class HubStandin:
         with self._lock:
             return {name: asdict(fault) for name, fault in self._faults.items()}
 
-    def take_fault(self, names) -> tuple[str | None, Fault | None]:
-        """The first of `names` that has a fault, and the fault, counting this GET against its `times`."""
+    def take_fault(self, names, carries=None) -> tuple[str | None, Fault | None]:
+        """The first of `names` that has a fault, and the fault, counting this GET against its `times`.
+
+        A fault that only flips a byte counts only the GETs whose answer carries that byte
+        (`carries(offset)`), so that a client's ranges, asked for in whatever order its connections take,
+        meet it `times` times."""
         with self._lock:
             for name in names:
                 fault = self._faults.get(name)
                 if fault is None:
+                    continue
+                if carries is not None and fault.flips_only() and not carries(fault.flip_offset):
                     continue
                 if fault.times is not None:
                     fault.times -= 1

@@ -297,6 +297,18 @@ def test_flip_changes_one_byte_at_its_file_offset(hub, data):
     assert fetch(url)[2] == content  # the two GETs are spent
 
 
+def test_a_flip_is_spent_only_by_the_answers_that_carry_its_byte(hub, data):
+    """Connections ask for their ranges in no fixed order: a range without the byte leaves the flip for
+    the range that holds it."""
+    content = blob(data, BASE, BASE_LEGACY)
+    url = storage_url(hub, BASE, BASE_LEGACY)
+    hub.set_fault(BASE_LEGACY, flip_offset=4242)
+    assert fetch(url, headers={"Range": "bytes=0-999"})[2] == content[:1000]
+    part = fetch(url, headers={"Range": "bytes=4000-4999"})[2]
+    assert part[242] == content[4242] ^ 0xFF
+    assert fetch(url)[2] == content  # spent by the one answer that carried it
+
+
 def test_throttle_never_sends_faster_than_the_target_rate(hub):
     # A bound that holds on any machine: each chunk leaves only when its last byte is due. How close a
     # throttled transfer comes to the rate on a given machine is bench/fetch_throughput.py's to measure.
