@@ -142,3 +142,13 @@ def test_real_captures_from_the_h200(tmp_path, build, passes, program):
     else:
         with pytest.raises(CubinError, match="holds no native code"):
             check_program(run, tool, program, "sm_90")
+
+
+@pytest.mark.parametrize("program", ["ds4", "ds4-server", "ds4-bench"])
+def test_real_gb10_arch_build_on_the_h200_carries_sm_121_code_only(tmp_path, program):
+    # run.sh's spark run: the role's fallback `make cuda CUDA_ARCH=sm_121` of the real source on the H200.
+    out = (H200_CAPTURES / "sm_121" / f"{program}.list-elf.stdout").read_text()
+    tool, run, _ = fake_tool(tmp_path, out=out)
+    assert "sm_121" in check_program(run, tool, program, "sm_121")
+    with pytest.raises(CubinError, match="holds no native code"):
+        check_program(run, tool, program, "sm_90")

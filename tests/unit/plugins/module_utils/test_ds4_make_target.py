@@ -3,6 +3,7 @@ the engine has had: cuda-spark naming the GB10's arch (fork v0.5.5 on), passing 
 8d57664, the source in shared/engine-source), an alias of cuda-generic (CUDA_ARCH=native, the October 2026
 fork tree), and none at all."""
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -178,6 +179,7 @@ def test_the_parser_reads_rules_recipes_and_variables():
 
 
 BUNDLE = Path("/work/shared/engine-source/ds4-8d57664.bundle")
+H200_SPARK = Path(__file__).resolve().parents[2] / "fixtures" / "h200" / "engine" / "sm_121"
 
 
 @pytest.mark.skipif(not BUNDLE.is_file() or not shutil.which("git"), reason="the real source is not here")
@@ -192,6 +194,10 @@ def test_the_real_makefile_of_upstream_8d57664_gets_the_fallback(tmp_path):
     chosen = choose(GB10, text, gpu_arch="sm_90")
     assert chosen["build_target"] == GB10 and chosen["without_spark_target"]
     assert "cuda-spark passes an empty CUDA_ARCH" in chosen["reason"]
+    # What the role recorded when it built this source for a GB10 on the real H200 (run.sh's spark run).
+    stamp = json.loads((H200_SPARK / ".ds4-build.json").read_text())
+    assert stamp["build_target"] == GB10 and stamp["make_target_reason"] == chosen["reason"]
+    assert stamp["sass_archs"] == {program: ["sm_121"] for program in PROGRAMS.split()}
 
 
 def test_the_units_note_for_a_stamp_of_a_gb10_built_without_the_spark_target():
