@@ -1,7 +1,5 @@
 """Filters of a pair of Sparks (ds4_pairs) on day two; the rules live in module_utils/ds4_pair_fleet.py.
 
-- `ds4_pairs | ds4.fleet.pair_role(inventory_hostname)` -> "coordinator", "worker" or "" (alone)
-- `ds4_pairs | ds4.fleet.pair_peer(inventory_hostname)` -> the other member of its pair, or ""
 - `hosts | ds4.fleet.gateway_backends(ds4_pairs)` -> the gateway's servers: single Sparks and coordinators
 - `ds4_pairs | ds4.fleet.pair_left_out(ansible_play_hosts_all, verb)` -> a line per pair the run splits
 - `ds4_pairs | ds4.fleet.pair_removal_problems(host, removing, alone)` -> why one member may not go alone
@@ -12,8 +10,6 @@ from __future__ import annotations
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_pair_fleet import (
     gateway_backends,
     left_out,
-    pair_peer,
-    pair_role,
     removal_problems,
 )
 
@@ -33,8 +29,6 @@ def gateway_backends_filter(hosts, pairs):
 class FilterModule:
     def filters(self):
         return {
-            "pair_role": pair_role,
-            "pair_peer": pair_peer,
             "gateway_backends": gateway_backends_filter,
             "pair_left_out": pair_left_out,
             "pair_removal_problems": pair_removal_problems,

@@ -24,6 +24,7 @@ import ipaddress
 import re
 
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_bytes import describe_bytes
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_pair_fleet import left_out
 
 PAIRS_VAR = "ds4_pairs"
 QUANTIZATION_VAR = "ds4_quantization"
@@ -272,18 +273,8 @@ def play_problems(pairs, members, in_play):
         declared = pairs_of(pairs)
     except PairError as exc:
         return exc.errors
-    out = []
+    out = left_out(declared, in_play, "provisioned")
     for name, pair in declared.items():
-        hosts = [pair[role]["host"] for role in ROLES]
-        taking_part = [host for host in hosts if host in in_play]
-        if not taking_part:
-            continue
-        if len(taking_part) == 1:
-            missing = next(host for host in hosts if host not in in_play)
-            out.append(
-                f"{PAIRS_VAR}[{name!r}]: this run takes {taking_part[0]} without {missing}; a pair is "
-                f"provisioned as one (limit the run to both members, -l {','.join(hosts)})"
-            )
-            continue
-        out += member_problems(name, pair, members)
+        if all(pair[role]["host"] in in_play for role in ROLES):
+            out += member_problems(name, pair, members)
     return out

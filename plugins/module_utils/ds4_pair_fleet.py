@@ -4,8 +4,8 @@ Pure functions of plain data, on the controller; the declaration itself is judge
 (provision.yml refuses a wrong one before any change). Here a declaration is only read, however
 malformed: a pair without both members named is no pair to these rules.
 
-- `pair_role(pairs, host)`: "coordinator", "worker" or "" (a Spark that serves alone); `pair_peer` the
-  other member.
+- `pair_of_host(pairs, host)`: (name, coordinator, worker) of the Spark's pair, or None. (A Spark's own
+  part, for the roles, is ds4_common's `_ds4_pair`, from the filter pair_member.)
 - `units(hosts, pairs)`: `hosts` as the units the upgrade counts, a pair's members together (coordinator
   first) where the first of them stands, every other Spark alone.
 - `gateway_backends(hosts, pairs)`: the servers of the gateway's backend: single Sparks and coordinators.
@@ -34,24 +34,6 @@ def _members(pairs: Any) -> list:
         if all(isinstance(host, str) and host for host in hosts) and hosts[0] != hosts[1]:
             out.append((name, hosts[0], hosts[1]))
     return out
-
-
-def pair_role(pairs: Any, host: Any) -> str:
-    """`host`'s part in its pair: "coordinator", "worker", or "" when it serves alone."""
-    for _name, coordinator, worker in _members(pairs):
-        if host == coordinator:
-            return "coordinator"
-        if host == worker:
-            return "worker"
-    return ""
-
-
-def pair_peer(pairs: Any, host: Any) -> str:
-    """The other member of `host`'s pair, or "" when it serves alone."""
-    pair = pair_of_host(pairs, host)
-    if pair is None:
-        return ""
-    return pair[2] if host == pair[1] else pair[1]
 
 
 def pair_of_host(pairs: Any, host: Any) -> tuple | None:

@@ -5,8 +5,7 @@ from __future__ import annotations
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_pair_fleet import (
     gateway_backends,
     left_out,
-    pair_peer,
-    pair_role,
+    pair_of_host,
     removal_problems,
     unit_name,
     units,
@@ -21,13 +20,10 @@ PAIRS = {
 FLEET = ["spark01", "spark05", "spark02", "spark04", "spark03"]
 
 
-def test_each_spark_knows_its_part():
-    assert pair_role(PAIRS, "spark04") == "coordinator"
-    assert pair_role(PAIRS, "spark05") == "worker"
-    assert pair_role(PAIRS, "spark01") == ""
-    assert pair_role({}, "spark04") == ""
-    assert pair_peer(PAIRS, "spark04") == "spark05" and pair_peer(PAIRS, "spark05") == "spark04"
-    assert pair_peer(PAIRS, "spark01") == ""
+def test_each_member_finds_its_pair():
+    assert pair_of_host(PAIRS, "spark04") == ("pair01", "spark04", "spark05")
+    assert pair_of_host(PAIRS, "spark05") == ("pair01", "spark04", "spark05")
+    assert pair_of_host(PAIRS, "spark01") is None and pair_of_host({}, "spark04") is None
 
 
 def test_a_pair_is_one_unit_where_its_first_member_stands_coordinator_first():
