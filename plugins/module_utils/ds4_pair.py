@@ -24,6 +24,7 @@ import ipaddress
 import re
 
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_bytes import describe_bytes
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_catalog import model_files, quantizations_of
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_pair_fleet import left_out
 
 PAIRS_VAR = "ds4_pairs"
@@ -131,6 +132,24 @@ def fit_problem(host, files, memory_bytes, floor_bytes, role=None, layers=None):
         f"{QUANTIZATION_VAR} {quant!r} needs {describe_bytes(need)} on the {role} {host} (its slice "
         f"{layers[role]}) and it has {describe_bytes(room)}: move the split ({PAIRS_VAR}[...].layers)"
     )
+
+
+def quantization_fit_problem(
+    catalog, generation, speculation, quantization, extra, pairs, host, memory_bytes, floor_bytes
+):
+    """fit_problem of the files `host` would serve (its slice's, in a pair of `pairs`), judged from the
+    catalog's sizes, exact or published approximately; None without a catalog or a memory figure."""
+    if catalog is None or not memory_bytes:
+        return None
+    files = model_files(catalog, generation, speculation, quantization, extra)
+    entry = quantizations_of(catalog, generation, extra)[files[0]["quantization"]]
+    files[0]["bytes"] = files[0]["size"] or entry["bytes"]
+    membership = pair_of(pairs_of(pairs), host)
+    role, layers = None, None
+    if membership is not None:
+        name, role, pair = membership
+        layers = pair_split(catalog[generation], entry, pair.get("layers"), f"{PAIRS_VAR}[{name!r}].layers")
+    return fit_problem(host, files, memory_bytes, floor_bytes, role, layers)
 
 
 # --- the declaration ------------------------------------------------------------------------------------

@@ -17,8 +17,8 @@ Each sandbox is a Podman network holding:
   set from outside the container (nothing on the link hands out addresses, as on a real cable).
 
 The built-in sandbox (no prefix) has spark01..spark03, single Sparks, and spark04 + spark05, a pair
-(PAIR_LINKS), on fixed ports 2201..2205, matching inventory/sandbox/hosts.yml. Molecule scenarios use a prefix and random ports, so that their
-containers never collide with the sandbox or with each other.
+(PAIR_LINKS), on fixed ports 2201..2205, matching inventory/sandbox/hosts.yml. Molecule scenarios use a
+prefix and random ports, so that their containers never collide with the sandbox or with each other.
 
 Everything here is idempotent: `up` starts what is stopped, re-creates what is broken and leaves
 what is running alone; `down` removes every container and network of the prefix.
