@@ -3,6 +3,7 @@
 - `ds4_pairs | ds4.fleet.pair_problems(hostvars, ansible_play_hosts_all)` -> every refusal, before any change
 - `ds4_pairs | ds4.fleet.pair_hosts` -> the Sparks it names as members
 - `ds4_pairs | ds4.fleet.pair_member(inventory_hostname, ...)` -> this Spark's part in its pair, or {}
+- `ds4_pairs | ds4.fleet.pair_fit_problem(inventory_hostname, ...)` -> why its model does not fit, or ""
 """
 
 from __future__ import annotations
@@ -20,14 +21,19 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_pair import (
     pair_split,
     pairs_of,
     play_problems,
+    quantization_fit_problem,
 )
 
 
 def _member_facts(variables):
+    """What a member runs: what it remembered with its roles' defaults (_ds4_pair_compared, set by
+    ds4_service's pair_check), else its own variables (hostvars: the inventory's and the run's only)."""
     facts = variables.get("ansible_facts") or {}
     addresses = list(facts.get("all_ipv4_addresses") or []) + list(facts.get("all_ipv6_addresses") or [])
-    member = {name: variables.get(name) for name, _rule in SAME}
-    member["ds4_ctx"] = variables.get("ds4_ctx")
+    compared = variables.get("_ds4_pair_compared") or variables
+    member = {name: compared.get(name) for name, _rule in SAME}
+    ctx = compared.get("ds4_ctx")
+    member["ds4_ctx"] = int(ctx) if isinstance(ctx, str) and ctx.isdigit() else ctx
     member["addresses"] = addresses
     return member
 
@@ -77,6 +83,26 @@ def pair_member(pairs, host, catalog, generation, quantization, extra=None, port
     }
 
 
+def pair_fit_problem(
+    pairs, host, catalog, generation, speculation, quantization, extra, memory_bytes, mem_floor_gb
+):
+    """Why the model files `host` would serve (its slice's, in its pair) do not fit `memory_bytes` less the
+    engine's floor; "" when they fit. The preflight's memory judgement, for a play that must refuse before
+    the preflight runs."""
+    try:
+        return quantization_fit_problem(
+            catalog, generation, speculation, quantization, extra, pairs, host, int(memory_bytes),
+            int(mem_floor_gb) * 1024**3,
+        ) or ""  # fmt: skip
+    except (PairError, CatalogError) as exc:
+        raise AnsibleFilterError(f"pair_fit_problem: {exc}") from exc
+
+
 class FilterModule:
     def filters(self):
-        return {"pair_problems": pair_problems, "pair_member": pair_member, "pair_hosts": pair_hosts}
+        return {
+            "pair_problems": pair_problems,
+            "pair_member": pair_member,
+            "pair_hosts": pair_hosts,
+            "pair_fit_problem": pair_fit_problem,
+        }

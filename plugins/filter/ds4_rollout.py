@@ -1,9 +1,10 @@
 """Filters of upgrade.yml's switch plan; the rules live in module_utils/ds4_rollout.py.
 
-- `ansible_play_hosts | ds4.fleet.switch_plan(ansible_play_hosts_all, hostvars, serial, percentage)` -> the
-  batches of the Sparks that staged (each Spark's `_ds4_fleet_stage.staged`), or why the rollout stops.
-- `batch_hosts | ds4.fleet.batch_stop(hostvars, batch, percentage)` -> why the rollout stops after a batch
-  (each Spark's `_ds4_fleet_switch.ok`), or "".
+- `ansible_play_hosts | ds4.fleet.switch_plan(ansible_play_hosts_all, hostvars, serial, percentage, pairs)`
+  -> the batches of the Sparks that staged (each Spark's `_ds4_fleet_stage.staged`), a pair of `pairs`
+  (ds4_pairs) one unit, or why the rollout stops.
+- `batch_hosts | ds4.fleet.batch_stop(hostvars, batch, percentage, pairs)` -> why the rollout stops after a
+  batch (each Spark's `_ds4_fleet_switch.ok`, a pair failed when either member did), or "".
 """
 
 from __future__ import annotations
@@ -21,18 +22,18 @@ def _flag(hostvars, host, fact, key):
     return bool((hostvars[host].get(fact) or {}).get(key))
 
 
-def switch_plan_filter(play_hosts, all_hosts, hostvars, serial, percentage):
+def switch_plan_filter(play_hosts, all_hosts, hostvars, serial, percentage, pairs=None):
     staged = [host for host in play_hosts if _flag(hostvars, host, "_ds4_fleet_stage", "staged")]
     try:
-        return switch_plan(list(play_hosts), list(all_hosts), staged, serial, percentage)
+        return switch_plan(list(play_hosts), list(all_hosts), staged, serial, percentage, pairs)
     except RolloutError as exc:
         raise AnsibleFilterError(str(exc)) from exc
 
 
-def batch_stop_filter(hosts, hostvars, batch, percentage):
+def batch_stop_filter(hosts, hostvars, batch, percentage, pairs=None):
     switched = [host for host in hosts if _flag(hostvars, host, "_ds4_fleet_switch", "ok")]
     try:
-        return batch_stop(int(batch), list(hosts), switched, percentage)
+        return batch_stop(int(batch), list(hosts), switched, percentage, pairs)
     except RolloutError as exc:
         raise AnsibleFilterError(str(exc)) from exc
 

@@ -7,6 +7,9 @@ it. module_utils/ds4_fleet_table.py writes the records as a table for the termin
 
 Where the configuration and the running engine disagree, the record says so in `notes`: the table is
 only worth reading if it tells the truth.
+
+A pair of Sparks (ds4_pairs) is one record, `pair_record`: it serves through its coordinator, and its worker
+(its own unit, no HTTP API) is judged by its unit alone; the record keeps both members' records.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import os
 from typing import Any
 
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_make_target import without_spark_target
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_pair_fleet import pair_of_host
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_perf import (
     KEPT_SLOWER,
     ROLLED_BACK,
@@ -28,14 +32,14 @@ class StatusError(ValueError):
     """Input a record cannot be made from."""
 
 
-def _service_word(reading: dict) -> str:
+def _service_word(reading: dict, worker: bool = False) -> str:
     service, engine = reading["service"], reading["engine"]
     if service.get("error"):
         return "unknown"
     if service.get("load_state") == "not-found":
         return "not installed"
     state = service.get("active_state") or "unknown"
-    if state == "active" and not engine.get("answering"):
+    if state == "active" and not engine.get("answering") and not worker:
         return "active, not answering"
     return state
 
@@ -119,11 +123,13 @@ def fleet_record(
     error: str | None = None,
     perf: dict | None = None,
     verify: dict | None = None,
+    worker: bool = False,
 ) -> dict:
     """One Spark's record: `reading` from read_host() (None when the Spark could not be read, `error`
     saying why), `fact` the local fact ansible_local.ds4 (None before the first install), `upgrade` what an
     upgrade did to it (outcome, detail, target, before), `perf` the local fact ansible_local.ds4_perf,
-    `verify` the local fact ansible_local.ds4_verify (the last playbooks/verify.yml)."""
+    `verify` the local fact ansible_local.ds4_verify (the last playbooks/verify.yml). `worker`: a pair's
+    worker, which has no HTTP API to answer: its unit alone says its state."""
     if not isinstance(host, str) or not host:
         raise StatusError(f"a fleet record needs a host name: {host!r}")
     fact = fact if isinstance(fact, dict) else {}
@@ -137,9 +143,9 @@ def fleet_record(
     for key in ("current", "previous", "service", "engine", "disk"):
         if not isinstance(reading.get(key), dict):
             raise StatusError(f"the reading of {host} lacks {key!r}: {reading!r}")
-    record.update(_read(reading, fact))
+    record.update(_read(reading, fact, worker))
     record["perf"], perf_notes = perf_summary(perf, record["release"], record["commit"])
-    record["notes"].extend(_disagreements(record, reading, fact))
+    record["notes"].extend(_disagreements(record, reading, fact, worker))
     if upgrade and upgrade.get("cleanup_error"):
         record["notes"].append(f"the cleanup after the switch failed: {upgrade['cleanup_error']}")
     record["notes"].extend(perf_notes)
@@ -177,13 +183,13 @@ def _unread(fact: dict) -> dict:
     }
 
 
-def _read(reading: dict, fact: dict) -> dict:
+def _read(reading: dict, fact: dict, worker: bool = False) -> dict:
     """The fields of a Spark that was read: what runs from the reading, what was configured from the fact."""
     current, engine, disk = reading["current"], reading["engine"], reading["disk"]
     answering = bool(engine.get("answering"))
     context = _as_int(engine.get("context")) if answering else None
     return {
-        "service": _service_word(reading),
+        "service": _service_word(reading, worker),
         "release": current.get("release"),
         "commit": current.get("commit"),
         "previous": reading["previous"].get("release"),
@@ -215,7 +221,7 @@ def _build(build):
     }
 
 
-def _disagreements(record: dict, reading: dict, fact: dict) -> list:
+def _disagreements(record: dict, reading: dict, fact: dict, worker: bool = False) -> list:
     """Notes where the release links, the unit, the engine and the configuration do not tell one story."""
     current, engine = reading["current"], reading["engine"]
     release, answering = record["release"], record["answering"]
@@ -243,6 +249,8 @@ def _disagreements(record: dict, reading: dict, fact: dict) -> list:
         )
     if record["service"] == "active, not answering":
         notes.append(f"ds4.service is active but {engine.get('url')} does not answer: {engine.get('error')}")
+    elif worker:
+        pass  # No HTTP API: the pair answers through its coordinator, whose record says so.
     elif answering and engine.get("error"):
         notes.append(engine["error"])
     if record["service"] not in ("active", "active, not answering", "unreachable") and answering:
@@ -252,11 +260,12 @@ def _disagreements(record: dict, reading: dict, fact: dict) -> list:
     return notes
 
 
-def fleet_records(entries: Any, hosts: Any = None) -> list:
+def fleet_records(entries: Any, hosts: Any = None, pairs: Any = None) -> list:
     """Records of many Sparks from `entries`, a list of {host, reading, error, fact, upgrade}.
 
     With `hosts`, the records follow its order, and a host without an entry (one that dropped out of the
-    play before it could say anything) gets a record that says it could not be read.
+    play before it could say anything) gets a record that says it could not be read. A pair of `pairs`
+    (ds4_pairs) with both members among them is one record (`pair_record`) where the first of them stands.
     """
     for value, name in ((entries, "entries"), (hosts, "hosts")):
         if value is not None and (isinstance(value, (str, bytes, dict)) or not hasattr(value, "__iter__")):
@@ -267,18 +276,68 @@ def fleet_records(entries: Any, hosts: Any = None) -> list:
             raise StatusError(f"each entry of fleet_status is a mapping with host and reading: {entry!r}")
         by_host[entry.get("host")] = entry
     order: list[Any] = list(hosts) if hosts is not None else list(by_host)
-    records = []
+    records = {}
     for host in order:
         entry = by_host.get(host, {"error": "the Spark dropped out of the play (unreachable or failed)"})
-        records.append(
-            fleet_record(
-                host,
-                entry.get("reading"),
-                entry.get("fact"),
-                entry.get("upgrade"),
-                entry.get("error"),
-                entry.get("perf"),
-                entry.get("verify"),
-            )
+        pair = pair_of_host(pairs, host)
+        worker = pair is not None and host == pair[2] and pair[1] in order
+        records[host] = fleet_record(
+            host,
+            entry.get("reading"),
+            entry.get("fact"),
+            entry.get("upgrade"),
+            entry.get("error"),
+            entry.get("perf"),
+            entry.get("verify"),
+            worker=worker,
         )
-    return records
+    out, done = [], set()
+    for host in order:
+        pair = pair_of_host(pairs, host)
+        if pair is not None and pair[1] in records and pair[2] in records:
+            if pair[0] not in done:
+                done.add(pair[0])
+                out.append(pair_record(pair[0], records[pair[1]], records[pair[2]]))
+        else:
+            out.append(records[host])
+    return out
+
+
+def _both(coordinator: Any, worker: Any) -> Any:
+    """One value where the members agree, else both, the coordinator's first (`v0.6.5/v0.6.3`)."""
+    if coordinator == worker:
+        return coordinator
+    return f"{coordinator if coordinator is not None else '-'}/{worker if worker is not None else '-'}"
+
+
+def pair_record(name: str, coordinator: dict, worker: dict) -> dict:
+    """The record of pair `name` from its members' records: what the pair serves is its coordinator's (the
+    API, the context, the speed), each member's state side by side (`active/failed`), and each member's
+    notes under its name. It answers when the coordinator does and the worker's unit is active on the same
+    release. `members` keeps both records, each with its `role`."""
+    members = [dict(coordinator, role="coordinator"), dict(worker, role="worker")]
+    same = coordinator.get("release") == worker.get("release")
+    record = dict(coordinator)
+    record.update(
+        host=name,
+        pair={"name": name, "coordinator": coordinator["host"], "worker": worker["host"]},
+        members=members,
+        reachable=coordinator["reachable"] and worker["reachable"],
+        service=_both(coordinator["service"], worker["service"]),
+        release=_both(coordinator.get("release"), worker.get("release")),
+        answering=bool(coordinator.get("answering")) and worker["service"] == "active" and same,
+        free_disk_bytes=min(
+            [m["free_disk_bytes"] for m in members if m.get("free_disk_bytes") is not None], default=None
+        ),
+        notes=[f"{m['host']} ({m['role']}): {note}" for m in members for note in m["notes"]],
+    )
+    if not same:
+        record["notes"].append(
+            f"the members run different releases ({coordinator['host']} {coordinator.get('release')}, "
+            f"{worker['host']} {worker.get('release')}): the pair cannot serve"
+        )
+    upgrades = [m["upgrade"] for m in members if isinstance(m.get("upgrade"), dict)]
+    if upgrades:
+        outcomes = [u.get("outcome") for u in upgrades]
+        record["upgrade"] = dict(upgrades[0], outcome=_both(outcomes[0], outcomes[-1]), detail="")
+    return record

@@ -1,5 +1,6 @@
 """The fleet's records as a plain-text table (filter ds4.fleet.fleet_status_table): one Spark a line, then
-the notes and a tally of releases."""
+the notes and a tally of releases. A pair of Sparks is one line, `pair01 (spark04+spark05)`, where a value
+the members do not share shows both, the coordinator's first (`active/failed`)."""
 
 from __future__ import annotations
 
@@ -79,9 +80,16 @@ def _verified_cell(verify: Any) -> str:
     return word + ("" if ratio is None else f" {ratio:.2f}")
 
 
+def _host_cell(record: dict) -> str:
+    pair = record.get("pair")
+    if isinstance(pair, dict):
+        return f"{pair['name']} ({pair['coordinator']}+{pair['worker']})"
+    return record["host"]
+
+
 def _cells(record: dict) -> dict:
     cells = {
-        "host": record["host"],
+        "host": _host_cell(record),
         "service": record["service"],
         "release": record.get("release") or "-",
         "generation": record.get("generation") or "-",
@@ -124,9 +132,10 @@ def render_table(records: Any, title: str | None = None) -> list[str]:
         for row in rows:
             lines.append("  ".join(row[key].ljust(widths[key]) for _title, key in panel).rstrip())
     for record in records:
-        upgrade = record.get("upgrade") or {}
-        if upgrade.get("detail"):
-            lines.append(f"{record['host']}: {upgrade['detail']}")
+        for member in record.get("members") or [record]:
+            upgrade = member.get("upgrade") or {}
+            if upgrade.get("detail"):
+                lines.append(f"{member['host']}: {upgrade['detail']}")
         lines.extend(f"{record['host']}: {note}" for note in record["notes"])
     lines.append(tally(records))
     # A note may quote an error of several lines (ssh's): each its own line.
@@ -179,5 +188,9 @@ def tally(records: Any) -> str:
     ]
     if other:
         parts.append(f"{other} not serving")
-    count = len(records)
-    return f"{count} Spark{'' if count == 1 else 's'}: " + (", ".join(parts) if parts else "none")
+    pairs = sum(1 for record in records if record.get("pair"))
+    count = len(records) - pairs
+    what = f"{count} Spark{'' if count == 1 else 's'}"
+    if pairs:
+        what += f", {pairs} pair{'' if pairs == 1 else 's'}"
+    return f"{what}: " + (", ".join(parts) if parts else "none")

@@ -24,6 +24,8 @@ import ipaddress
 import re
 
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_bytes import describe_bytes
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_catalog import model_files, quantizations_of
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_pair_fleet import left_out
 
 PAIRS_VAR = "ds4_pairs"
 QUANTIZATION_VAR = "ds4_quantization"
@@ -130,6 +132,24 @@ def fit_problem(host, files, memory_bytes, floor_bytes, role=None, layers=None):
         f"{QUANTIZATION_VAR} {quant!r} needs {describe_bytes(need)} on the {role} {host} (its slice "
         f"{layers[role]}) and it has {describe_bytes(room)}: move the split ({PAIRS_VAR}[...].layers)"
     )
+
+
+def quantization_fit_problem(
+    catalog, generation, speculation, quantization, extra, pairs, host, memory_bytes, floor_bytes
+):
+    """fit_problem of the files `host` would serve (its slice's, in a pair of `pairs`), judged from the
+    catalog's sizes, exact or published approximately; None without a catalog or a memory figure."""
+    if catalog is None or not memory_bytes:
+        return None
+    files = model_files(catalog, generation, speculation, quantization, extra)
+    entry = quantizations_of(catalog, generation, extra)[files[0]["quantization"]]
+    files[0]["bytes"] = files[0]["size"] or entry["bytes"]
+    membership = pair_of(pairs_of(pairs), host)
+    role, layers = None, None
+    if membership is not None:
+        name, role, pair = membership
+        layers = pair_split(catalog[generation], entry, pair.get("layers"), f"{PAIRS_VAR}[{name!r}].layers")
+    return fit_problem(host, files, memory_bytes, floor_bytes, role, layers)
 
 
 # --- the declaration ------------------------------------------------------------------------------------
@@ -272,18 +292,8 @@ def play_problems(pairs, members, in_play):
         declared = pairs_of(pairs)
     except PairError as exc:
         return exc.errors
-    out = []
+    out = left_out(declared, in_play, "provisioned")
     for name, pair in declared.items():
-        hosts = [pair[role]["host"] for role in ROLES]
-        taking_part = [host for host in hosts if host in in_play]
-        if not taking_part:
-            continue
-        if len(taking_part) == 1:
-            missing = next(host for host in hosts if host not in in_play)
-            out.append(
-                f"{PAIRS_VAR}[{name!r}]: this run takes {taking_part[0]} without {missing}; a pair is "
-                f"provisioned as one (limit the run to both members, -l {','.join(hosts)})"
-            )
-            continue
-        out += member_problems(name, pair, members)
+        if all(pair[role]["host"] in in_play for role in ROLES):
+            out += member_problems(name, pair, members)
     return out

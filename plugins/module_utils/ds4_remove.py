@@ -35,9 +35,11 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_weight_files import 
 TREE, FILE, EMPTY, OWNED, BUILD_LOGS = "tree", "file", "empty", "owned", "build_logs"
 
 UNIT_DIR = "/etc/systemd/system"
-# Stopped and disabled in this order (the engine first: the firewall's unit is bound to it).
+# Stopped and disabled in this order (the engine first: the firewall's unit is bound to it). A pair's worker
+# runs the engine as ds4-worker.service (ds4_common's _ds4_engine_unit), from ds4.service's template.
 UNITS = (
     "ds4.service",
+    "ds4-worker.service",
     "ds4-watchdog.timer",
     "ds4-watchdog.service",
     "ds4-update-check.timer",
@@ -105,6 +107,8 @@ def made(root, gguf_dir, kv_dir, build_log_dir, weight_names, weights=False, tex
         (FILE, f"{UNIT_DIR}/ds4.service.d/00-ds4-fleet-supervision.conf", ()),
         (FILE, f"{UNIT_DIR}/ds4.service.d/00-ds4-fleet-firewall.conf", ()),
         (EMPTY, f"{UNIT_DIR}/ds4.service.d", ()),
+        (FILE, f"{UNIT_DIR}/ds4-worker.service.d/00-ds4-fleet-supervision.conf", ()),
+        (EMPTY, f"{UNIT_DIR}/ds4-worker.service.d", ()),
         (FILE, f"{UNIT_DIR}/nftables.service.d/ds4-engine-firewall.conf", ()),
         (EMPTY, f"{UNIT_DIR}/nftables.service.d", ()),
         # systemd's record of the update check's last run (Persistent=true).

@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_pair_fleet import unit_name, units
+
 _PERCENT_RE = re.compile(r"^([0-9]+)%$")
 
 
@@ -105,16 +107,21 @@ def upgrade_outcome(
     stage: Any = None,
     switch: Any = None,
     stopped: Any = None,
+    through: Any = None,
 ) -> dict:
     """What the upgrade did to one Spark: {outcome, detail, target, before, after}.
 
     `target` the release it was to run; `before` and `after` host_status readings from before the switch
     and from the end; `stage` {staged, message}; `switch` {ok, task, message, drain} once it was switched
     (None when it never was); `stopped` why the rollout stopped, when it did. The readings decide: a switch
-    that reported success while the Spark does not run `target` is a failure.
+    that reported success while the Spark does not run `target` is a failure. `through`, for a pair's worker
+    (no HTTP API), is its coordinator's reading from the end: the pair answers there or nowhere.
     """
     was, _answering, started_before = _running(before)
     now, answering, started_after = _running(after)
+    # Not a mapping (None; "" where ansible-core before 2.19 rendered a null of its own): a Spark alone.
+    if isinstance(through, dict):
+        answering = _running(through)[1]
     result = {"target": target, "before": was, "after": now, "outcome": None, "detail": ""}
     serving = f"serving {now}" if answering else f"NOT serving (current: {now or 'none'})"
     if after is None:
@@ -158,33 +165,40 @@ def _percent(percentage: Any) -> str:
     return f"{percentage:g}" if isinstance(percentage, float) else str(percentage)
 
 
-def switch_plan(play_hosts: Any, all_hosts: Any, staged: Any, serial: Any, percentage: Any) -> dict:
+def switch_plan(
+    play_hosts: Any, all_hosts: Any, staged: Any, serial: Any, percentage: Any, pairs: Any = None
+) -> dict:
     """The switch play's plan, once every Spark of the play staged or failed.
 
     `play_hosts` are the Sparks still in the play, `all_hosts` every Spark the play began with (both in
-    inventory order), `staged` those that staged. Returns `staged` and `not_staged` (in order), `batches`
-    (empty when the rollout stops here), `batch_of` (host -> its batch, 1 for the canary), `stop` (why the
-    rollout stops before any switch, or "") and `message`, the plan in one line."""
-    staged = [host for host in play_hosts if host in set(staged)]
-    not_staged = [host for host in all_hosts if host not in set(staged)]
+    inventory order), `staged` those that staged. A pair of `pairs` (ds4_pairs) is one unit: staged only
+    when both members staged, its members in one batch, counted once against `serial` and `percentage`.
+    Returns `staged` and `not_staged` (Sparks, in order), `batches` (of Sparks; empty when the rollout stops
+    here), `batch_of` (host -> its batch, 1 for the canary), `stop` (why the rollout stops before any switch,
+    or "") and `message`, the plan in one line."""
+    all_units = units(all_hosts, pairs)
+    in_play, staged_set = set(play_hosts), set(staged)
+    ready = [unit for unit in all_units if all(host in in_play and host in staged_set for host in unit)]
+    left = [unit for unit in all_units if unit not in ready]
+    what = "unit" if any(len(unit) > 1 for unit in all_units) else "Spark"
     stop, batches = "", []
-    if over_share(len(not_staged), len(all_hosts), percentage):
+    if over_share(len(left), len(all_units), percentage):
         stop = (
-            f"the rollout stopped before any switch: {len(not_staged)} of {len(all_hosts)} Sparks could"
-            f" not be staged ({', '.join(not_staged)}), more than ds4_upgrade_max_fail_percentage"
-            f" ({_percent(percentage)}%) allows"
+            f"the rollout stopped before any switch: {len(left)} of {len(all_units)} {what}s could"
+            f" not be staged ({', '.join(unit_name(unit, pairs) for unit in left)}), more than"
+            f" ds4_upgrade_max_fail_percentage ({_percent(percentage)}%) allows"
         )
     else:
-        batches = upgrade_batches(staged, serial)
+        batches = [[host for unit in batch for host in unit] for batch in upgrade_batches(ready, serial)]
     message = stop or (
-        f"switching {len(staged)} Spark(s) in {len(batches)} batch(es): "
-        + " then ".join(f"[{', '.join(batch)}]" for batch in batches)
+        f"switching {len(ready)} {what}(s) in {len(batches)} batch(es): "
+        + " then ".join(f"[{', '.join(_names(batch, pairs))}]" for batch in batches)
     )
-    if not_staged:
-        message += f"; not staged, left as they are: {', '.join(not_staged)}"
+    if left:
+        message += f"; not staged, left as they are: {', '.join(unit_name(unit, pairs) for unit in left)}"
     return {
-        "staged": staged,
-        "not_staged": not_staged,
+        "staged": [host for unit in ready for host in unit if host in play_hosts],
+        "not_staged": [host for unit in left for host in unit],
         "batches": batches,
         "batch_of": {host: number for number, batch in enumerate(batches, 1) for host in batch},
         "stop": stop,
@@ -192,13 +206,21 @@ def switch_plan(play_hosts: Any, all_hosts: Any, staged: Any, serial: Any, perce
     }
 
 
-def batch_stop(batch: Any, hosts: Any, switched: Any, percentage: Any) -> str:
+def _names(hosts: list, pairs: Any) -> list:
+    """The units of `hosts` as a message names them."""
+    return [unit_name(unit, pairs) for unit in units(hosts, pairs)]
+
+
+def batch_stop(batch: Any, hosts: Any, switched: Any, percentage: Any, pairs: Any = None) -> str:
     """Why the rollout stops after switch batch number `batch` (its `hosts`, of which `switched` succeeded):
-    more of them failed than `percentage` allows. "" when it goes on."""
-    failed = [host for host in hosts if host not in set(switched)]
-    if not over_share(len(failed), len(hosts), percentage):
+    more of its units failed than `percentage` allows (a pair failed when either member did). "" when it
+    goes on."""
+    batch_units = units(hosts, pairs)
+    failed = [unit for unit in batch_units if not set(unit) <= set(switched)]
+    if not over_share(len(failed), len(batch_units), percentage):
         return ""
     return (
-        f"the rollout stopped after batch {batch} ({', '.join(hosts)}): {len(failed)} of {len(hosts)} failed"
-        f" ({', '.join(failed)}), more than ds4_upgrade_max_fail_percentage ({_percent(percentage)}%) allows"
+        f"the rollout stopped after batch {batch} ({', '.join(_names(list(hosts), pairs))}): {len(failed)} of"
+        f" {len(batch_units)} failed ({', '.join(unit_name(unit, pairs) for unit in failed)}), more than"
+        f" ds4_upgrade_max_fail_percentage ({_percent(percentage)}%) allows"
     )

@@ -152,15 +152,11 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_catalog import (  # 
     CatalogError,
     model_files,
     other_generation_files,
-    quantizations_of,
 )
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_disk_plan import POLICIES  # noqa: E402
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_pair import (  # noqa: E402
     PairError,
-    fit_problem,
-    pair_of,
-    pair_split,
-    pairs_of,
+    quantization_fit_problem,
 )
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_preflight import (  # noqa: E402
     judge,
@@ -190,25 +186,16 @@ def estimate_weights(params, host):
 
 def memory_problem(params, host):
     """Whether the quantization's files fit this Spark's memory (its slice's, in a pair); None without a
-    catalog or a memory fact. Judged from the catalog's sizes, exact or published approximately."""
-    catalog, generation = params["catalog"], params["generation"]
+    catalog or a memory fact."""
     memory = (
         params["memory_bytes"]
         or host.get("gpu", {}).get("memory_bytes")
         or host.get("memory", {}).get("total_bytes")
     )
-    if catalog is None or not memory:
-        return None
-    files = model_files(catalog, generation, params["speculation"], params["quantization"], params["extra"])
-    quants = quantizations_of(catalog, generation, params["extra"])
-    entry = quants[files[0]["quantization"]]
-    files[0]["bytes"] = files[0]["size"] or entry["bytes"]
-    membership = pair_of(pairs_of(params["pairs"]), params["name"])
-    role, layers = None, None
-    if membership is not None:
-        name, role, pair = membership
-        layers = pair_split(catalog[generation], entry, pair.get("layers"), f"ds4_pairs[{name!r}].layers")
-    return fit_problem(params["name"], files, memory, params["mem_floor_gb"] * 1024**3, role, layers)
+    return quantization_fit_problem(
+        params["catalog"], params["generation"], params["speculation"], params["quantization"],
+        params["extra"], params["pairs"], params["name"], memory, params["mem_floor_gb"] * 1024**3,
+    )  # fmt: skip
 
 
 def main():

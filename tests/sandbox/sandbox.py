@@ -11,10 +11,14 @@ Each sandbox is a Podman network holding:
   only through its proxy, they cannot reach `forge` directly. The forge also serves the engine repository
   over HTTP (http://forge:18082/cgi-bin/git/ds4.git), which a proxy carries and git's own protocol is not,
   and once more behind a password (http://builder:S3cretTok3n@forge:18083/ds4.git, a private mirror's way).
+- for Sparks cabled as a pair (`pair_link`, a Molecule platform key: {link: NAME, address: A.B.C.D/24}),
+  a network of the pair's own, NAME, that only its two Sparks share: their direct QSFP link. Each Spark's
+  interface on it is named as on DGX OS (enP2p1s0f1np1) and holds only the static address the key gives,
+  set from outside the container (nothing on the link hands out addresses, as on a real cable).
 
-The built-in sandbox (no prefix) has spark01..spark03 on fixed ports 2201..2203, matching
-inventory/sandbox/hosts.yml. Molecule scenarios use a prefix and random ports, so that their
-containers never collide with the sandbox or with each other.
+The built-in sandbox (no prefix) has spark01..spark03, single Sparks, and spark04 + spark05, a pair
+(PAIR_LINKS), on fixed ports 2201..2205, matching inventory/sandbox/hosts.yml. Molecule scenarios use a
+prefix and random ports, so that their containers never collide with the sandbox or with each other.
 
 Everything here is idempotent: `up` starts what is stopped, re-creates what is broken and leaves
 what is running alone; `down` removes every container and network of the prefix.
@@ -79,8 +83,16 @@ GIT_HTTP_PORT = 18082
 GIT_AUTH_PORT = 18083
 GIT_AUTH_USER, GIT_AUTH_PASSWORD = "builder", "S3cretTok3n"
 PROXY_PORT = 8888
-DEFAULT_HOSTS = ["spark01", "spark02", "spark03"]
-FIXED_SSH_PORTS = {"spark01": 2201, "spark02": 2202, "spark03": 2203}
+DEFAULT_HOSTS = ["spark01", "spark02", "spark03", "spark04", "spark05"]
+FIXED_SSH_PORTS = {"spark01": 2201, "spark02": 2202, "spark03": 2203, "spark04": 2204, "spark05": 2205}
+# The built-in sandbox's pair (inventory/sandbox/group_vars/all.yml, ds4_pairs pair01): its link and each
+# member's address on it. Members load the engine firewall's nftables rules (NET_ADMIN).
+PAIR_LINKS = {
+    "spark04": {"link": "pair01", "address": "10.77.0.1/24"},
+    "spark05": {"link": "pair01", "address": "10.77.0.2/24"},
+}
+# What DGX OS names a Spark's QSFP/ConnectX-7 port that a pair's direct link uses.
+LINK_INTERFACE = "enP2p1s0f1np1"
 
 
 def log(msg: str) -> None:
@@ -106,6 +118,13 @@ class Names:
 
     def host(self, name: str) -> str:
         return f"{self.prefix}{name}"
+
+    def link(self, name: str) -> str:
+        """The network of a pair's direct link NAME."""
+        return f"{self.network}-link-{name}"
+
+    def is_link(self, network: str) -> bool:
+        return network.startswith(f"{self.network}-link-")
 
 
 def ensure_image() -> None:
@@ -214,6 +233,21 @@ def ensure_network(names: Names, isolate: bool = False) -> None:
         podman("network", "create", *(["--opt", "isolate=true"] if isolate else []), names.network)
 
 
+def ensure_link(names: Names, link: str) -> None:
+    """A pair's direct link: a bridge of its own with no addresses handed out (its members' are static) and
+    no way out (internal)."""
+    if podman("network", "exists", names.link(link), check=False).returncode != 0:
+        podman("network", "create", "--internal", "--ipam-driver", "none", names.link(link))
+
+
+def address_link(container: str, address: str) -> None:
+    """Give the Spark's link interface its static ADDRESS (A.B.C.D/24), again after every start: from the
+    host, in the container's network namespace, so the Spark needs no capability for it."""
+    pid = podman("container", "inspect", "--format", "{{.State.Pid}}", container).stdout.decode().strip()
+    for cmd in (["addr", "replace", address, "dev", LINK_INTERFACE], ["link", "set", LINK_INTERFACE, "up"]):
+        subprocess.run(["nsenter", "-t", pid, "-n", "ip", *cmd], check=True, capture_output=True)
+
+
 def ensure_forge(names: Names, data: Path) -> None:
     # A forge started before its data was rebuilt serves a repository that is gone: re-create it.
     digest = (data / ".digest").read_text()
@@ -312,6 +346,7 @@ def ensure_spark(
     small_disk: str | None,
     cap_add: list[str] = (),
     behind_proxy: bool = False,
+    pair_link: dict | None = None,
 ) -> None:
     container = names.host(host)
     state = container_state(container)
@@ -337,16 +372,20 @@ def ensure_spark(
             ]
         # NET_ADMIN lets a host load nftables rules into its own network namespace (the engine firewall).
         extra += [f"--cap-add={cap}" for cap in cap_add]
+        if pair_link:
+            extra += ["--network", f"{names.link(pair_link['link'])}:interface_name={LINK_INTERFACE}"]
         # Reachable by its host name on the network, as a Spark is on a site's (the gateway's backends).
         podman(
             "run", "-d", "--name", container, "--hostname", host,
-            "--network", names.inner if behind_proxy else names.network, "--network-alias", host,
+            "--network", f"{names.inner if behind_proxy else names.network}:alias={host}",
             # CAP_MKNOD, which Podman no longer grants by default: root on a Spark creates the GPU's
             # device nodes at boot (the stand-in nvidia-modprobe does here).
             "--systemd=always", "--cap-add=MKNOD", "-p", publish, *extra, IMAGE, "/sbin/init",
         )  # fmt: skip
         created = True
     wait_booted(container)
+    if pair_link:
+        address_link(container, pair_link["address"])
     # Every time: a host made from another checkout of this repository knows that checkout's key.
     exec_in(container, "sh", "-c", "install -d -m 700 /root/.ssh && cat > /root/.ssh/authorized_keys",
             stdin=SSH_KEY.with_suffix(".pub").read_bytes())  # fmt: skip
@@ -424,15 +463,20 @@ def up(args: argparse.Namespace) -> None:
         host, cap = entry.split("=", 1)
         caps.setdefault(host, []).append(cap)
     if args.platforms:
-        # Molecule's platform list: name plus the optional keys `persona`, `small_disk` and `cap_add`.
+        # Molecule's platform list: name plus the optional keys `persona`, `small_disk`, `cap_add`,
+        # `behind_proxy` and `pair_link`.
         platforms = json.loads(args.platforms)
         args.hosts = [p["name"] for p in platforms]
         personas.update({p["name"]: p["persona"] for p in platforms if "persona" in p})
         small.update({p["name"]: p["small_disk"] for p in platforms if "small_disk" in p})
         caps.update({p["name"]: p["cap_add"] for p in platforms if "cap_add" in p})
         proxied = {p["name"] for p in platforms if p.get("behind_proxy")}
+        links = {p["name"]: p["pair_link"] for p in platforms if p.get("pair_link")}
     else:
         proxied = set()
+        links = {} if args.prefix else {h: PAIR_LINKS[h] for h in args.hosts if h in PAIR_LINKS}
+        for host in links:
+            caps.setdefault(host, []).append("NET_ADMIN")
     with build_lock():
         ensure_image()
         ensure_ssh_key()
@@ -441,6 +485,8 @@ def up(args: argparse.Namespace) -> None:
     ensure_forge(names, data)
     if proxied:
         ensure_proxy(names)
+    for link in sorted({entry["link"] for entry in links.values()}):
+        ensure_link(names, link)
     for host in args.hosts:
         port = None if args.prefix else FIXED_SSH_PORTS.get(host)
         ensure_spark(
@@ -451,6 +497,7 @@ def up(args: argparse.Namespace) -> None:
             small.get(host),
             caps.get(host, []),
             host in proxied,
+            links.get(host),
         )
     wait_forge(names, names.host(args.hosts[0]), behind_proxy=args.hosts[0] in proxied)
     instances = [
@@ -474,13 +521,15 @@ def up(args: argparse.Namespace) -> None:
 
 def down(args: argparse.Namespace) -> None:
     names = Names(args.prefix)
+    listed = podman("network", "ls", "--format", "{{.Name}}", check=False).stdout.decode().split()
+    networks = [names.network, names.inner, *sorted(n for n in listed if names.is_link(n))]
     containers = set()
-    for network in (names.network, names.inner):
+    for network in networks:
         proc = podman("ps", "-a", "--format", "{{.Names}}", "--filter", f"network={network}", check=False)
         containers |= set(proc.stdout.decode().split())
     if containers:
         podman("rm", "-f", "-t", "2", *sorted(containers))
-    for network in (names.network, names.inner):
+    for network in networks:
         if podman("network", "exists", network, check=False).returncode == 0:
             podman("network", "rm", "-f", network)
     (SSH_HOSTS / f"{names.network}.conf").unlink(missing_ok=True)

@@ -320,6 +320,7 @@ BAD = {
     "ds4_remove_weights": ["maybe", []],
     "ds4_remove_packages": ["maybe", 2],
     "ds4_remove_force": ["yes please", {}],
+    "ds4_remove_pair_member_alone": ["yes please", {}],
     "ds4_upgrade_gateway_up_timeout": [-1, "long"],
     # ds4_monitoring
     "ds4_monitoring_dir": ["relative/dir", "/tmp/mon\n", ["/tmp"]],

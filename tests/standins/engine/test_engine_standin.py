@@ -850,6 +850,22 @@ def test_either_side_dying_is_noticed_and_the_pair_serves_again(good, models, en
         time.sleep(0.1)
 
 
+def test_a_registered_worker_stays_on_the_route_across_heartbeats(good, models, engine_env, start):
+    """The coordinator pings its worker every HEARTBEAT_S; the worker, which polls for them with a shorter
+    timeout so as to notice a stop, must answer each and keep its place on the route."""
+    dist_port = free_port()
+    joined = worker(start, good, models["base"], engine_env, dist_port)
+    engine, base = coordinator(start, good, models["base"], engine_env, dist_port)
+    joined.wait_for("registered with the coordinator")
+    deadline = time.monotonic() + 30
+    while stats(base)["dist"]["heartbeats"] < 3:
+        assert time.monotonic() < deadline, f"fewer than 3 heartbeats answered: {stats(base)['dist']}"
+        time.sleep(0.1)
+    report = stats(base)["dist"]
+    assert (report["route_complete"], report["registrations"]) == (True, 1), report
+    assert not [line for line in joined.lines if "lost" in line] and joined.proc.poll() is None
+
+
 def test_a_worker_leaves_at_once_on_sigterm(good, models, engine_env, start):
     waiting = worker(start, good, models["base"], engine_env, free_port())
     waiting.wait_for("waiting for the coordinator")

@@ -33,6 +33,13 @@ ARCH = "deepseek4"  # what the engine's own quantizer (gguf-tools/deepseek4-quan
 REPOS = {
     BASE_REPO: [
         ("DeepSeek-V4-Flash-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8-chat-v2-imatrix-0731.gguf", "base", "0731", 96),
+        # The Q4 quantization (ds4f-q4) that two Sparks serve as a pair: the larger base, as published.
+        (
+            "DeepSeek-V4-Flash-Q4KExperts-F16HC-F16Compressor-F16Indexer-Q8Attn-Q8Shared-Q8Out-chat-v2-imatrix-0731.gguf",
+            "base",
+            "0731",
+            160,
+        ),
         ("DeepSeek-V4-Flash-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8-chat-v2-imatrix.gguf", "base", "legacy", 80),
         ("DeepSeek-V4-Flash-MTP-Q4K-Q8_0-F32.gguf", "mtp", "legacy", 8),
     ],

@@ -96,6 +96,24 @@ def _receive(stream) -> dict:
     return json.loads(line)
 
 
+class Lines:
+    """One JSON object a line from a socket read with a timeout: a timed-out read raises TimeoutError and
+    loses nothing, so that the next read goes on (a socket's makefile() is unusable after a timeout)."""
+
+    def __init__(self, connection: socket.socket):
+        self.connection = connection
+        self.buffer = b""
+
+    def readline(self) -> bytes:
+        while b"\n" not in self.buffer:
+            chunk = self.connection.recv(65536)
+            if not chunk:
+                return b""
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return line + b"\n"
+
+
 # --- the coordinator ------------------------------------------------------------------------------------
 
 
@@ -111,6 +129,7 @@ class Route:
         self.lock = threading.Lock()
         self.worker = None  # (socket, reader, writer, peer text)
         self.registrations = 0
+        self.heartbeats = 0  # pings the registered worker answered
         self.listener = None
 
     def listen(self, host: str, port: int) -> None:
@@ -210,6 +229,7 @@ class Route:
                 count += 1
                 with contextlib.suppress(ConnectionError):
                     self.exchange({"ping": count})
+                    self.heartbeats += 1
 
     def forward(self, prompt_tokens: int) -> None:
         """A request's activations through the worker's slice and back; ConnectionError when the route is
@@ -223,6 +243,7 @@ class Route:
             "route_complete": self.complete,
             "worker": self.worker[3] if self.worker else None,
             "registrations": self.registrations,
+            "heartbeats": self.heartbeats,
         }
 
 
@@ -252,7 +273,7 @@ def run_worker(build: common.Build, opts: dict, context: int, model_path: str, s
                 waiting_logged = True
             time.sleep(RETRY_S)
             continue
-        reader, writer = connection.makefile("rb"), connection.makefile("wb")
+        reader, writer = Lines(connection), connection.makefile("wb")
         try:
             _send(writer, hello)
             answer = _receive(reader)

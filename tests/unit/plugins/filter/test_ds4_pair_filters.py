@@ -55,6 +55,27 @@ def test_the_members_facts_and_variables_are_judged():
     ]
 
 
+def test_members_are_compared_by_what_they_remembered_with_their_defaults():
+    """hostvars lacks the roles' defaults: a member that leaves ds4_release and ds4_ctx to them and one that
+    gives the same values are the same build, and a context below the default one is still refused."""
+    compared = {"ds4_release": "v0.6.5", "ds4_release_commit": "", "ds4_model_generation": "0731",
+                "ds4_quantization": "q4", "ds4_ctx": "524288"}  # fmt: skip
+    hostvars = copy.deepcopy(HOSTVARS)
+    hostvars["spark04"] = {
+        "ansible_facts": HOSTVARS["spark04"]["ansible_facts"],
+        "_ds4_pair_compared": compared,
+    }
+    hostvars["spark05"] = host(
+        "10.77.0.2", ds4_ctx=524288, _ds4_pair_compared={**compared, "ds4_ctx": 524288}
+    )
+    assert pair_problems(PAIRS, hostvars, ["spark04", "spark05"]) == []
+    hostvars["spark05"]["_ds4_pair_compared"]["ds4_ctx"] = "65536"
+    assert pair_problems(PAIRS, hostvars, ["spark04", "spark05"]) == [
+        "ds4_pairs['pair01']: the worker spark05 has ds4_ctx 65536, below the coordinator spark04's "
+        "allocation 524288; the engine rejects it at registration"
+    ]
+
+
 def test_a_member_knows_its_role_peer_port_and_slice():
     assert pair_member(PAIRS, "spark05", CATALOG, "0731", "q4", {}, 9400) == {
         "pair": "pair01", "role": "worker", "peer": "spark04", "address": "10.77.0.2",

@@ -202,10 +202,25 @@ def test_every_path_the_roles_write_on_a_spark_is_on_the_list():
     assert missing == [], missing
 
 
+def engine_units():
+    """The names ds4_common's _ds4_engine_unit gives the engine's unit (ds4.service, and ds4-worker.service
+    on a pair's worker, written from the same template)."""
+    expression = yaml.safe_load((ROLES / "ds4_common" / "vars" / "main.yml").read_text())["_ds4_engine_unit"]
+    return set(re.findall(r"'([a-z0-9-]+\.service)'", expression))
+
+
 def test_every_unit_the_roles_template_is_on_the_list():
     templates = {p.name.removesuffix(".j2") for p in ROLES.glob("*/templates/*.j2")}
     units = {name for name in templates if name.endswith((".service", ".timer"))}
-    assert units == set(UNITS)
+    assert engine_units() == {"ds4.service", "ds4-worker.service"}
+    assert units | engine_units() == set(UNITS)
+
+
+def test_a_pairs_worker_unit_and_its_supervision_go_too():
+    paths = {where for _how, where, _keep in plan()}
+    assert "/etc/systemd/system/ds4-worker.service" in paths
+    assert "/etc/systemd/system/ds4-worker.service.d/00-ds4-fleet-supervision.conf" in paths
+    assert "/etc/systemd/system/ds4-worker.service.d" in paths
 
 
 def test_the_module_defaults_are_the_roles_defaults():

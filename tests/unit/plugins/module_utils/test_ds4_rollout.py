@@ -166,6 +166,25 @@ def test_sparks_not_staged_or_not_switched_say_why_and_what_they_serve():
     assert out["outcome"] == "unreachable"
 
 
+def test_a_pairs_worker_serves_through_its_coordinator():
+    # The worker has no HTTP API: its own reading never answers; the pair answers through its coordinator.
+    coordinator = reading("v0.6.5", started=200)
+    out = upgrade_outcome("v0.6.5", reading("v0.6.3", answering=False), reading("v0.6.5", answering=False,
+                          started=200), STAGED, {"ok": True}, through=coordinator)  # fmt: skip
+    assert (out["outcome"], out["detail"]) == ("switched", "v0.6.3 -> v0.6.5; serving v0.6.5")
+    # Rolled back with its coordinator, both back on v0.6.3 and the pair answering.
+    message = "the pair's coordinator spark04 did not pass its smoke test on v0.6.6, so spark05 goes back"
+    out = upgrade_outcome("v0.6.6", reading("v0.6.3", answering=False), reading("v0.6.3", answering=False,
+                          started=300), STAGED, {"ok": False, "message": message},
+                          through=reading("v0.6.3", started=300))  # fmt: skip
+    assert out["outcome"] == "rolled back"
+    # A coordinator that does not answer: the worker does not serve either.
+    silent = reading("v0.6.5", answering=False)
+    out = upgrade_outcome("v0.6.5", reading("v0.6.3", answering=False), reading("v0.6.5", answering=False,
+                          started=200), STAGED, {"ok": True}, through=silent)  # fmt: skip
+    assert out["outcome"] == "failed"
+
+
 def test_the_filters_wrap_errors_for_ansible():
     filters = FilterModule().filters()
     assert filters["upgrade_batches"](["a", "b"], 1) == [["a"], ["b"]]
