@@ -48,7 +48,7 @@ def checksum(data: bytes) -> int:
 
 def echo_request(ident: int, seq: int, size: int) -> bytes:
     """An ICMP echo request whose IP packet is `size` bytes (at least the two headers)."""
-    payload = bytes((i & 0xFF for i in range(max(0, size - IP_HEADER - ICMP_HEADER))))
+    payload = bytes(i & 0xFF for i in range(max(0, size - IP_HEADER - ICMP_HEADER)))
     header = struct.pack("!BBHHH", ECHO_REQUEST, 0, 0, ident & 0xFFFF, seq & 0xFFFF)
     return (
         struct.pack("!BBHHH", ECHO_REQUEST, 0, checksum(header + payload), ident & 0xFFFF, seq & 0xFFFF)
@@ -114,15 +114,15 @@ def link_problem(pair: str, host: str, peer: str, peer_address: str, mtu: int, p
     small = ping_fn(peer_address, 64)
     if small is not None:
         return (
-            f"{where} ({small}): cable and address the link (ds4_pair_link_manage writes its netplan file), or "
-            "correct the address in ds4_pairs"
+            f"{where} ({small}): cable and address the link (ds4_pair_link_manage writes its netplan "
+            "file), or correct the address in ds4_pairs"
         )
     if mtu:
         big = ping_fn(peer_address, mtu)
         if big is not None:
             return (
-                f"ds4_pair_link_mtu {mtu} does not hold from {host} to {peer} at {peer_address}: {big}, while a "
-                f"small packet is answered. Set MTU {mtu} on both members' link interfaces "
+                f"ds4_pair_link_mtu {mtu} does not hold from {host} to {peer} at {peer_address}: {big}, "
+                f"while a small packet is answered. Set MTU {mtu} on both members' link interfaces "
                 "(ds4_pair_link_manage writes it), or declare the link's MTU in ds4_pair_link_mtu"
             )
     return None

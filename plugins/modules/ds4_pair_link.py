@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""A pair's direct link: its netplan file, and the check that it carries (logic in module_utils/ds4_link.py)."""
+"""A pair's direct link: its netplan file, and the check that it carries (logic in ds4_link.py)."""
 
 from __future__ import annotations
 
@@ -157,8 +157,8 @@ def _netplan(module, p, result):
         else:
             replace_file(p["path"], current.encode(), 0o600, 0, 0)
         module.fail_json(
-            msg=f"netplan generate refused the link's file for {p['interface']} (ds4_pair_link_interface), put "
-            f"back as it was: {(err or out).strip()}",
+            msg=f"netplan generate refused the link's file for {p['interface']} (ds4_pair_link_interface), "
+            f"put back as it was: {(err or out).strip()}",
             **result,
         )
     rc, out, err = module.run_command([netplan, "apply"], environ_update={"LC_ALL": "C"})

@@ -40,7 +40,7 @@ def test_loopback_answers_a_small_echo_and_one_of_a_jumbo_mtu_unfragmented():
 
 
 def test_a_packet_larger_than_the_interface_takes_is_refused_here_and_said_so():
-    # Loopback takes 65536; an IP packet cannot be larger than 65535, so the kernel refuses 65536 + 28 at once.
+    # Loopback takes 65536; no IP packet is larger than 65535, so the kernel refuses 65535 + 28 at once.
     said = ping("127.0.0.1", 65535 + 28, tries=1, timeout=5)
     assert said is not None and ("message too long" in said or "cannot send" in said)
 

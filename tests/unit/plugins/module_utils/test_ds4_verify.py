@@ -614,7 +614,13 @@ def test_the_module_holds_a_pair_to_its_quantizations_two_spark_figures(spark, m
 
     def measure(url, **kw):
         seen.update(kw)
-        return {"prefill_2k": 122.0, "decode": 11.4, "prefill_12k": None, "aggregate_12": None, "problems": []}
+        return {
+            "prefill_2k": 122.0,
+            "decode": 11.4,
+            "prefill_12k": None,
+            "aggregate_12": None,
+            "problems": [],
+        }
 
     monkeypatch.setattr(module, "measure_figures", measure)
     rc, result = run_module(module, dict(args, catalog=pair_catalog(), pair=True, quantization="q4"))
