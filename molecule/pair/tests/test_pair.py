@@ -56,7 +56,7 @@ def serving_again(coordinator, before_pid, host, unit):
     """Wait until UNIT on HOST runs a process other than BEFORE_PID and the pair answers through the
     coordinator with the worker registered once more."""
     wait_for(
-        f"{unit} on {host.backend.host} running anew",
+        f"{unit} running anew",
         lambda: main_pid(host, unit) not in (0, before_pid),
         timeout=BACK_TIMEOUT,
     )
@@ -78,11 +78,8 @@ def test_the_model_crossed_the_hub_link_once(coordinator, worker):
         for entry_set in (repo["commits"][repo["refs"]["main"]]["files"],)
         for name, entry in entry_set.items()
     }
-    sums = {}
-    for host in (coordinator, worker):
-        out = host.check_output(f"cd {GGUF} && sha256sum {Q4} {DRAFTER}")
-        sums[host.backend.host] = out
-    assert sums[coordinator.backend.host] == sums[worker.backend.host]
+    sums = [host.check_output(f"cd {GGUF} && sha256sum {Q4} {DRAFTER}") for host in (coordinator, worker)]
+    assert sums[0] == sums[1]
     feed = len(coordinator.check_output(f"curl -fsS {HUB}/Entrpi/ds4-on-spark/main/LATEST")) + 1
     sent = json.loads(coordinator.check_output(f"curl -fsS {HUB}/_standin/stats"))["content_bytes"]
     model = sizes[Q4] + sizes[DRAFTER]
