@@ -14,6 +14,7 @@ Each test leaves the pair serving as it found it.
 import json
 import re
 
+import yaml
 from nested import PROJECT, play
 from spark import ask, journal, main_pid, sandbox_host, show
 from waits import wait_for
@@ -100,16 +101,37 @@ def test_the_watchdog_kills_a_hung_coordinator_and_the_pair_serves_again():
     wait_for("the pair to answer again", lambda: answers(coordinator), timeout=BACK_TIMEOUT)
 
 
+def sandbox_catalog_with_pair_figures(tmp_path):
+    """The sandbox's catalog (its stand-in files), its q4 given the shipped catalog's two-Spark figures: an
+    extra-vars file."""
+    sandbox = yaml.safe_load((PROJECT / "inventory/sandbox/group_vars/all.yml").read_text())
+    shipped = yaml.safe_load((PROJECT / "roles/ds4_common/defaults/main.yml").read_text())
+    catalog = sandbox["ds4_model_catalog"]
+    q4 = catalog["0731"]["quantizations"]["q4"]
+    q4.setdefault(
+        "pair_reference", shipped["ds4_model_catalog"]["0731"]["quantizations"]["q4"]["pair_reference"]
+    )
+    path = tmp_path / "catalog.json"
+    path.write_text(json.dumps({"ds4_model_catalog": catalog}))
+    return path
+
+
 def test_verify_holds_the_pair_to_the_published_two_spark_figures(tmp_path):
     out = tmp_path / "verify.json"
     run = play(
-        PROJECT / "playbooks/verify.yml", "-l", f"{COORDINATOR},{WORKER}", "-e", f"ds4_verify_json={out}"
-    )
+        PROJECT / "playbooks/verify.yml",
+        "-l", f"{COORDINATOR},{WORKER}",
+        "-e", f"ds4_verify_json={out}",
+        "-e", f"@{sandbox_catalog_with_pair_figures(tmp_path)}",
+    )  # fmt: skip
     assert run.rc == 0, run
     reports = {report["host"]: report for report in json.loads(out.read_text())["hosts"]}
     pair = reports[COORDINATOR]
     assert pair["pair"] is True and pair["reference"]["pair"] is True
     assert pair["reference"]["figures"] == {"prefill_2k": 122, "decode_2k": 11.4}
+    # The sandbox's stand-in runs at twice a GB10's figures (ds4_verify_reference_scale 2), a pair paced
+    # at the two-Spark figures' share of them.
+    assert [row["reference"] for row in pair["figures"]] == [244.0, 22.8]
     assert [row["figure"] for row in pair["figures"]] == ["prefill_2k", "decode_2k"]
     assert all(row["measured"] for row in pair["figures"]), pair
     assert reports[WORKER]["verdict"] == "measured through its coordinator"
@@ -123,7 +145,7 @@ def state(host):
         "systemctl show ds4.service ds4-worker.service ds4-firewall.service -p Id -p MainPID -p ActiveState; "
         "stat -c '%n %s %Y' /etc/ds4/ds4.env /etc/systemd/system/ds4*.service /etc/systemd/system/ds4*.d/*; "
         "ls -l --time-style=+%s.%N /opt/ds4 /var/lib/ds4/gguf; nft list table inet ds4_engine; ip -br addr; "
-        "ls /etc/netplan 2>&1"
+        "ls -l --time-style=+%s.%N /etc/netplan 2>&1 || true"
     )
 
 
