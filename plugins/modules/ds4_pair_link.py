@@ -150,12 +150,17 @@ def _netplan(module, p, result):
         return
     # netplan reads its files as root's alone (it warns about any other mode).
     replace_file(p["path"], wanted.encode(), 0o600, 0, 0)
-    rc, out, err = module.run_command([netplan, "generate"], environ_update={"LC_ALL": "C"})
-    if rc != 0:
+
+    def put_back():
+        # The next run finds the file changed again, and writes and applies it again.
         if current is None:
             os.unlink(p["path"])
         else:
             replace_file(p["path"], current.encode(), 0o600, 0, 0)
+
+    rc, out, err = module.run_command([netplan, "generate"], environ_update={"LC_ALL": "C"})
+    if rc != 0:
+        put_back()
         module.fail_json(
             msg=f"netplan generate refused the link's file for {p['interface']} (ds4_pair_link_interface), "
             f"put back as it was: {(err or out).strip()}",
@@ -163,7 +168,10 @@ def _netplan(module, p, result):
         )
     rc, out, err = module.run_command([netplan, "apply"], environ_update={"LC_ALL": "C"})
     if rc != 0:
-        module.fail_json(msg=f"netplan apply failed: {(err or out).strip()}", **result)
+        put_back()
+        module.fail_json(
+            msg=f"netplan apply failed, the link's file put back as it was: {(err or out).strip()}"
+        )
 
 
 def main():

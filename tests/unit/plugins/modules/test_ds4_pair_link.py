@@ -19,6 +19,8 @@ def host(tmp_path, monkeypatch):
         calls.append(argv[1:])
         if argv[1:] == ["generate"] and state["generate_rc"]:
             return state["generate_rc"], "", "Error in network definition: unknown key 'mtu'"
+        if argv[1:] == ["apply"] and state.get("apply_rc"):
+            return state["apply_rc"], "", "Failed to apply: link busy"
         return 0, "", ""
 
     monkeypatch.setattr(AnsibleModule, "run_command", run_command)
@@ -99,3 +101,15 @@ def test_the_check_refuses_a_peer_that_does_not_answer_and_passes_one_that_does(
     )
     rc, result = run_module(ds4_pair_link, checked)
     assert rc == 1 and result["msg"].startswith("ds4_pair_link_mtu 9000 does not hold") and not path.exists()
+
+
+def test_a_file_netplan_cannot_apply_is_put_back_so_that_the_next_run_applies_it_again(host):
+    args, calls, state, path = host
+    state["apply_rc"] = 1
+    rc, result = run_module(ds4_pair_link, args)
+    assert rc == 1 and result["msg"].startswith("netplan apply failed, the link's file put back as it was")
+    assert not path.exists() and calls == [["generate"], ["apply"]]
+    state["apply_rc"] = 0
+    rc, result = run_module(ds4_pair_link, args)
+    assert rc == 0 and result["changed"] and path.exists()
+    assert calls == [["generate"], ["apply"], ["generate"], ["apply"]]
