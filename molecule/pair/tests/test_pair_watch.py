@@ -172,7 +172,7 @@ def refused(*args, drop_icmp=False):
 
 def test_a_link_that_does_not_carry_the_declared_mtu_is_refused_with_nothing_changed():
     # The sandbox's link is a Podman network of MTU 1500: a declared 9000 does not hold.
-    run, unchanged = refused("-e", "ds4_pair_link_mtu=9000")
+    run, unchanged = refused("-e", '{"ds4_pair_link_mtu": 9000}')
     assert run.rc != 0, run
     assert run.said("ds4_pair_link_mtu 9000 does not hold from spark04 to spark05 at 10.77.0.2"), run
     assert run.said("while a small packet is answered"), run
