@@ -20,6 +20,7 @@ import select
 import socket
 import struct
 import time
+from collections.abc import Callable
 
 # What the link check asks of the peer: a few tries, each waiting this long for its answer.
 TRIES = 3
@@ -76,7 +77,11 @@ def _open() -> tuple[socket.socket, bool]:
 
 
 def ping(
-    address: str, size: int, tries: int = TRIES, timeout: float = TIMEOUT_S, clock=time.monotonic
+    address: str,
+    size: int,
+    tries: int = TRIES,
+    timeout: float = TIMEOUT_S,
+    clock: Callable[[], float] = time.monotonic,
 ) -> str | None:
     """None when `address` answered an unfragmentable echo of `size` bytes within `tries` of `timeout`
     seconds each; else why not, in words."""
@@ -107,7 +112,9 @@ def ping(
     return f"no answer to {tries} pings of {size} bytes within {timeout:g} s each"
 
 
-def link_problem(pair: str, host: str, peer: str, peer_address: str, mtu: int, ping_fn=ping) -> str | None:
+def link_problem(
+    pair: str, host: str, peer: str, peer_address: str, mtu: int, ping_fn: Callable = ping
+) -> str | None:
     """Why `host` cannot serve its pair over the link to `peer` at `peer_address`, or None: it must answer
     a small echo, and one of `mtu` bytes unfragmented when the site declares an MTU (0: none declared)."""
     where = f"ds4_pairs[{pair!r}]: {host} does not reach {peer} at its link address {peer_address}"

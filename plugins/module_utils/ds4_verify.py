@@ -311,12 +311,13 @@ def figures_row(
     (ds4_catalog.pair_reference_figures) has a row for each figure it publishes alone, its decode held to
     the one it publishes whatever the speculation."""
     decode_figure = DECODE_FIGURE.get(speculation, "decode_2k")
-    pair = bool(reference and reference.get("pair"))
-    if pair and decode_figure not in reference["figures"]:
+    # A pair's reference: the figures it publishes, alone.
+    only = reference["figures"] if reference and reference.get("pair") else None
+    if only is not None and decode_figure not in only:
         decode_figure = "decode_2k"
     rows = []
     for figure in FIGURES:
-        if pair and figure not in reference["figures"]:
+        if only is not None and figure not in only:
             continue
         if figure in ("decode_2k", "dspark_decode"):
             if figure != decode_figure:
