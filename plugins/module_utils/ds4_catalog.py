@@ -123,20 +123,8 @@ def _check_reference(generation, reference):
             raise CatalogError(f"{where} has key {release!r} that is not a release tag like v0.5.0")
         if not isinstance(entry, dict):
             raise CatalogError(f"{at} must be a mapping with source, stamp and figures, got {entry!r}")
-        for key in ("source", "stamp"):
-            if not isinstance(entry.get(key), str) or not entry[key].strip():
-                raise CatalogError(f"{at}.{key} must be a non-empty text, got {entry.get(key)!r}")
-        figures = entry.get("figures")
-        if not isinstance(figures, dict) or not figures:
-            raise CatalogError(
-                f"{at}.figures must be a non-empty mapping of figure to tok/s, got {figures!r}"
-            )
-        unknown = sorted(set(figures) - set(FIGURES))
-        if unknown:
-            raise CatalogError(f"{at}.figures has unknown figures {unknown}; figures are {list(FIGURES)}")
-        for figure, value in figures.items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise CatalogError(f"{at}.figures.{figure} must be a positive tok/s, got {value!r}")
+        _check_figures(at, entry)
+        figures = entry["figures"]
         stamps = entry.get("stamps", {})
         if not isinstance(stamps, dict) or any(
             figure not in figures or not is_release_tag(stamp) for figure, stamp in stamps.items()
@@ -144,6 +132,24 @@ def _check_reference(generation, reference):
             raise CatalogError(
                 f"{at}.stamps must map figures of {at}.figures to release tags like v0.4.1, got {stamps!r}"
             )
+
+
+def _check_figures(at, entry):
+    """A set of published figures: its source and stamp in words, and tok/s by figure."""
+    if not isinstance(entry, dict):
+        raise CatalogError(f"{at} must be a mapping with source, stamp and figures, got {entry!r}")
+    for key in ("source", "stamp"):
+        if not isinstance(entry.get(key), str) or not entry[key].strip():
+            raise CatalogError(f"{at}.{key} must be a non-empty text, got {entry.get(key)!r}")
+    figures = entry.get("figures")
+    if not isinstance(figures, dict) or not figures:
+        raise CatalogError(f"{at}.figures must be a non-empty mapping of figure to tok/s, got {figures!r}")
+    unknown = sorted(set(figures) - set(FIGURES))
+    if unknown:
+        raise CatalogError(f"{at}.figures has unknown figures {unknown}; figures are {list(FIGURES)}")
+    for figure, value in figures.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise CatalogError(f"{at}.figures.{figure} must be a positive tok/s, got {value!r}")
 
 
 def _check_quantizations(generation, spec):
@@ -173,6 +179,8 @@ def _check_quantizations(generation, spec):
         split = entry.get("pair_layers")
         if split is not None and not (isinstance(split, str) and _COORD_LAYERS.fullmatch(split)):
             raise CatalogError(f"{at}.pair_layers must be the coordinator's slice 0:K, got {split!r}")
+        if entry.get("pair_reference") is not None:
+            _check_figures(f"{at}.pair_reference", entry["pair_reference"])
         if entry.get("name") is not None:
             _check_file(generation, f"quantizations[{key!r}]", entry)
 
@@ -412,4 +420,33 @@ def reference_figures(catalog, generation, release):
         "figures": dict(entry["figures"]),
         "stamps": {figure: entry.get("stamps", {}).get(figure, tag) for figure in entry["figures"]},
         "note": note,
+    }
+
+
+def pair_reference_figures(catalog, generation, quantization):
+    """The published figures of two Sparks serving `quantization` of `generation` as a pair (its catalog
+    entry's `pair_reference`), in reference_figures' shape with "pair": True and no release (the engine
+    published them at a commit, for no release in particular); None when none are published.
+
+    Only the figures published are there (the contract: prefill and generation at 2k for 0731 q4)."""
+    validate_catalog(catalog)
+    if generation not in catalog:
+        raise CatalogError(
+            f"{GENERATION_VAR} {generation!r} is not a generation of {CATALOG_VAR} "
+            f"(known: {', '.join(catalog)})"
+        )
+    entry = (catalog[generation].get("quantizations") or {}).get(quantization) or {}
+    published = entry.get("pair_reference")
+    if not published:
+        return None
+    return {
+        "release": None,
+        "inherited": False,
+        "pair": True,
+        "quantization": quantization,
+        "source": published["source"],
+        "stamp": published["stamp"],
+        "figures": dict(published["figures"]),
+        "stamps": {},
+        "note": f"two Sparks serving {quantization} as a pair",
     }

@@ -31,6 +31,10 @@ from typing import Any
 METRIC = "ds4_requests_inflight"
 METRICS_PATH = "/metrics"
 STATS_PATH = "/v1/stats"
+# The smallest request that crosses a pair's route: one token of a one-word prompt. The engine contract
+# names no report of the route; only a request says whether the worker is there.
+ROUTE_PATH = "/v1/completions"
+ROUTE_PROBE = {"prompt": "ping", "max_tokens": 1, "temperature": 0}
 # Who asks, as the User-Agent: an engine's access log can tell the drain's looks from the watchdog's
 # probes and from status reads (and a test can wait for the drain's own look).
 AGENT_DRAIN = "ds4-fleet-drain"
@@ -134,12 +138,19 @@ def json_post(url: str, body: dict) -> dict:
     }
 
 
-def _get(url: str, timeout: float, accept: str | None = None, agent: str = AGENT_DRAIN) -> tuple[int, bytes]:
-    """GET `url`: (status, body); an HTTP error is returned, no answer at all raises EngineUnreachable."""
+def _get(
+    url: str, timeout: float, accept: str | None = None, agent: str = AGENT_DRAIN, body: dict | None = None
+) -> tuple[int, bytes]:
+    """GET `url` (POST `body` as JSON when given): (status, body); an HTTP error is returned, no answer at
+    all raises EngineUnreachable."""
     headers = {"User-Agent": agent}
     if accept:
         headers["Accept"] = accept
-    request = urllib.request.Request(url, headers=headers)
+    data = None
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+        data = json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, headers=headers)
     try:
         # The standard library's opener (what its urlopen builds), not Ansible's open_url, on purpose: the
         # watchdog runs this file on the Spark without Ansible.
@@ -174,6 +185,13 @@ def _inflight_of_stats(stats: dict, url: str) -> int:
 def read_metrics(base_url: str, timeout: float = 5.0, agent: str = AGENT_DRAIN) -> tuple[int, str]:
     """The engine's /metrics: (HTTP status, text); EngineUnreachable when it does not answer at all."""
     status, body = _get(base_url.rstrip("/") + METRICS_PATH, timeout, agent=agent)
+    return status, body.decode("utf-8", "replace")
+
+
+def read_route(base_url: str, timeout: float = 5.0, agent: str = AGENT_WATCHDOG) -> tuple[int, str]:
+    """A pair's coordinator asked for one token (ROUTE_PROBE): (HTTP status, body), which say whether its
+    route reaches its worker; EngineUnreachable when it does not answer at all."""
+    status, body = _get(base_url.rstrip("/") + ROUTE_PATH, timeout, agent=agent, body=ROUTE_PROBE)
     return status, body.decode("utf-8", "replace")
 
 

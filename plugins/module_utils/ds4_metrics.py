@@ -415,11 +415,13 @@ def render(
     gpus: list[dict] | None,
     firewall: dict | None = None,
     verify: dict | None = None,
+    pair: dict | None = None,
 ) -> str:
     """The textfile: our `ds4_spark_*` series, then the engine's own as engine_series checked them ("" when
     it did not answer). `gpus`: parse_gpus of nvidia-smi's answer, None when it gave none. `firewall`:
     {"loaded": bool, "restores": int} while the engine firewall's unit is active, else None (no firewall
-    series). `verify`: the local fact ds4_verify, the last playbooks/verify.yml (None: no series)."""
+    series). `verify`: the local fact ds4_verify, the last playbooks/verify.yml (None: no series). `pair`:
+    pair_route's, on a pair's member (None: a single Spark, no pair series)."""
     out = Writer()
     fact = fact if isinstance(fact, dict) else {}
     _configured(out, fact)
@@ -431,6 +433,8 @@ def render(
         _firewall(out, firewall)
     _gpus(out, gpus)
     _verify(out, verify)
+    if pair is not None:
+        _pair(out, pair)
     out.add("metrics_timestamp_seconds", "gauge", "When these series were written.", now)
     return out.text() + engine_text
 
@@ -519,7 +523,43 @@ def _unit(out: Writer, unit: dict, verdict: str) -> None:
         "engine_up",
         "gauge",
         "1 when ds4.service is active and the engine answered the watchdog's last probe.",
-        verdict in ("ok", "busy"),
+        # A pair's worker ("running") serves no API: its unit's state is all there is.
+        verdict in ("ok", "busy", "running"),
+    )
+
+
+def pair_route(role: str, probe: dict | None) -> dict | None:
+    """What the textfile says of a pair's member: {"role", "complete"}, `complete` True or False when the
+    coordinator's route was read (ds4_watchdog.route_state), True while it holds requests (admitted, so
+    routed: one the route cannot take is answered at once), else None (not answering, or an answer that
+    says nothing of the route). None for a Spark in no pair."""
+    if not role:
+        return None
+    complete = None
+    if role == "coordinator" and probe and probe.get("answered"):
+        route = probe.get("route")
+        if route in ("complete", "incomplete"):
+            complete = route == "complete"
+        elif probe.get("inflight"):
+            complete = True
+    return {"role": role, "complete": complete}
+
+
+def _pair(out: Writer, pair: dict) -> None:
+    out.add(
+        "pair_member",
+        "gauge",
+        "1 on a member of a pair (ds4_pairs); its role in the label.",
+        1,
+        {"role": pair["role"]},
+    )
+    # Absent (None) when the route was not read: no answer, or one that says nothing of it.
+    out.add(
+        "pair_route_complete",
+        "gauge",
+        "1 while the pair's coordinator routes requests through its worker; 0 while it answers "
+        "'coordinator route does not start at layer 0' (its worker is not registered).",
+        pair["complete"],
     )
 
 

@@ -557,6 +557,16 @@ RULES = {
     "ds4_watchdog_interval": _between(1, what="a whole number of seconds"),
     "ds4_watchdog_failures": _between(1, what="a whole number of failed probes"),
     "ds4_watchdog_timeout": _between(1, what="a whole number of seconds"),
+    # ds4_service: a pair's link (ds4_link.setting_problems judges them together again in ds4_pair_link)
+    "ds4_pair_link_interface": _matching(
+        re.compile(r"|[A-Za-z0-9][A-Za-z0-9_.:-]{0,14}"), "empty or an interface name such as enP2p1s0f1np1"
+    ),
+    "ds4_pair_link_prefix": _between(8, 30, "a prefix length"),
+    "ds4_pair_link_mtu": lambda v: (
+        None
+        if not isinstance(v, bool) and isinstance(v, int) and (v == 0 or 576 <= v <= 9216)
+        else "0 (none declared) or an MTU from 576 to 9216"
+    ),
     "ds4_node_exporter_port": _between(1, 65535, "a TCP port"),
     "ds4_node_exporter_listen_address": _listen_address,
     # The watchdog may write in it (ReadWritePaths=): never a system directory itself.

@@ -113,18 +113,25 @@ def measure_figures(
     timeout: float,
     stream: Any = stream_once,
     clock: Any = time.monotonic,
+    pair: bool = False,
 ) -> dict:
-    """The workloads, `runs` times each (the best counts): {figure: tok/s or None}, the runs, problems."""
+    """The workloads, `runs` times each (the best counts): {figure: tok/s or None}, the runs, problems.
+
+    `pair`: two Sparks as a pair, published at 2k alone: only the 2k prompt is sent (at a pair's ~122
+    tok/s prefill the 12k prompt and the 12 at once would take minutes for no published figure)."""
     single: dict[str, list[dict]] = {"2k": [], "12k": []}
+    sizes = (("2k", 2048),) if pair else (("2k", 2048), ("12k", 12288))
     for _run in range(runs):
-        for size, tokens in (("2k", 2048), ("12k", 12288)):
+        for size, tokens in sizes:
             prompt = build_prompt(tokens, decode_tokens if size == "2k" else 8, uuid.uuid4().hex[:12])
             single[size].append(
                 run_figures(stream(base_url, prompt, decode_tokens if size == "2k" else 8, timeout))
             )
-    aggregates = [
-        _aggregate(base_url, decode_tokens, concurrent, timeout, stream, clock) for _run in range(runs)
-    ]
+    aggregates = (
+        []
+        if pair
+        else [_aggregate(base_url, decode_tokens, concurrent, timeout, stream, clock) for _run in range(runs)]
+    )
     problems = sorted({p for size in single.values() for run in size for p in run["problems"]})
     problems += sorted({p for run in aggregates for p in run["problems"]})
     return {
@@ -300,10 +307,18 @@ def native_archs(stamp: dict | None) -> list[str] | None:
 def figures_row(
     measured: dict, reference: dict | None, speculation: str, scale: float, min_ratio: float
 ) -> list:
-    """One row per figure: {figure, label, measured, reference, ratio, verdict}."""
+    """One row per figure: {figure, label, measured, reference, ratio, verdict}. A pair's reference
+    (ds4_catalog.pair_reference_figures) has a row for each figure it publishes alone, its decode held to
+    the one it publishes whatever the speculation."""
     decode_figure = DECODE_FIGURE.get(speculation, "decode_2k")
+    # A pair's reference: the figures it publishes, alone.
+    only = reference["figures"] if reference and reference.get("pair") else None
+    if only is not None and decode_figure not in only:
+        decode_figure = "decode_2k"
     rows = []
     for figure in FIGURES:
+        if only is not None and figure not in only:
+            continue
         if figure in ("decode_2k", "dspark_decode"):
             if figure != decode_figure:
                 continue
@@ -433,8 +448,10 @@ def judge(
     scale: Any,
     min_ratio: Any,
     now: float,
+    pair: bool = False,
 ) -> dict:
-    """The verification of one Spark: its figures against the reference, its verdict and causes."""
+    """The verification of one Spark (`pair`: a pair's coordinator, with its worker): its figures against
+    the reference, its verdict and causes."""
     minimum = check_ratio(min_ratio)
     factor = check_scale(scale)
     rows = figures_row(measured, reference, speculation, factor, minimum)
@@ -456,6 +473,7 @@ def judge(
         "release": release,
         "generation": generation,
         "speculation": speculation,
+        "pair": pair,
         "min_ratio": minimum,
         "scale": factor,
         "reference": reference,
@@ -483,6 +501,7 @@ def report_lines(report: dict) -> list[str]:
         UNKNOWN: f"{report['host']}: not judged"
         + (
             f": no published figures for {report['generation']} at {report['release']} or before"
+            + (" for a pair" if report.get("pair") else "")
             if reference is None
             else ": a figure could not be measured"
         ),
@@ -498,8 +517,9 @@ def report_lines(report: dict) -> list[str]:
         scaled = (
             "" if report["scale"] == 1 else f", scaled by {report['scale']:g} (ds4_verify_reference_scale)"
         )
+        at = "" if reference.get("pair") else f" at {reference['release']}"
         lines.append(
-            f"  reference: {report['generation']} at {reference['release']} ({reference['note']}), "
+            f"  reference: {report['generation']}{at} ({reference['note']}), "
             f"stamped {reference['stamp']}{scaled}; {reference['source']}"
         )
     for number, cause in enumerate(report["causes"], 1):

@@ -28,11 +28,21 @@ by hand, or another tool that replaces the whole ruleset, removes that table wit
 table found missing is loaded again through the unit (`systemctl reload`); one that cannot be is a firewall
 that no longer stands: its unit is stopped, and the engine, bound to it, with it (`firewall_outcome`).
 
+A pair's members (issue 42, the engine's distributed mode) are watched as their roles allow. The coordinator
+serves the API; while its worker is not registered (starting, restarting, gone) the coordinator answers
+every request with the contract's error `coordinator route does not start at layer 0`. Such a coordinator
+answers: it is alive and only waits, so it is `waiting`, never counted towards a kill (a restart would not
+bring the worker back, and would reload its own slice for nothing). The caller reads the route with one
+small request once the probe was answered and nothing is in flight (`route_state` of its answer) and hands
+it in the probe as `route`. The worker serves no API (`api=False`): its unit's state is all there is to
+watch; systemd restarts it when it dies, and the coordinator's route says whether it serves.
+
 Standard library only: it runs on the Spark, installed beside the `ds4-watchdog` script.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 # What `systemctl show --timestamp=unix` is asked for; decide() reads these, and the caller the last exit
@@ -44,6 +54,21 @@ START_LIMIT_LINE = "Start request repeated too quickly"
 # refuses the engine's port to the others with this rule.
 FIREWALL_FAMILY = "inet"
 FIREWALL_REFUSAL = "reject with tcp reset"
+# What a pair's coordinator answers to a request while its route has no worker (the engine contract).
+ROUTE_INCOMPLETE = "coordinator route does not start at layer 0"
+
+
+def route_state(status: int, body: str) -> str:
+    """A coordinator's route from its answer to one request: `complete` (answered), `incomplete` (the
+    contract's error, whatever the HTTP status), `unknown` (any other error: a full queue, a bad gateway)."""
+    if status == 200:
+        return "complete"
+    try:
+        error = json.loads(body).get("error")
+        message = error.get("message") if isinstance(error, dict) else None
+    except (ValueError, AttributeError):
+        return "unknown"
+    return "incomplete" if message == ROUTE_INCOMPLETE else "unknown"
 
 
 def parse_show(text: str) -> dict:
@@ -121,6 +146,8 @@ def decide(
     now: float,
     restart: bool = True,
     start_limit_hit: bool = False,
+    unit_name: str = "ds4.service",
+    api: bool = True,
 ) -> dict:
     """What to do now.
 
@@ -129,17 +156,27 @@ def decide(
     (load_state). `failures`: failed probes in a row that make an engine hung. `now`: seconds (time.time()).
     `restart`: false when the watchdog only watches (turned off): a hung engine is reported, not killed.
     `start_limit_hit`: systemd's journal says it refused the failed unit's restart (start_limit_in).
+    `unit_name`: the unit, as messages name it. `api`: false for a pair's worker, which serves no API and
+    is not probed (`probe` None): an active worker unit is `running`. A probe's `route` (a coordinator's:
+    route_state) `incomplete` makes an answering engine `waiting` for its worker, never a failure.
 
     Returns {"verdict", "action" ("none" or "kill"), "message", "log" (say the message in the journal),
     "warning" (at warning priority), "state" (to keep for the next run)}.
     """
     state = dict(state)
     state["runs"] = state.get("runs", 0) + 1
-    run = _Run(state, _pid(unit))
+    run = _Run(state, _pid(unit), unit_name)
     active = unit.get("ActiveState", "")
     if active != "active":
         run.reset()
         return _not_active(run, active, unit, start_limit_hit)
+    if not api:
+        run.reset()
+        return run.result(
+            "running",
+            f"{unit_name} (pid {run.pid}) runs; it serves no API to probe: its coordinator's route says "
+            "whether it serves",
+        )
     if probe is None:
         raise ValueError("an active unit must be probed")
     if state.get("main_pid") != run.pid:
@@ -147,6 +184,14 @@ def decide(
         run.reset()
     if probe.get("answered"):
         run.reset()
+        if probe.get("route") == "incomplete":
+            return run.result(
+                "waiting",
+                f"{unit_name} (pid {run.pid}) answers, but its route is incomplete ({ROUTE_INCOMPLETE}): the "
+                "pair's coordinator waits for its worker; not hung, not restarted. systemctl status "
+                "ds4-worker on the worker says why it is not there",
+                warning=True,
+            )
         return _answered(run, probe.get("inflight"))
     return _failed(run, probe.get("error") or "no answer", failures, now, restart)
 
@@ -154,9 +199,10 @@ def decide(
 class _Run:
     """One run's view: the state it updates for the next run, and how it words a result."""
 
-    def __init__(self, state: dict, pid: int):
+    def __init__(self, state: dict, pid: int, name: str = "ds4.service"):
         self.state = state
         self.pid = pid
+        self.name = name
         self.previous = state.get("verdict")
 
     def result(self, verdict, message, action="none", log=None, warning=False):
@@ -179,29 +225,30 @@ class _Run:
 
 def _not_active(run: _Run, active: str, unit: dict, start_limit_hit: bool) -> dict:
     sub = unit.get("SubState", "")
+    short = run.name.removesuffix(".service")
     if active == "failed" and (unit.get("Result") == "start-limit-hit" or start_limit_hit):
         return run.result(
             "start-limit-hit",
-            "ds4.service hit its start limit and systemd stopped restarting it; the watchdog leaves it "
-            "alone too. Fix the cause, then: systemctl reset-failed ds4 && systemctl start ds4",
+            f"{run.name} hit its start limit and systemd stopped restarting it; the watchdog leaves it "
+            f"alone too. Fix the cause, then: systemctl reset-failed {short} && systemctl start {short}",
             warning=True,
         )
     if active in ("activating", "deactivating", "reloading"):
         return run.result(
             "starting",
-            f"ds4.service is {active} ({sub}): loading or restarting, not probed until it is active",
+            f"{run.name} is {active} ({sub}): loading or restarting, not probed until it is active",
         )
-    return run.result("not-running", f"ds4.service is {active or 'unknown'} ({sub}); nothing to watch")
+    return run.result("not-running", f"{run.name} is {active or 'unknown'} ({sub}); nothing to watch")
 
 
 def _answered(run: _Run, inflight: Any) -> dict:
     if inflight:
         return run.result(
             "busy",
-            f"ds4.service (pid {run.pid}) answers with {inflight} request{'' if inflight == 1 else 's'} in "
+            f"{run.name} (pid {run.pid}) answers with {inflight} request{'' if inflight == 1 else 's'} in "
             "flight: busy, not hung",
         )
-    return run.result("ok", f"ds4.service (pid {run.pid}) answers")
+    return run.result("ok", f"{run.name} (pid {run.pid}) answers")
 
 
 def _failed(run: _Run, error: str, failures: int, now: float, restart: bool) -> dict:
@@ -215,13 +262,13 @@ def _failed(run: _Run, error: str, failures: int, now: float, restart: bool) -> 
     if count < failures:
         return run.result(
             "failing",
-            f"ds4.service (pid {pid}) did not answer ({count} of {failures} before a restart): {error}",
+            f"{run.name} (pid {pid}) did not answer ({count} of {failures} before a restart): {error}",
             log=True,
             warning=True,
         )
     span = now - state["first_failure_at"]
     why = (
-        f"ds4.service (pid {pid}) is hung: it did not answer {count} probes in a row over {span:.0f} s "
+        f"{run.name} (pid {pid}) is hung: it did not answer {count} probes in a row over {span:.0f} s "
         f"(last: {error})"
     )
     if not restart:

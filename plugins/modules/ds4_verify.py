@@ -84,6 +84,17 @@ options:
     description: The Spark's name in the report and its lines (the inventory's); V('') for the host name.
     type: str
     default: ""
+  pair:
+    description:
+      - Whether the engine at O(url) is a pair's coordinator (ds4_pairs), serving with its worker. The pair
+        is held to the figures published for two Sparks serving O(quantization) (its catalog entry's
+        C(pair_reference)), measured with the 2k prompt alone, not to one Spark's.
+    type: bool
+    default: false
+  quantization:
+    description: The quantization the pair serves (ds4_quantization), whose two-Spark figures apply.
+    type: str
+    default: q2
 extends_documentation_fragment:
   - ds4.fleet.module
 """
@@ -119,7 +130,11 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_catalog import CatalogError, reference_figures
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_catalog import (
+    CatalogError,
+    pair_reference_figures,
+    reference_figures,
+)
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_drain import EngineUnreachable, read_inflight
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_metrics import gpu_command, parse_gpus
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import replace_file
@@ -223,6 +238,8 @@ def main():
             "timeout": {"type": "float", "default": 300},
             "unit": {"type": "str", "default": "ds4.service"},
             "spark": {"type": "str", "default": ""},
+            "pair": {"type": "bool", "default": False},
+            "quantization": {"type": "str", "default": "q2"},
         },
         supports_check_mode=True,
     )
@@ -235,7 +252,11 @@ def main():
     try:
         check_ratio(p["min_ratio"])
         check_scale(p["scale"])
-        reference = reference_figures(p["catalog"], p["generation"], release)
+        reference = (
+            pair_reference_figures(p["catalog"], p["generation"], p["quantization"])
+            if p["pair"]
+            else reference_figures(p["catalog"], p["generation"], release)
+        )
     except (VerifyError, CatalogError, ValueError) as exc:
         module.fail_json(msg=str(exc))
     pid, argv, env = _engine(module)
@@ -250,6 +271,7 @@ def main():
             concurrent=p["concurrent"],
             runs=p["runs"],
             timeout=p["timeout"],
+            pair=p["pair"],
         )
     except PerfError as exc:
         module.fail_json(msg=f"the measurement failed: {exc}")
@@ -264,6 +286,7 @@ def main():
         scale=p["scale"],
         min_ratio=p["min_ratio"],
         now=time.time(),
+        pair=p["pair"],
     )
     if not module.check_mode:
         replace_file(p["fact"], (json.dumps(report, indent=1, sort_keys=True) + "\n").encode(), 0o644)

@@ -126,6 +126,7 @@ def prometheus(sparks, work):
     copy_in(defaults, f"{REMOTE}/defaults")
     copy_in(TESTS / "ds4-alerts.promtool.yml", f"{REMOTE}/defaults/")
     copy_in(TESTS / "ds4-alerts-verify.promtool.yml", f"{REMOTE}/defaults/")
+    copy_in(TESTS / "ds4-alerts-pair.promtool.yml", f"{REMOTE}/defaults/")
     copy_in(live, f"{REMOTE}/live")
     start_prometheus(host, "ds4-test-prometheus", REMOTE, 9090)
     yield host
@@ -133,8 +134,8 @@ def prometheus(sparks, work):
 
 
 def test_promtool_accepts_the_configuration_and_the_rules(prometheus):
-    # The live rules: the role's 17 and the site template's one.
-    for directory, count in (("defaults", 17), ("live", 18)):
+    # The live rules: the role's 18 and the site template's one.
+    for directory, count in (("defaults", 18), ("live", 19)):
         config = prometheus.run(f"promtool check config {REMOTE}/{directory}/prometheus.yml")
         assert config.rc == 0 and "SUCCESS: 1 rule files found" in config.stdout, (
             config.stdout + config.stderr
@@ -155,6 +156,7 @@ def test_prometheus_evaluates_the_site_templates_rule(prometheus):
 def test_promtool_rule_tests_pass_on_the_default_timings(prometheus):
     run = prometheus.run(
         f"cd {REMOTE}/defaults && promtool test rules ds4-alerts.promtool.yml ds4-alerts-verify.promtool.yml"
+        " ds4-alerts-pair.promtool.yml"
     )
     assert run.rc == 0 and "SUCCESS" in run.stdout, run.stdout + run.stderr
 

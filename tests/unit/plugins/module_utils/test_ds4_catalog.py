@@ -12,6 +12,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_catalog import (
     generation_of,
     model_files,
     other_generation_files,
+    pair_reference_figures,
     validate_catalog,
 )
 
@@ -179,3 +180,34 @@ def test_filters_fail_naming_the_value(catalog):
         FILTERS["model_generation"]("x.gguf")
     with pytest.raises(AnsibleFilterError, match=r"model_files: ds4_speculation 'mtp' needs a mtp file"):
         FILTERS["model_files"](catalog, "0731", "mtp")
+
+
+# --- a pair's published figures (issue 42) ---
+
+
+def test_a_q4_pair_is_held_to_the_published_two_spark_figures_alone(catalog):
+    reference = pair_reference_figures(catalog, "0731", "q4")
+    assert reference["figures"] == {"prefill_2k": 122, "decode_2k": 11.4}
+    assert reference["pair"] and reference["release"] is None and reference["stamp"] == "commit ba00a8a"
+    assert "10 GbE" in reference["source"]
+
+
+def test_a_quantization_without_pair_figures_has_none(catalog):
+    assert pair_reference_figures(catalog, "0731", "mxfp4") is None
+    assert pair_reference_figures(catalog, "0731", "q2") is None
+
+
+@pytest.mark.parametrize(
+    "pair_reference, says",
+    [
+        ({"source": "x", "stamp": "y", "figures": {"prefill_64k": 135}}, "unknown figures ['prefill_64k']"),
+        ({"source": "x", "stamp": "y", "figures": {"decode_2k": 0}}, "must be a positive tok/s"),
+        ({"stamp": "y", "figures": {"decode_2k": 11.4}}, ".pair_reference.source must be a non-empty text"),
+        ("fast", "must be a mapping with source, stamp and figures"),
+    ],
+)
+def test_bad_pair_figures_are_refused_naming_them(catalog, pair_reference, says):
+    catalog["0731"]["quantizations"]["q4"]["pair_reference"] = pair_reference
+    with pytest.raises(CatalogError, match="quantizations\\['q4'\\]") as error:
+        validate_catalog(catalog)
+    assert says in str(error.value)

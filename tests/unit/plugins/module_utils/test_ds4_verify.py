@@ -6,7 +6,7 @@ import copy
 import json
 
 import pytest
-from ansible_collections.ds4.fleet.plugins.module_utils import ds4_verify
+from ansible_collections.ds4.fleet.plugins.module_utils import ds4_catalog, ds4_verify
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_catalog import CatalogError, reference_figures
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_metrics import parse_gpus
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_verify import (
@@ -531,3 +531,104 @@ def test_a_gb10_built_without_the_spark_target_is_named_among_the_causes():
     assert "built before the role chose the target from the release's Makefile" in older
     # A fast Spark has no causes, however it was built.
     assert verify(at(1.0), state(build=FALLBACK))["causes"] == []
+
+
+# --- a pair (issue 42): held to the published two-Spark figures --------------------------------------
+
+PAIR_REFERENCE = {
+    "source": "the engine's published two-Spark figures",
+    "stamp": "commit ba00a8a",
+    "figures": {"prefill_2k": 122, "decode_2k": 11.4},
+}
+
+
+def pair_catalog():
+    shipped = catalog(REFERENCE)
+    shipped["0731"]["quantizations"] = {
+        "q4": {"name": None, "approx_bytes": 153000000000, "pair_reference": PAIR_REFERENCE}
+    }
+    return shipped
+
+
+def test_the_workloads_of_a_pair_are_the_2k_prompt_alone():
+    engine = Engine(122.0, 11.4)
+    measured = measure_figures(
+        "http://x", decode_tokens=64, concurrent=12, runs=2, timeout=5, stream=engine, pair=True
+    )
+    assert (measured["prefill_2k"], measured["decode"]) == (122.0, 11.4)
+    assert measured["prefill_12k"] is None and measured["aggregate_12"] is None
+    assert len(engine.prompts) == 2
+
+
+@pytest.mark.parametrize("speculation", ["dspark", "plain"])
+def test_a_pair_at_the_two_spark_figures_is_ok_though_far_below_one_sparks(speculation):
+    reference = ds4_catalog.pair_reference_figures(pair_catalog(), "0731", "q4")
+    measured = {"prefill_2k": 120.0, "decode": 11.0, "prefill_12k": None, "aggregate_12": None}
+    report = judge(
+        host="spark04",
+        release="v0.6.5",
+        generation="0731",
+        speculation=speculation,
+        reference=reference,
+        measured=measured,
+        state=state(),
+        scale=1,
+        min_ratio=0.8,
+        now=1000.0,
+        pair=True,
+    )
+    assert report["verdict"] == "ok" and report["pair"] is True
+    assert [(r["figure"], r["reference"], r["ratio"]) for r in report["figures"]] == [
+        ("prefill_2k", 122, 0.98),
+        ("decode_2k", 11.4, 0.96),
+    ]
+    lines = report_lines(report)
+    assert lines[0] == "spark04: ok, every figure at least 0.8 of the published one"
+    assert "reference: 0731 (two Sparks serving q4 as a pair), stamped commit ba00a8a" in lines[-1]
+    # Held to one Spark's figures instead, the same pair would be slow on each of them.
+    single = verify(measured, state(), speculation=speculation)
+    assert single["verdict"] == "slow"
+
+
+def test_a_pair_at_half_its_figures_is_slow():
+    reference = ds4_catalog.pair_reference_figures(pair_catalog(), "0731", "q4")
+    report = judge(
+        host="spark04",
+        release="v0.6.5",
+        generation="0731",
+        speculation="dspark",
+        reference=reference,
+        measured={"prefill_2k": 61.0, "decode": 11.4},
+        state=state(),
+        scale=1,
+        min_ratio=0.8,
+        now=1000.0,
+        pair=True,
+    )
+    assert report["verdict"] == "slow" and report["slow"] == ["prefill_2k"]
+
+
+def test_the_module_holds_a_pair_to_its_quantizations_two_spark_figures(spark, monkeypatch):
+    module, args, _fact = spark
+    seen = {}
+
+    def measure(url, **kw):
+        seen.update(kw)
+        return {
+            "prefill_2k": 122.0,
+            "decode": 11.4,
+            "prefill_12k": None,
+            "aggregate_12": None,
+            "problems": [],
+        }
+
+    monkeypatch.setattr(module, "measure_figures", measure)
+    rc, result = run_module(module, dict(args, catalog=pair_catalog(), pair=True, quantization="q4"))
+    assert rc == 0, result
+    assert seen["pair"] is True
+    assert result["report"]["reference"]["figures"] == PAIR_REFERENCE["figures"]
+    assert result["report"]["verdict"] == "ok"
+    assert [row["figure"] for row in result["report"]["figures"]] == ["prefill_2k", "decode_2k"]
+    rc, result = run_module(module, dict(args, catalog=pair_catalog(), pair=True, quantization="mxfp4"))
+    assert rc == 0 and result["report"]["verdict"] == "unknown"
+    assert "no published figures for 0731 at v0.6.5 or before for a pair" in result["lines"][0]

@@ -24,6 +24,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_watchdog import (
     load_state,
     new_state,
     parse_show,
+    route_state,
 )
 from local_http import Handler, local_http
 
@@ -261,6 +262,18 @@ class Engine(Handler):
     extra = ""  # lines appended to /metrics
     hung = threading.Event()
     release = threading.Event()
+    route_complete = True  # a pair's coordinator: whether its worker is registered
+    posts: list = []
+
+    def do_POST(self):  # noqa: N802 - the name http.server calls
+        Engine.posts.append((self.path, json.loads(self.rfile.read(int(self.headers["Content-Length"])))))
+        if self.hung.is_set():
+            self.release.wait(5)
+            return
+        if self.route_complete:
+            self.answer(200, b'{"choices": [{"text": "pong"}]}')
+        else:
+            self.answer(503, ROUTE_ERROR.encode())
 
     def do_GET(self):  # noqa: N802 - the name http.server calls
         if self.hung.is_set():
@@ -278,6 +291,8 @@ def engine():
     Engine.release.clear()
     Engine.inflight = 0
     Engine.extra = ""
+    Engine.route_complete = True
+    Engine.posts = []
     with local_http(Engine) as url:
         yield url
         Engine.release.set()
@@ -698,3 +713,107 @@ def test_script_without_an_active_firewall_lists_no_table(host, engine):
     assert calls(host)[0] == "show ds4-firewall.service --property=ActiveState"
     assert not [call for call in calls(host) if call.startswith("nft")]
     assert "ds4_spark_firewall_loaded" not in series(text)
+
+
+# --- a pair (issue 42): a coordinator waiting for its worker, and a worker without an API ---
+
+WAITING = {"answered": True, "inflight": 0, "error": None, "route": "incomplete"}
+ROUTED = {"answered": True, "inflight": 0, "error": None, "route": "complete"}
+ROUTE_ERROR = json.dumps(
+    {"error": {"message": "coordinator route does not start at layer 0", "type": "invalid_request_error"}}
+)
+
+
+@pytest.mark.parametrize(
+    "status, body, state",
+    [
+        (200, '{"choices": []}', "complete"),
+        (503, ROUTE_ERROR, "incomplete"),
+        (400, ROUTE_ERROR, "incomplete"),
+        (503, '{"error": {"message": "server busy: client queue is full"}}', "unknown"),
+        (500, "not JSON", "unknown"),
+        (503, '["a list"]', "unknown"),
+    ],
+)
+def test_the_route_is_read_from_the_contracts_error_alone(status, body, state):
+    assert route_state(status, body) == state
+
+
+def test_a_coordinator_waiting_for_its_worker_is_waiting_never_hung_however_long():
+    decisions = run_decisions([ROUTED] + [WAITING] * 20 + [ROUTED])
+    verdicts = [d["verdict"] for d in decisions]
+    assert verdicts == ["ok"] + ["waiting"] * 20 + ["ok"]
+    assert {d["action"] for d in decisions} == {"none"}
+    assert all(d["state"]["failures"] == 0 for d in decisions)
+    # Said once when it begins (at warning priority: the pair does not serve), and once when it ends.
+    assert [d["log"] for d in decisions] == [True, True] + [False] * 19 + [True]
+    assert decisions[1]["warning"]
+    assert "waits for its worker" in decisions[1]["message"]
+    assert "coordinator route does not start at layer 0" in decisions[1]["message"]
+    assert "not hung, not restarted" in decisions[1]["message"]
+
+
+def test_a_hung_coordinator_is_killed_whatever_its_route_said_before():
+    decisions = run_decisions([WAITING, SILENT, SILENT, SILENT])
+    assert [d["verdict"] for d in decisions] == ["waiting", "failing", "failing", "hung"]
+    assert [d["action"] for d in decisions] == ["none", "none", "none", "kill"]
+
+
+def test_a_waiting_coordinator_between_failures_starts_the_count_again():
+    decisions = run_decisions([SILENT, SILENT, WAITING, SILENT, SILENT])
+    assert [d["action"] for d in decisions] == ["none"] * 5
+    assert decisions[-1]["state"]["failures"] == 2
+
+
+def test_a_pairs_worker_is_watched_by_its_unit_alone_and_named_so():
+    worker = "ds4-worker.service"
+    running = decide(ACTIVE, None, new_state(), 3, 1000.0, unit_name=worker, api=False)
+    assert (running["verdict"], running["action"]) == ("running", "none")
+    assert running["message"].startswith("ds4-worker.service (pid 4242) runs")
+    failed = dict(ACTIVE, ActiveState="failed", Result="start-limit-hit")
+    limit = decide(failed, None, new_state(), 3, 1000.0, unit_name=worker, api=False)
+    assert limit["verdict"] == "start-limit-hit" and "systemctl reset-failed ds4-worker" in limit["message"]
+
+
+def test_script_leaves_a_coordinator_waiting_for_its_worker_alone_and_says_its_route_is_broken(host, engine):
+    code, out, text = watch(host, engine, "--pair-role", "coordinator")
+    assert code == 0 and out == ["ds4.service (pid 4242) answers"]
+    samples = series(text)
+    assert samples['ds4_spark_pair_member{role="coordinator"}'] == 1
+    assert samples["ds4_spark_pair_route_complete"] == 1 and samples["ds4_spark_engine_up"] == 1
+    assert Engine.posts == [("/v1/completions", {"prompt": "ping", "max_tokens": 1, "temperature": 0})]
+    Engine.route_complete = False
+    for run in range(6):
+        code, out, text = watch(host, engine, "--pair-role", "coordinator")
+        assert code == 0 and kills(host) == []
+        if run == 0:
+            assert out[0].startswith("ds4.service (pid 4242) answers, but its route is incomplete")
+        else:
+            assert out == []  # said once, when it began
+    samples = series(text)
+    assert samples["ds4_spark_pair_route_complete"] == 0 and samples["ds4_spark_engine_up"] == 0
+    assert samples["ds4_spark_watchdog_probe_failures"] == 0
+    # Hung: the same coordinator is killed on the third probe without an answer.
+    Engine.hung.set()
+    for _ in range(3):
+        code, out, text = watch(host, engine, "--pair-role", "coordinator")
+    assert kills(host) == ["kill --signal=SIGKILL ds4.service"]
+    assert "ds4_spark_pair_route_complete" not in series(text)
+
+
+def test_script_asks_a_busy_coordinator_nothing_more_and_a_single_spark_never_its_route(host, engine):
+    Engine.inflight = 2
+    code, _, text = watch(host, engine, "--pair-role", "coordinator")
+    assert code == 0 and Engine.posts == [] and series(text)["ds4_spark_pair_route_complete"] == 1
+    Engine.inflight = 0
+    code, _, text = watch(host, engine)
+    assert code == 0 and Engine.posts == [] and "ds4_spark_pair" not in text
+
+
+def test_script_watches_a_worker_by_its_unit_alone(host, engine):
+    code, out, text = watch(host, engine, "--pair-role", "worker", "--unit", "ds4-worker.service")
+    assert code == 0 and out[0].startswith("ds4-worker.service (pid 4242) runs; it serves no API")
+    samples = series(text)
+    assert samples['ds4_spark_pair_member{role="worker"}'] == 1 and samples["ds4_spark_engine_up"] == 1
+    assert "ds4_spark_pair_route_complete" not in samples and "ds4_requests_inflight" not in samples
+    assert Engine.posts == [] and kills(host) == []
