@@ -194,16 +194,12 @@ def owned_dir(path, uid, gid, mode, check_mode=False):
         os.close(fd)
 
 
-def open_file(path, follow_last_link=False):
-    """A descriptor of the regular file `path`, read-only, walked from / with no link at any component.
-
-    With `follow_last_link`, a link at the last component (one the roles make: a weight file used in
-    place, linked into ds4_gguf_dir) is followed once, to an absolute target walked the same way.
-    Raises FileNotFoundError when nothing is there, UnsafePath for a link or a non-regular file."""
-    parts = _components(path)
+def _parent_fd(parts):
+    """A descriptor of the directory that holds the path made of `parts`, walked from / with no link at any
+    component. Raises FileNotFoundError when a directory on the way does not exist, UnsafePath for a link."""
     fd = os.open("/", _DIR_FLAGS)
+    shown = ""
     try:
-        shown = ""
         for name in parts[:-1]:
             shown += "/" + name
             child = _open_dir_at(fd, name, shown)
@@ -211,6 +207,21 @@ def open_file(path, follow_last_link=False):
                 raise FileNotFoundError(errno.ENOENT, "no such directory", shown)
             os.close(fd)
             fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_file(path, follow_last_link=False):
+    """A descriptor of the regular file `path`, read-only, walked from / with no link at any component.
+
+    With `follow_last_link`, a link at the last component (one the roles make: a weight file used in
+    place, linked into ds4_gguf_dir) is followed once, to an absolute target walked the same way.
+    Raises FileNotFoundError when nothing is there, UnsafePath for a link or a non-regular file."""
+    parts = _components(path)
+    fd = _parent_fd(parts)
+    try:
         try:
             found = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=fd)
         except OSError as e:
@@ -329,16 +340,8 @@ def write_at(path, content, mode):
     parts = _components(path)
     if not parts:
         raise UnsafePath("/ is never written as a file")
-    fd = os.open("/", _DIR_FLAGS)
+    fd = _parent_fd(parts)
     try:
-        shown = ""
-        for name in parts[:-1]:
-            shown += "/" + name
-            child = _open_dir_at(fd, name, shown)
-            if child is None:
-                raise FileNotFoundError(errno.ENOENT, "no such directory", shown)
-            os.close(fd)
-            fd = child
         temporary = f".{parts[-1]}.{os.getpid()}.tmp"
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary, dir_fd=fd)
