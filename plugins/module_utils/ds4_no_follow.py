@@ -333,6 +333,26 @@ def remove(path, keep=(), gone=None, check_mode=False, select=None, empty_only=F
         os.close(fd)
 
 
+def disown(path, uid, check_mode=False):
+    """Hand the directory `path` to root (root:root, its mode kept) when `uid` owns it: a directory the
+    operator named stays, but nothing in it is left to an account about to be deleted, whose uid the next
+    account made would inherit. Walked from / through descriptors; returns [path] when it changed hands."""
+    fd = _parent_fd(_components(path))
+    try:
+        child = _open_dir_at(fd, _components(path)[-1], path)
+    finally:
+        os.close(fd)
+    if child is None:
+        return []
+    try:
+        if os.fstat(child).st_uid != uid:
+            return []
+        set_attributes(child, 0, 0, check_mode=check_mode)
+        return [path]
+    finally:
+        os.close(child)
+
+
 def write_at(path, content, mode):
     """Replace the file PATH (bytes) whole: its directory walked from / with no link at any component, a
     new file made in it (O_EXCL, never through a link), its mode set through its descriptor, then renamed

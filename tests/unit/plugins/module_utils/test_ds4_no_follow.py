@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import (
     UnsafePath,
+    disown,
     open_file,
     owned_dir,
     read_text,
@@ -269,3 +270,30 @@ def test_a_check_run_lists_what_would_go_counting_what_went_before_and_removes_n
     assert remove(str(facts), gone=gone, check_mode=True, empty_only=True) == [str(facts)]
     assert remove(str(facts), gone=gone, check_mode=True) == []
     assert (facts / "ds4.fact").exists()
+
+
+# --- disown: a directory the operator named goes back to root when the removed account owns it (issue 40)
+
+
+def test_a_directory_the_removed_account_owns_goes_to_root_and_stays(root_dir):
+    kv = root_dir / "kv"
+    kv.mkdir(mode=0o750)
+    os.chown(kv, NOBODY, NOGROUP)
+    assert disown(str(kv), NOBODY, check_mode=True) == [str(kv)]
+    assert _owner(kv) == (NOBODY, NOGROUP, 0o750)
+    assert disown(str(kv), NOBODY) == [str(kv)]
+    assert _owner(kv) == (0, 0, 0o750)
+    assert disown(str(kv), NOBODY) == []
+
+
+def test_a_directory_another_owns_or_reached_by_a_link_is_not_handed_to_root(root_dir):
+    theirs = root_dir / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, NOBODY + 1, NOGROUP)
+    assert disown(str(theirs), NOBODY) == []
+    assert _owner(theirs)[0] == NOBODY + 1
+    (root_dir / "link").symlink_to(theirs)
+    os.chown(theirs, NOBODY, NOGROUP)
+    with pytest.raises(UnsafePath):
+        disown(str(root_dir / "link"), NOBODY)
+    assert _owner(theirs)[0] == NOBODY
