@@ -60,7 +60,7 @@ def this_run(playbook, token=None):
 def run_token(task_vars):
     """This run's token, kept as a fact of each host by its first lock task: that of this process only (a
     fact cache may hold an earlier run's)."""
-    kept = task_vars.get(TOKEN_FACT)
+    kept = task_vars.get(TOKEN_FACT) or (task_vars.get("ansible_facts") or {}).get(TOKEN_FACT)
     if isinstance(kept, dict) and kept.get("pid") == os.getppid() and isinstance(kept.get("token"), str):
         return kept["token"]
     return None
