@@ -353,6 +353,30 @@ def disown(path, uid, check_mode=False):
         os.close(child)
 
 
+def move_planned(src, dest, dev, ino):
+    """Rename the regular file `src` to `dest` only while it is the file a plan found (its st_dev and
+    st_ino): both directories walked from / with no link at any component, the name checked before the
+    rename (a link or another file swapped in since the plan is refused, nothing moved) and the moved one
+    after it (a swap in between is renamed back and refused). Raises UnsafePath, FileNotFoundError."""
+    src_fd = _parent_fd(_components(src))
+    try:
+        dest_fd = _parent_fd(_components(dest))
+        try:
+            src_name, dest_name = _components(src)[-1], _components(dest)[-1]
+            st = os.stat(src_name, dir_fd=src_fd, follow_symlinks=False)
+            if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (dev, ino):
+                raise UnsafePath(f"{src} is not the file the plan found (a link or another since): not moved")
+            os.rename(src_name, dest_name, src_dir_fd=src_fd, dst_dir_fd=dest_fd)
+            moved = os.stat(dest_name, dir_fd=dest_fd, follow_symlinks=False)
+            if not stat.S_ISREG(moved.st_mode) or (moved.st_dev, moved.st_ino) != (dev, ino):
+                os.rename(dest_name, src_name, src_dir_fd=dest_fd, dst_dir_fd=src_fd)
+                raise UnsafePath(f"{src} was swapped while it was moved: put back, not moved")
+        finally:
+            os.close(dest_fd)
+    finally:
+        os.close(src_fd)
+
+
 def write_at(path, content, mode):
     """Replace the file PATH (bytes) whole: its directory walked from / with no link at any component, a
     new file made in it (O_EXCL, never through a link), its mode set through its descriptor, then renamed
