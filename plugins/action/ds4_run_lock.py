@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import secrets
 import socket
 import time
 
@@ -35,12 +36,15 @@ MODULE = "ds4.fleet.ds4_run_lock"
 POLL = 2.0
 # Renewals per lease: three may fail in a row and the run still holds the Spark.
 RENEWALS = 4
+# The fact that carries this run's token from one lock task to the next, and across plays.
+TOKEN_FACT = "_ds4_run_lock_token"
 
 display = Display()
 
 
-def this_run(playbook):
-    """The holder record of this ansible-playbook run (a worker's parent is the run's main process)."""
+def this_run(playbook, token=None):
+    """The holder record of this ansible-playbook run (a worker's parent is the run's main process), with
+    the run's TOKEN, or a new random one for its first lock task."""
     now = time.time()
     return {
         "controller": socket.gethostname(),
@@ -49,7 +53,17 @@ def this_run(playbook):
         "playbook": playbook,
         "since": now,
         "since_text": time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(now)),
+        "token": token or secrets.token_hex(16),
     }
+
+
+def run_token(task_vars):
+    """This run's token, kept as a fact of each host by its first lock task: that of this process only (a
+    fact cache may hold an earlier run's)."""
+    kept = task_vars.get(TOKEN_FACT) or (task_vars.get("ansible_facts") or {}).get(TOKEN_FACT)
+    if isinstance(kept, dict) and kept.get("pid") == os.getppid() and isinstance(kept.get("token"), str):
+        return kept["token"]
+    return None
 
 
 def alive(pid):
@@ -109,7 +123,7 @@ class ActionModule(ActionBase):
         wait = float(args.get("wait", 600))
         lease = int(args.get("lease", 300))
         playbook = os.path.basename(str(task_vars.get("ansible_play_name") or "ds4-fleet"))
-        args["holder"] = this_run(playbook)
+        args["holder"] = this_run(playbook, run_token(task_vars))
         if state != "held":
             return self._execute_module(MODULE, module_args=args, task_vars=task_vars)
         deadline = time.monotonic() + wait
@@ -117,6 +131,9 @@ class ActionModule(ActionBase):
             answer = self._execute_module(MODULE, module_args=args, task_vars=task_vars)
             if answer.get("failed") or answer.get("held"):
                 result.update(answer)
+                if answer.get("held"):
+                    token = {"pid": args["holder"]["pid"], "token": args["holder"]["token"]}
+                    result["ansible_facts"] = {TOKEN_FACT: token}
                 old = answer.get("taken_over")
                 if old:
                     result["msg"] = taken_over_message(old)

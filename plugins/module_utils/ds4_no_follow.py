@@ -194,16 +194,12 @@ def owned_dir(path, uid, gid, mode, check_mode=False):
         os.close(fd)
 
 
-def open_file(path, follow_last_link=False):
-    """A descriptor of the regular file `path`, read-only, walked from / with no link at any component.
-
-    With `follow_last_link`, a link at the last component (one the roles make: a weight file used in
-    place, linked into ds4_gguf_dir) is followed once, to an absolute target walked the same way.
-    Raises FileNotFoundError when nothing is there, UnsafePath for a link or a non-regular file."""
-    parts = _components(path)
+def _parent_fd(parts):
+    """A descriptor of the directory that holds the path made of `parts`, walked from / with no link at any
+    component. Raises FileNotFoundError when a directory on the way does not exist, UnsafePath for a link."""
     fd = os.open("/", _DIR_FLAGS)
+    shown = ""
     try:
-        shown = ""
         for name in parts[:-1]:
             shown += "/" + name
             child = _open_dir_at(fd, name, shown)
@@ -211,6 +207,21 @@ def open_file(path, follow_last_link=False):
                 raise FileNotFoundError(errno.ENOENT, "no such directory", shown)
             os.close(fd)
             fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_file(path, follow_last_link=False):
+    """A descriptor of the regular file `path`, read-only, walked from / with no link at any component.
+
+    With `follow_last_link`, a link at the last component (one the roles make: a weight file used in
+    place, linked into ds4_gguf_dir) is followed once, to an absolute target walked the same way.
+    Raises FileNotFoundError when nothing is there, UnsafePath for a link or a non-regular file."""
+    parts = _components(path)
+    fd = _parent_fd(parts)
+    try:
         try:
             found = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=fd)
         except OSError as e:
@@ -322,6 +333,50 @@ def remove(path, keep=(), gone=None, check_mode=False, select=None, empty_only=F
         os.close(fd)
 
 
+def disown(path, uid, check_mode=False):
+    """Hand the directory `path` to root (root:root, its mode kept) when `uid` owns it: a directory the
+    operator named stays, but nothing in it is left to an account about to be deleted, whose uid the next
+    account made would inherit. Walked from / through descriptors; returns [path] when it changed hands."""
+    fd = _parent_fd(_components(path))
+    try:
+        child = _open_dir_at(fd, _components(path)[-1], path)
+    finally:
+        os.close(fd)
+    if child is None:
+        return []
+    try:
+        if os.fstat(child).st_uid != uid:
+            return []
+        set_attributes(child, 0, 0, check_mode=check_mode)
+        return [path]
+    finally:
+        os.close(child)
+
+
+def move_planned(src, dest, dev, ino):
+    """Rename the regular file `src` to `dest` only while it is the file a plan found (its st_dev and
+    st_ino): both directories walked from / with no link at any component, the name checked before the
+    rename (a link or another file swapped in since the plan is refused, nothing moved) and the moved one
+    after it (a swap in between is renamed back and refused). Raises UnsafePath, FileNotFoundError."""
+    src_fd = _parent_fd(_components(src))
+    try:
+        dest_fd = _parent_fd(_components(dest))
+        try:
+            src_name, dest_name = _components(src)[-1], _components(dest)[-1]
+            st = os.stat(src_name, dir_fd=src_fd, follow_symlinks=False)
+            if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (dev, ino):
+                raise UnsafePath(f"{src} is not the file the plan found (a link or another since): not moved")
+            os.rename(src_name, dest_name, src_dir_fd=src_fd, dst_dir_fd=dest_fd)
+            moved = os.stat(dest_name, dir_fd=dest_fd, follow_symlinks=False)
+            if not stat.S_ISREG(moved.st_mode) or (moved.st_dev, moved.st_ino) != (dev, ino):
+                os.rename(dest_name, src_name, src_dir_fd=dest_fd, dst_dir_fd=src_fd)
+                raise UnsafePath(f"{src} was swapped while it was moved: put back, not moved")
+        finally:
+            os.close(dest_fd)
+    finally:
+        os.close(src_fd)
+
+
 def write_at(path, content, mode):
     """Replace the file PATH (bytes) whole: its directory walked from / with no link at any component, a
     new file made in it (O_EXCL, never through a link), its mode set through its descriptor, then renamed
@@ -329,16 +384,8 @@ def write_at(path, content, mode):
     parts = _components(path)
     if not parts:
         raise UnsafePath("/ is never written as a file")
-    fd = os.open("/", _DIR_FLAGS)
+    fd = _parent_fd(parts)
     try:
-        shown = ""
-        for name in parts[:-1]:
-            shown += "/" + name
-            child = _open_dir_at(fd, name, shown)
-            if child is None:
-                raise FileNotFoundError(errno.ENOENT, "no such directory", shown)
-            os.close(fd)
-            fd = child
         temporary = f".{parts[-1]}.{os.getpid()}.tmp"
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary, dir_fd=fd)

@@ -27,6 +27,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import (
     read_text,
     replace_file,
 )
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_settings import directory_problems
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_weight_files import companion_names
 
 # How a path goes: all of it; one file or link; a directory once nothing is left in it; the entries of a
@@ -102,6 +103,19 @@ def made(root, gguf_dir, kv_dir, build_log_dir, weight_names, weights=False, tex
     build_log_dir = _checked("ds4_engine_build_log_dir", build_log_dir)
     kv_dir = _checked("ds4_kv_disk_dir", kv_dir) if kv_dir else ""
     textfile_dir = _checked("ds4_node_exporter_textfile_dir", textfile_dir)
+    # The roles' own rules for these directories (issue 40): a setting they would refuse is never acted on,
+    # whatever the inventory says now (a system directory would lose what the service user owns in it).
+    refused = directory_problems(
+        {
+            "ds4_root": root,
+            "ds4_gguf_dir": gguf_dir,
+            "ds4_kv_disk_dir": kv_dir,
+            "ds4_engine_build_log_dir": build_log_dir,
+            "ds4_node_exporter_textfile_dir": textfile_dir,
+        }
+    )
+    if refused:
+        raise RemoveError("; ".join(refused))
     paths = [(FILE, f"{UNIT_DIR}/{unit}", ()) for unit in UNITS]
     paths += [
         (FILE, f"{UNIT_DIR}/ds4.service.d/00-ds4-fleet-supervision.conf", ()),
@@ -127,6 +141,8 @@ def made(root, gguf_dir, kv_dir, build_log_dir, weight_names, weights=False, tex
         # The watchdog's file alone: the directory is node_exporter's (a site's own, or the package's).
         (FILE, f"{textfile_dir}/ds4.prom", ()),
         (FILE, "/run/ds4-weights-peer-serve.stop", ()),
+        # The engine's working directory (CacheDirectory=ds4): the service user's, and systemd keeps it.
+        (TREE, "/var/cache/ds4", ()),
         # The engine's runtime directory (its lock): systemd removes it when ds4.service stops.
         (TREE, "/run/ds4", ()),
     ]

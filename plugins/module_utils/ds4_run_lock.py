@@ -6,7 +6,11 @@ the Spark from its first change to its end. Ansible runs each task in a process 
 can hold a kernel lock for the run: the lock is a file that says who holds it, and until when:
 
     {"controller": "ops-laptop", "pid": 4242, "user": "alice", "playbook": "site.yml", "since": 1764590000.0,
-     "lease": 300, "renewed": 81234.5}
+     "lease": 300, "renewed": 81234.5, "token": "<32 random hex digits, the run's own>"}
+
+The token tells this run from any other (issue 40): only a record with the run's own token is the run's.
+The file is root's alone, so no other user reads it; the run asks again (`checked`) before each step that
+destroys, so a run whose lease was taken over while its controller was suspended stops there.
 
 It is a lease: the run that holds it renews it (the action ds4_run_lock leaves a renewer on the controller
 for that), and a holder that stops renewing (killed, its controller or container gone) loses it `lease`
@@ -38,7 +42,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import rea
 PATH = os.path.join(LOCK_DIR, "run.lock")
 # The guard is held for the few calls of one change: a longer hold is no run of ours.
 GUARD_WAIT = 60.0
-FIELDS = ("controller", "pid", "user", "playbook", "since", "since_text", "lease")
+FIELDS = ("controller", "pid", "user", "playbook", "since", "since_text", "lease", "token")
 
 
 class LockError(Exception):
@@ -58,9 +62,16 @@ def describe(holder):
     )
 
 
-def same(a, b):
-    """Whether two holder records are the same run: the same ansible-playbook process of one controller."""
+def same_process(a, b):
+    """Whether two holder records name the same ansible-playbook process of one controller (by its name)."""
     return all(a.get(key) == b.get(key) for key in ("controller", "pid"))
+
+
+def same(a, b):
+    """Whether two holder records are the same run: the same process and the run's random token. The host
+    name and pid alone do not tell two controllers of one name apart (two job containers, each its own
+    pid numbers), nor a run from one that took its place."""
+    return same_process(a, b) and a.get("token") == b.get("token")
 
 
 def lease_left(holder, now):
@@ -122,7 +133,7 @@ def try_hold(path, holder, stale=None, now=None):
             before is None
             or same(before, holder)
             or lease_left(before, now) == 0
-            or (stale is not None and same(before, stale))
+            or (stale is not None and same_process(before, stale))
         ):
             return True, _write(path, holder, now), before
         return False, before, before
@@ -148,3 +159,20 @@ def release(path, holder):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
         return True
+
+
+def checked(path, holder):
+    """HOLDER's record when it holds the lock still, None when no run holds it (a role run alone); raises
+    LockError naming the run that holds it otherwise. Asked before each step that destroys (the switch, the
+    weights' cleanup, the removal): a run whose controller was suspended past its lease, and whose Spark
+    another run took over meanwhile, stops there instead of acting at once with the new holder."""
+    # No guard: a record is renamed in whole, so a read sees one or the other, and a check run (or a role
+    # run alone, with no lock directory yet) makes nothing.
+    current = read(path)
+    if current is None or same(current, holder):
+        return current
+    raise LockError(
+        f"this run no longer holds this Spark: {describe(current)} took this Spark over (this run's lease "
+        f"ran out while it was stopped, a controller suspended or cut off for longer than "
+        f"ds4_run_lock_lease); nothing more is changed here by this run"
+    )

@@ -815,6 +815,22 @@ def launch_problems(values):
     return []
 
 
+# The directory settings playbooks/remove.yml acts on: judged on the Spark by the rules of the roles that
+# made them, before anything goes (module_utils/ds4_remove.made).
+DIRECTORY_SETTINGS = (*MANAGED_DIRS, "ds4_node_exporter_textfile_dir")
+
+
+def directory_problems(values):
+    """The refusals of the directory settings in `values` (DIRECTORY_SETTINGS), each naming its variable."""
+    out = []
+    for name in DIRECTORY_SETTINGS:
+        if name in values:
+            what = RULES[name](values[name])
+            if what:
+                out.append(f"{name} must be {what}; got {json.dumps(values[name])}")
+    return out + _confined_dirs(values)
+
+
 def problems(values, secret_names=()):
     """Every refusal, in the order of RULES and then the rules between variables."""
     out = []

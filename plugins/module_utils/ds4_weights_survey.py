@@ -156,5 +156,13 @@ def _adoptable(directory, name, dev, skipped):
             continue
         st = _regular(path)
         if st:
-            return {"name": name, "path": path, "size": st.st_size, "same_fs": st.st_dev == dev}
+            # The file itself, by device and inode: adoption moves it only while it is still this one.
+            return {
+                "name": name,
+                "path": path,
+                "size": st.st_size,
+                "same_fs": st.st_dev == dev,
+                "dev": st.st_dev,
+                "ino": st.st_ino,
+            }
     return None

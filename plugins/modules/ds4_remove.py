@@ -126,6 +126,7 @@ import pwd  # noqa: E402
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import (  # noqa: E402
     UnsafePath,
+    disown,
     read_text,
     remove,
     replace_file,
@@ -232,6 +233,9 @@ class Remover:
             elif how == BUILD_LOGS:
                 select = _build_log
             removed += remove(path, keep, gone, self.check, select=select, empty_only=how == EMPTY)
+            if how == OWNED:
+                # The directory stays (the operator named it), but not the deleted uid's (issue 40).
+                removed += [f"{taken} (given to root)" for taken in disown(path, service_uid, self.check)]
         return removed
 
     def node_exporter_defaults(self, saved):

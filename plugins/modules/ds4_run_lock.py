@@ -23,9 +23,10 @@ version_added: 0.1.0
 options:
   state:
     description: C(held) to take the lock, C(renewed) to renew the lease of the run that holds it,
-      C(released) to give it back.
+      C(released) to give it back, C(checked) to fail, naming the holder, when another run holds it now
+      (asked before each step that destroys; no lock at all passes, for a role run alone).
     type: str
-    choices: [held, renewed, released]
+    choices: [held, renewed, released, checked]
     default: held
   path:
     description: The lock file, in a directory of root's alone (0700) that a reboot empties.
@@ -65,7 +66,8 @@ held:
   returned: always
   type: bool
 holder:
-  description: The run recorded in the lock file (this one, or the other one that holds it).
+  description: The run recorded in the lock file (this one, or the other one that holds it), without its
+    token.
   returned: when the lock is held
   type: dict
 new:
@@ -86,6 +88,7 @@ from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_run_lock import (  # noqa: E402
     PATH,
     LockError,
+    checked,
     clock,
     lease_left,
     read,
@@ -96,10 +99,19 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_run_lock import (  #
 )
 
 
+def _shown(record):
+    """A holder record as the output shows it: without its token, known to the lock file and its run alone."""
+    return None if record is None else {key: value for key, value in record.items() if key != "token"}
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
-            "state": {"type": "str", "choices": ["held", "renewed", "released"], "default": "held"},
+            "state": {
+                "type": "str",
+                "choices": ["held", "renewed", "released", "checked"],
+                "default": "held",
+            },
             "path": {"type": "path", "default": PATH},
             "holder": {"type": "dict"},
             "wait": {"type": "int", "default": 600},
@@ -112,10 +124,13 @@ def main():
     holder = dict(p["holder"] or {}, lease=p["lease"])
     try:
         now = clock()
+        if p["state"] == "checked":
+            mine = checked(p["path"], holder)
+            module.exit_json(changed=False, held=mine is not None, holder=_shown(mine))
         if module.check_mode:
             current = read(p["path"])
             mine = current is None or same(current, holder) or lease_left(current, now) == 0
-            module.exit_json(changed=False, held=mine, holder=current or holder, taken_over=None)
+            module.exit_json(changed=False, held=mine, holder=_shown(current or holder), taken_over=None)
         if p["state"] == "released":
             released = release(p["path"], holder)
             module.exit_json(changed=False, held=False, released=released)
@@ -131,8 +146,8 @@ def main():
         changed=False,
         held=held,
         new=new,
-        holder=current,
-        taken_over=before if new else None,
+        holder=_shown(current),
+        taken_over=_shown(before) if new else None,
         lease_left=None if held else lease_left(current, now),
     )
 

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import (
     UnsafePath,
+    disown,
+    move_planned,
     open_file,
     owned_dir,
     read_text,
@@ -269,3 +271,68 @@ def test_a_check_run_lists_what_would_go_counting_what_went_before_and_removes_n
     assert remove(str(facts), gone=gone, check_mode=True, empty_only=True) == [str(facts)]
     assert remove(str(facts), gone=gone, check_mode=True) == []
     assert (facts / "ds4.fact").exists()
+
+
+# --- disown: a directory the operator named goes back to root when the removed account owns it (issue 40)
+
+
+def test_a_directory_the_removed_account_owns_goes_to_root_and_stays(root_dir):
+    kv = root_dir / "kv"
+    kv.mkdir(mode=0o750)
+    os.chown(kv, NOBODY, NOGROUP)
+    assert disown(str(kv), NOBODY, check_mode=True) == [str(kv)]
+    assert _owner(kv) == (NOBODY, NOGROUP, 0o750)
+    assert disown(str(kv), NOBODY) == [str(kv)]
+    assert _owner(kv) == (0, 0, 0o750)
+    assert disown(str(kv), NOBODY) == []
+
+
+def test_a_directory_another_owns_or_reached_by_a_link_is_not_handed_to_root(root_dir):
+    theirs = root_dir / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, NOBODY + 1, NOGROUP)
+    assert disown(str(theirs), NOBODY) == []
+    assert _owner(theirs)[0] == NOBODY + 1
+    (root_dir / "link").symlink_to(theirs)
+    os.chown(theirs, NOBODY, NOGROUP)
+    with pytest.raises(UnsafePath):
+        disown(str(root_dir / "link"), NOBODY)
+    assert _owner(theirs)[0] == NOBODY
+
+
+# --- move_planned: adoption moves the file the plan found, never a link swapped in since (issue 40) -----
+
+
+def _planned(path):
+    st = os.lstat(path)
+    return st.st_dev, st.st_ino
+
+
+def test_the_file_the_plan_found_is_moved_itself(tmp_path):
+    (tmp_path / "home").mkdir()
+    (tmp_path / "gguf").mkdir()
+    src, dest = tmp_path / "home" / "w.gguf", tmp_path / "gguf" / "w.gguf"
+    src.write_bytes(b"weights")
+    planned = _planned(src)
+    move_planned(str(src), str(dest), *planned)
+    assert _planned(dest) == planned and not src.exists()
+
+
+@pytest.mark.parametrize("swap", ["link", "file"])
+def test_a_link_or_file_swapped_in_since_the_plan_is_refused_and_nothing_moves(tmp_path, swap):
+    (tmp_path / "home").mkdir()
+    (tmp_path / "gguf").mkdir()
+    src, dest = tmp_path / "home" / "w.gguf", tmp_path / "gguf" / "w.gguf"
+    src.write_bytes(b"weights")
+    planned = _planned(src)
+    # The file's owner swaps it after the plan: a link to root's file, or another file of the same name
+    # (the planned one kept aside, so that its inode number is not reused).
+    src.rename(tmp_path / "home" / "kept")
+    (tmp_path / "secret").write_text("root's\n")
+    if swap == "link":
+        src.symlink_to(tmp_path / "secret")
+    else:
+        src.write_bytes(b"other weights")
+    with pytest.raises(UnsafePath, match="not the file the plan found"):
+        move_planned(str(src), str(dest), *planned)
+    assert not os.path.lexists(dest) and os.path.lexists(src)

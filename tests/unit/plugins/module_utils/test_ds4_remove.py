@@ -78,12 +78,12 @@ def test_weights_stay_unless_asked_and_the_state_directory_keeps_them():
 
 
 def test_a_weights_directory_the_operator_named_loses_only_the_files_the_roles_fetched():
-    entries = plan(gguf_dir="/srv/models", weights=True)
-    assert covered(f"/srv/models/{NAMES[0]}", entries)
-    assert not covered("/srv/models", entries)
-    assert not covered("/srv/models/their-own.gguf", entries)
-    assert all(how == FILE for how, path, _ in entries if within(path, "/srv/models"))
-    assert not any(within("/srv/models", path) for how, path, _ in entries if how != FILE)
+    entries = plan(gguf_dir="/srv/ds4-models", weights=True)
+    assert covered(f"/srv/ds4-models/{NAMES[0]}", entries)
+    assert not covered("/srv/ds4-models", entries)
+    assert not covered("/srv/ds4-models/their-own.gguf", entries)
+    assert all(how == FILE for how, path, _ in entries if within(path, "/srv/ds4-models"))
+    assert not any(within("/srv/ds4-models", path) for how, path, _ in entries if how != FILE)
 
 
 def test_of_a_sites_textfile_directory_only_the_watchdogs_file_goes():
@@ -93,13 +93,51 @@ def test_of_a_sites_textfile_directory_only_the_watchdogs_file_goes():
 
 
 def test_a_kv_directory_or_build_log_directory_the_operator_named_stays_itself():
-    entries = plan(kv_dir="/srv/kv", build_log_dir="/srv/logs")
-    assert (OWNED, "/srv/kv", ()) in entries
-    assert (BUILD_LOGS, "/srv/logs", ()) in entries
+    entries = plan(kv_dir="/srv/ds4/kv", build_log_dir="/srv/ds4/logs")
+    assert (OWNED, "/srv/ds4/kv", ()) in entries
+    assert (BUILD_LOGS, "/srv/ds4/logs", ()) in entries
     assert ds4_remove.is_build_log("build-v0.6.5.log") and ds4_remove.is_build_log(
         ".build-v0.6.5.progress.json"
     )
     assert not ds4_remove.is_build_log("syslog")
+
+
+def test_the_engines_cache_directory_goes_with_the_service_user():
+    # CacheDirectory=ds4 in ds4.service: systemd makes it the service user's, and it outlives the unit.
+    assert (TREE, "/var/cache/ds4", ()) in plan()
+
+
+@pytest.mark.parametrize(
+    ("name", "settings"),
+    [
+        ("ds4_kv_disk_dir", {"kv_dir": "/etc"}),
+        ("ds4_kv_disk_dir", {"kv_dir": "/srv/www"}),
+        ("ds4_kv_disk_dir", {"kv_dir": "/var/lib/ds4/rollback"}),
+        ("ds4_engine_build_log_dir", {"build_log_dir": "/var/log"}),
+        ("ds4_engine_build_log_dir", {"build_log_dir": "/usr/share/doc"}),
+        ("ds4_gguf_dir", {"gguf_dir": "/usr/lib"}),
+        ("ds4_node_exporter_textfile_dir", {"textfile_dir": "/etc/cron.d"}),
+        ("ds4_root", {"root": "/usr"}),
+        ("ds4_kv_disk_dir", {"kv_dir": "/srv/ds4", "gguf_dir": "/srv/ds4/gguf"}),
+    ],
+)
+def test_a_directory_setting_the_roles_would_refuse_is_refused_by_the_removal(name, settings):
+    args = {
+        "root": "/opt/ds4",
+        "gguf_dir": "/var/lib/ds4/gguf",
+        "kv_dir": "",
+        "build_log_dir": "/var/log/ds4",
+        "textfile_dir": "/var/lib/prometheus/node-exporter",
+    } | settings
+    with pytest.raises(RemoveError, match=name):
+        made(
+            args["root"],
+            args["gguf_dir"],
+            args["kv_dir"],
+            args["build_log_dir"],
+            NAMES,
+            textfile_dir=args["textfile_dir"],
+        )
 
 
 @pytest.mark.parametrize("bad", ["relative/dir", "/", "/opt/../etc", ""])

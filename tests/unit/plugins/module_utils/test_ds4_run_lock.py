@@ -3,6 +3,7 @@ controller side of the action (who has ended, the renewer's loop)."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -17,6 +18,7 @@ from ansible_collections.ds4.fleet.plugins.action.ds4_run_lock import (
 )
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_run_lock import (
     LockError,
+    checked,
     describe,
     lease_left,
     read,
@@ -33,6 +35,7 @@ A = {
     "since": 1.0,
     "since_text": "t1",
     "lease": 60,
+    "token": "a" * 32,
 }
 B = {
     "controller": "ops",
@@ -42,6 +45,7 @@ B = {
     "since": 2.0,
     "since_text": "t2",
     "lease": 60,
+    "token": "b" * 32,
 }
 
 
@@ -227,3 +231,45 @@ def test_a_guard_held_too_long_fails_naming_its_holder(lock, monkeypatch):
             held(lock, B)
     finally:
         os.close(holder_fd)
+
+
+# --- the run's token, and the check before each destructive step (issue 40, point 5e) ---
+
+
+def test_each_run_has_a_random_token_of_its_own():
+    first, second = this_run("site.yml")["token"], this_run("site.yml")["token"]
+    assert first != second and len(first) >= 32
+    assert this_run("site.yml", token=first)["token"] == first, "the run's later tasks carry its token"
+
+
+def test_the_same_controller_name_and_pid_with_another_token_is_another_run(lock):
+    # Two controllers of one name (two AWX job containers, each ansible-playbook its pid 1... of the same
+    # number): the host name and pid do not tell them apart, the token does.
+    held(lock, A)
+    twin = dict(A, token="c" * 32)
+    assert held(lock, twin)[0] is False
+    assert renew(lock, twin, now=1001.0) is False and release(lock, twin) is False
+    with pytest.raises(LockError, match="alice on ops"):
+        checked(lock, twin)
+
+
+def test_a_suspended_run_whose_lease_was_taken_over_does_not_act(lock):
+    held(lock, A, now=1000.0)
+    assert checked(lock, A) == dict(A, renewed=1000.0), "the holder goes on"
+    # A's controller is suspended: no renewal; B takes the Spark over once the lease has run out.
+    assert try_hold(lock, B, now=1061.0)[0] is True
+    # A wakes up between two of its steps: the next destructive one is refused, naming B.
+    with pytest.raises(LockError, match=r"bob on ops \(pid 200, upgrade.yml.*took this Spark over"):
+        checked(lock, A)
+
+
+def test_a_lease_edited_to_another_run_between_steps_stops_the_next_step(lock):
+    held(lock, A, now=1000.0)
+    with open(lock, "w") as handle:
+        handle.write(json.dumps(dict(B, renewed=1000.0)) + "\n")
+    with pytest.raises(LockError, match="bob on ops"):
+        checked(lock, A)
+
+
+def test_a_role_run_alone_with_no_lock_on_the_spark_goes_on(lock):
+    assert checked(lock, A) is None
