@@ -55,6 +55,8 @@ FETCH_TASK = re.compile(
     r"|Wait for the weight files, printing their progress as they come) -+ ([\d.]+)s$",
     re.M,
 )
+# The line profile_tasks prints under each task's header: the date, the time, the task's and the run's.
+PROFILE_TIMES = re.compile(r"^\w+ \d\d \w+ \d{4} +\d\d:\d\d:\d\d ")
 PLAY = """---
 - name: Get the weights
   hosts: sparks
@@ -158,9 +160,12 @@ def fetch_seconds(out):
 
 
 def plan_lines(out):
-    """The peer plan the run printed (its task's output, as the callback wrapped it)."""
+    """The peer plan the run printed (its task's output, as the callback wrapped it), without the line of
+    times that profile_tasks prints under each task's header."""
     block = out.partition("TASK [ds4_weights : Say which Spark seeds")[2].partition("TASK [")[0]
-    return [line.rstrip() for line in block.splitlines()[1:] if line.strip()]
+    return [
+        line.rstrip() for line in block.splitlines()[1:] if line.strip() and not PROFILE_TIMES.match(line)
+    ]
 
 
 def served(out):
