@@ -49,6 +49,14 @@ BIG_PORT, BIG_STORAGE_PORT = 18180, 18181
 BIG_DATA = "/tmp/ds4-bench-hub"
 BIG_REPO = "ds4-bench/weights"
 MIB = 1 << 20
+# profile_tasks' recap line of each fetch task (tasks/fetch.yml of ds4_weights), with its seconds.
+FETCH_TASK = re.compile(
+    r"^ds4_weights : (?:Start fetching and verifying the weight files"
+    r"|Wait for the weight files, printing their progress as they come) -+ ([\d.]+)s$",
+    re.M,
+)
+# The line profile_tasks prints under each task's header: the date, the time, the task's and the run's.
+PROFILE_TIMES = re.compile(r"^\w+ \d\d \w+ \d{4} +\d\d:\d\d:\d\d ")
 PLAY = """---
 - name: Get the weights
   hosts: sparks
@@ -145,10 +153,19 @@ def run(fleet, endpoint, play, *args):
     return wall, hub(fleet, endpoint, "GET", "/_standin/stats")["content_bytes"] - before, out
 
 
+def fetch_seconds(out):
+    """Seconds the play spent in the fetch tasks (starting the fetches and waiting for them, every wave),
+    from profile_tasks' recap: the transfer's share of the wall time, the rest being Ansible's tasks."""
+    return sum(float(s) for s in FETCH_TASK.findall(out))
+
+
 def plan_lines(out):
-    """The peer plan the run printed (its task's output, as the callback wrapped it)."""
+    """The peer plan the run printed (its task's output, as the callback wrapped it), without the line of
+    times that profile_tasks prints under each task's header."""
     block = out.partition("TASK [ds4_weights : Say which Spark seeds")[2].partition("TASK [")[0]
-    return [line.rstrip() for line in block.splitlines()[1:] if line.strip()]
+    return [
+        line.rstrip() for line in block.splitlines()[1:] if line.strip() and not PROFILE_TIMES.match(line)
+    ]
 
 
 def served(out):
@@ -174,6 +191,10 @@ def main():
         "--sizes", type=int, nargs="+", default=[3, 5], help="fleet sizes, 2 to 9 Sparks (default 3 5)"
     )
     args = parser.parse_args()
+    # Each task's seconds in the output (its recap), for the fetch tasks' share of the wall time.
+    os.environ.update(
+        ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks", PROFILE_TASKS_TASK_OUTPUT_LIMIT="all"
+    )
     link = int(args.link_kbps * 1000)
     hosts = tuple(f"spark{i:02d}" for i in range(1, max(args.sizes) + 1))
     with tempfile.TemporaryDirectory(prefix="ds4-bench-") as work:
@@ -198,12 +219,25 @@ def main():
                 f"{os.getloadavg()[0]:.1f}",
                 flush=True,
             )
-            one, one_bytes, _ = run(fleet, endpoint, play, *extra, "-l", "spark01")
-            print(f"one Spark: {one:.1f} s, hub bytes / model {one_bytes / size:.2f}", flush=True)
+            one, one_bytes, one_out = run(fleet, endpoint, play, *extra, "-l", "spark01")
+            one_fetch = fetch_seconds(one_out)
             print(
-                "{:<4}{:<12}{:>8}{:>12}{:>13}{:>16}{:>15}".format(
-                    "N", "", "wall s", "wall / one", "hub / model", "LAN sent, most", "LAN sent, mean"
-                )
+                f"one Spark: {one:.1f} s (fetch tasks {one_fetch:.1f} s),"
+                f" hub bytes / model {one_bytes / size:.2f}",
+                flush=True,
+            )
+            print(
+                "{:<4}{:<12}{:>8}{:>12}{:>9}{:>13}{:>13}{:>16}{:>15}".format(
+                    "N",
+                    "",
+                    "wall s",
+                    "wall / one",
+                    "fetch s",
+                    "fetch / one",
+                    "hub / model",
+                    "LAN sent, most",
+                    "LAN sent, mean",
+                )  # fmt: skip
             )
             cap = ("-e", f"ds4_weights_peer_rate={link}")
             modes = (
@@ -219,9 +253,11 @@ def main():
                     sent = served(out)
                     most = max(sent.values(), default=0) / size
                     mean = sum(sent.values()) / n / size
+                    fetch = fetch_seconds(out)
                     print(
-                        f"{n:<4}{label:<12}{wall:>8.1f}{wall / one:>12.2f}{nbytes / size:>13.2f}"
-                        f"{most:>16.2f}{mean:>15.2f}",
+                        f"{n:<4}{label:<12}{wall:>8.1f}{wall / one:>12.2f}{fetch:>9.1f}"
+                        f"{fetch / one_fetch:>13.2f}"
+                        f"{nbytes / size:>13.2f}{most:>16.2f}{mean:>15.2f}",
                         flush=True,
                     )
                     plans[(n, label)] = plan_lines(out)

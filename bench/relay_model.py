@@ -10,15 +10,15 @@ the model (one file of --model-gb). A simple fluid model of the links then gives
 - two waves: a Spark's receivers begin when the first wave (the hub fetches) has ended, each at its
   source's upload share;
 - the relay: a Spark receives at the lesser of its source's own rate and its source's upload share, and
-  begins --hop-s after its source (the relay's lag: the list of held ranges is published every 0.1 s, the
-  receiver's first ramp step is 0.4 s); a binary tree (each Spark relaying to two) is shown beside the
-  chain the plan makes, to say why the plan chains.
+  begins --hop-s after its source (the relay's lag: the list of held ranges is published every 0.1 s and a
+  request waits at the relay until they come; bench/relay_chain.py measured 0.12 to 0.14 s a hop); a binary
+  tree (each Spark relaying to two) is shown beside the chain the plan makes, to say why the plan chains.
 
 It prints the fleet's time over one Spark's for each N and asserts nothing. To compare with a measured run
 (bench/fleet_weights.py), give its model, link and fleet sizes (--check-n) and the time Ansible's own
 tasks add to every run (--overhead-s), which the ratios then include.
 
-    .venv/bin/python bench/relay_model.py [--model-gb 93] [--hub-mbps 117] [--upload-mbps 117] [--hop-s 1]
+    .venv/bin/python bench/relay_model.py [--model-gb 93] [--hub-mbps 117] [--upload-mbps 117] [--hop-s 0.14]
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def main():
     parser.add_argument("--model-gb", type=float, default=93.0)
     parser.add_argument("--hub-mbps", type=float, default=117.0, help="hub link, MB/s (1 Gbit/s: ~117)")
     parser.add_argument("--upload-mbps", type=float, default=117.0, help="each Spark's upload, MB/s")
-    parser.add_argument("--hop-s", type=float, default=1.0, help="a relay's lag behind its source, s")
+    parser.add_argument("--hop-s", type=float, default=0.14, help="a relay's lag behind its source, s")
     parser.add_argument("--check-n", type=int, nargs="*", default=[], help="fleet sizes measured")
     parser.add_argument("--overhead-s", type=float, default=0.0, help="Ansible's own time in a measured run")
     args = parser.parse_args()
