@@ -101,7 +101,7 @@ def ping(
                 return f"cannot send to {address}: {exc.strerror}"
             deadline = clock() + timeout
             while (left := deadline - clock()) > 0:
-                ready, _, _ = select.select([sock], [], [], left)
+                ready = select.select([sock], [], [], left)[0]
                 if not ready:
                     break
                 data, (source, _port) = sock.recvfrom(65535)

@@ -14,7 +14,7 @@ description:
   - With O(check), pings O(peer_address) over the link (ICMP echo from Python, no C(ping) needed) and, when
     O(mtu) is declared, with one unfragmentable packet of exactly O(mtu) bytes; fails naming the variable
     to correct when either gets no answer. Changes nothing.
-  - Call it once with O(netplan) on both members, then once with O(check): the peer is addressed by then.
+  - Call it once with O(netplan) on both members, then once with O(check); the peer is addressed by then.
 version_added: 0.2.0
 attributes:
   check_mode:
