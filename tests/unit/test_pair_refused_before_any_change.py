@@ -2,41 +2,19 @@
 real on two hosts of this machine (local connection) that play a pair's members, whose declared link
 addresses are not theirs."""
 
-import json
 import os
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from pair_playbooks import FIRST_CHANGE, run_playbook
 
-ROOT = Path(__file__).resolve().parents[2]
-PAIRS = {
-    "pair01": {
-        "coordinator": {"host": "spark04", "address": "10.77.0.1"},
-        "worker": {"host": "spark05", "address": "10.77.0.2"},
-    }
-}
+# The refusal is ds4_service's entry point pair_check, included.
 REFUSAL_TASK = "Refuse a pair declared wrongly, before anything changes"
-FIRST_CHANGE = "Hold this Spark for this run, waiting for another run on it to end"
 
 
 def provision(tmp_path, limit):
     local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
-    hosts = {"spark04": local, "spark05": local}
-    inventory = {"all": {"vars": {"ds4_pairs": PAIRS}, "children": {"pairhosts": {"hosts": hosts}}}}
-    (tmp_path / "inventory.json").write_text(json.dumps(inventory))
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="json")
-    env.pop("ANSIBLE_CALLBACKS_ENABLED", None)
-    command = ["ansible-playbook", "-i", str(tmp_path / "inventory.json"), "-e", "ds4_target_hosts=pairhosts",
-               "-l", limit, str(ROOT / "playbooks" / "provision.yml")]  # fmt: skip
-    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
-    # By name without the role's: the refusal is ds4_service's entry point pair_check, included.
-    tasks = {
-        task["task"]["name"].rsplit(" : ", 1)[-1]: task["hosts"]
-        for task in json.loads(done.stdout)["plays"][0]["tasks"]
-    }
-    return done.returncode, tasks
+    return run_playbook(tmp_path, "provision.yml", limit, local)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="provision.yml becomes root")
