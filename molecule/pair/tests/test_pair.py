@@ -9,11 +9,11 @@ Each test starts from converge's state and leaves the pair serving as it found i
 import json
 
 import pytest
+from members import COORDINATOR, UNITS, WORKER, answers
 from nested import PROJECT
 from spark import API, QUESTION, ask, main_pid, sandbox_host, show
 from waits import wait_for
 
-COORDINATOR, WORKER = "spark04", "spark05"
 PAIR = f"{COORDINATOR},{WORKER}"
 LINK = {COORDINATOR: "10.77.0.1", WORKER: "10.77.0.2"}
 PORT = 9400
@@ -27,7 +27,6 @@ HUB = "http://forge:18080"
 # A bound on each wait for the pair to serve again: an engine's restart (RestartSec, the stand-in's load)
 # and the worker's registration, on a loaded machine.
 BACK_TIMEOUT = 180
-UNITS = {COORDINATOR: "ds4.service", WORKER: "ds4-worker.service"}
 
 
 @pytest.fixture(scope="module")
@@ -38,12 +37,6 @@ def coordinator():
 @pytest.fixture(scope="module")
 def worker():
     return sandbox_host(WORKER)
-
-
-def answers(host):
-    """The coordinator's answer to the smoke question, or None while the pair does not answer."""
-    reply = ask(host, check=False)
-    return reply if reply and "Paris" in reply else None
 
 
 def route(host):

@@ -18,13 +18,12 @@ import os
 from pathlib import Path
 
 import pytest
+from members import COORDINATOR, UNITS, WORKER
 from nested import play
 from spark import API, forge, haproxy, sandbox_host, show
 
 ROOT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 INVENTORY = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
-COORDINATOR, WORKER = "spark04", "spark05"
-WORKER_UNIT = "ds4-worker.service"
 KEY = "ds4-test-key-0123456789abcdef"
 QUESTION = "What is the capital of France? Answer in one sentence."
 BODY = json.dumps(
@@ -43,9 +42,8 @@ def playbook(name, *args):
 
 def pair_state(hosts):
     """Each member's release (current) and its unit's main process; the pair's answer on the coordinator."""
-    units = {COORDINATOR: "ds4.service", WORKER: WORKER_UNIT}
     state = {}
-    for name, unit in units.items():
+    for name, unit in UNITS.items():
         host = hosts[name]
         props = show(host, unit, "ActiveState", "MainPID")
         current = host.check_output("readlink /opt/ds4/current").rsplit("/", 1)[-1]
@@ -160,7 +158,7 @@ def test_remove_takes_the_pair_off_both_members_and_refuses_one_alone(hosts):
 
     both = playbook("remove.yml", "-l", f"{COORDINATOR},{WORKER}", "-e", "ds4_remove_force=true")
     assert both.rc == 0, both
-    for name, unit in ((COORDINATOR, "ds4.service"), (WORKER, WORKER_UNIT)):
+    for name, unit in UNITS.items():
         host = hosts[name]
         assert show(host, unit, "LoadState")["LoadState"] == "not-found", name
         for path in ("/opt/ds4", "/etc/ds4", "/usr/local/lib/ds4", f"/etc/systemd/system/{unit}"):

@@ -8,10 +8,8 @@ import os
 
 import pytest
 import yaml
-from nested import PROJECT, play
-from spark import ask, sandbox_host
-
-COORDINATOR, WORKER = "spark04", "spark05"
+from members import COORDINATOR, WORKER, answers, site_run
+from spark import sandbox_host
 
 
 def declared(**pairs):
@@ -95,54 +93,30 @@ CASES = {
 }
 
 
-def state(host):
-    """What a refused run must not change: the engine's process, launch files, units, firewall, links and
-    weights, with their times."""
-    return host.check_output(
-        "systemctl show ds4.service ds4-worker.service ds4-firewall.service -p Id -p MainPID -p ActiveState; "
-        "stat -c '%n %s %Y' /etc/ds4/ds4.env /etc/systemd/system/ds4*.service /etc/systemd/system/ds4*.d/*; "
-        "ls -l --time-style=+%s.%N /opt/ds4 /var/lib/ds4/gguf; nft list table inet ds4_engine; ip -br addr"
-    )
-
-
 @pytest.mark.parametrize("case", CASES)
 def test_a_pair_that_cannot_serve_is_refused_with_nothing_changed(tmp_path, case):
     args, worker_vars, limit, refusals = CASES[case]
-    hosts = {name: sandbox_host(name) for name in (COORDINATOR, WORKER)}
-    before = {name: state(host) for name, host in hosts.items()}
     # The worker's own variables, beside the scenario's inventory: what a host_vars file would give it.
     worker_inventory = tmp_path / "worker.yml"
     worker_inventory.write_text(yaml.safe_dump({"all": {"hosts": {WORKER: worker_vars}}}))
-    run = play(
-        PROJECT / "site.yml", "-l", limit, *args,
-        inventory=[os.environ["MOLECULE_INVENTORY_FILE"], str(worker_inventory)],
-    )  # fmt: skip
+    run, before, after = site_run(
+        *args, limit=limit, inventory=[os.environ["MOLECULE_INVENTORY_FILE"], str(worker_inventory)]
+    )
     assert run.rc != 0, run
     for refusal in refusals:
         assert run.said(refusal), f"not said: {refusal!r}\n{run}"
     for name in limit.replace("pair01", f"{COORDINATOR},{WORKER}").split(","):
         assert run.changed(name) == 0, run
-    assert {name: state(host) for name, host in hosts.items()} == before
-    assert "Paris" in ask(hosts[COORDINATOR])
+    assert after == before
+    assert answers(sandbox_host(COORDINATOR))
 
 
 def test_a_pair_whose_members_do_not_reach_each_other_is_refused_with_nothing_changed(tmp_path):
     """The worker's link address does not answer the coordinator (here its SSH port, where the check
     knocks, is dropped on the link): refused before anything changes."""
-    hosts = {name: sandbox_host(name) for name in (COORDINATOR, WORKER)}
-    rule = (
-        "table inet ds4_pair_test { chain input { type filter hook input priority -10; "
-        "tcp dport 22 ip saddr 10.77.0.1 drop; }; }"
-    )
-    hosts[WORKER].check_output("nft %s", rule)
-    try:
-        before = {name: state(host) for name, host in hosts.items()}
-        run = play(PROJECT / "site.yml", "-l", "pair01")
-        after = {name: state(host) for name, host in hosts.items()}
-    finally:
-        hosts[WORKER].check_output("nft delete table inet ds4_pair_test")
+    run, before, after = site_run(drop="tcp dport 22 ip saddr 10.77.0.1 drop")
     assert run.rc != 0, run
     assert run.said("spark04 does not reach its worker spark05 at its link address 10.77.0.2"), run
     assert run.changed(COORDINATOR) == 0 and run.changed(WORKER) == 0, run
     assert after == before
-    assert "Paris" in ask(hosts[COORDINATOR])
+    assert answers(sandbox_host(COORDINATOR))

@@ -15,11 +15,11 @@ import json
 import re
 
 import yaml
+from members import COORDINATOR, WORKER, answers, site_run
 from nested import PROJECT, play
 from spark import ask, journal, main_pid, sandbox_host, show
 from waits import wait_for
 
-COORDINATOR, WORKER = "spark04", "spark05"
 TEXTFILE = "/var/lib/prometheus/node-exporter/ds4.prom"
 WATCHDOG_STATE = "/var/lib/ds4/watchdog.json"
 # An engine's restart (RestartSec, the stand-in's load) and the worker's registration, on a loaded machine;
@@ -37,11 +37,6 @@ def series(host, name):
 def watchdog_runs(host):
     done = host.run(f"cat {WATCHDOG_STATE}")
     return json.loads(done.stdout)["runs"] if done.rc == 0 else 0
-
-
-def answers(host):
-    reply = ask(host, check=False)
-    return reply if reply and "Paris" in reply else None
 
 
 def test_the_watchdog_leaves_a_coordinator_waiting_for_its_worker_alone_and_says_the_route_is_broken():
@@ -139,34 +134,11 @@ def test_verify_holds_the_pair_to_the_published_two_spark_figures(tmp_path):
     assert answers(sandbox_host(COORDINATOR))
 
 
-def state(host):
-    """What a refused run must not change (as test_pair_refusals.py reads it)."""
-    return host.check_output(
-        "systemctl show ds4.service ds4-worker.service ds4-firewall.service -p Id -p MainPID -p ActiveState; "
-        "stat -c '%n %s %Y' /etc/ds4/ds4.env /etc/systemd/system/ds4*.service /etc/systemd/system/ds4*.d/*; "
-        "ls -l --time-style=+%s.%N /opt/ds4 /var/lib/ds4/gguf; nft list table inet ds4_engine; ip -br addr; "
-        "ls -l --time-style=+%s.%N /etc/netplan 2>&1 || true"
-    )
-
-
-def refused(*args, drop_icmp=False):
+def refused(*args, drop=None):
     """site.yml on the pair with ARGS: the run, and whether both members were left as they were."""
-    hosts = {name: sandbox_host(name) for name in (COORDINATOR, WORKER)}
-    if drop_icmp:
-        rule = (
-            "table inet ds4_pair_watch_test { chain input { type filter hook input priority -10; "
-            "icmp type echo-request ip saddr 10.77.0.1 drop; }; }"
-        )
-        hosts[WORKER].check_output("nft %s", rule)
-    try:
-        before = {name: state(host) for name, host in hosts.items()}
-        run = play(PROJECT / "site.yml", "-l", "pair01", *args)
-        after = {name: state(host) for name, host in hosts.items()}
-    finally:
-        if drop_icmp:
-            hosts[WORKER].check_output("nft delete table inet ds4_pair_watch_test")
+    run, before, after = site_run(*args, drop=drop)
     unchanged = after == before and run.changed(COORDINATOR) == 0 and run.changed(WORKER) == 0
-    assert answers(hosts[COORDINATOR])
+    assert answers(sandbox_host(COORDINATOR))
     return run, unchanged
 
 
@@ -180,7 +152,7 @@ def test_a_link_that_does_not_carry_the_declared_mtu_is_refused_with_nothing_cha
 
 
 def test_a_peer_that_answers_no_ping_on_the_link_is_refused_with_nothing_changed():
-    run, unchanged = refused(drop_icmp=True)
+    run, unchanged = refused(drop="icmp type echo-request ip saddr 10.77.0.1 drop")
     assert run.rc != 0, run
     assert run.said("ds4_pairs['pair01']: spark04 does not reach spark05 at its link address 10.77.0.2"), run
     assert unchanged, run
