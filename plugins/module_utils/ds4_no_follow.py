@@ -247,16 +247,10 @@ def _parent_of(path):
     parts = _components(path)
     if not parts:
         raise UnsafePath("/ is never removed")
-    fd = os.open("/", _DIR_FLAGS)
-    shown = ""
-    for name in parts[:-1]:
-        shown += "/" + name
-        child = _open_dir_at(fd, name, shown)
-        os.close(fd)
-        if child is None:
-            return None
-        fd = child
-    return fd, parts[-1]
+    try:
+        return _parent_fd(parts), parts[-1]
+    except FileNotFoundError:
+        return None
 
 
 def _remove_at(dir_fd, name, shown, keep, gone, check_mode, select=None):
@@ -337,9 +331,12 @@ def disown(path, uid, check_mode=False):
     """Hand the directory `path` to root (root:root, its mode kept) when `uid` owns it: a directory the
     operator named stays, but nothing in it is left to an account about to be deleted, whose uid the next
     account made would inherit. Walked from / through descriptors; returns [path] when it changed hands."""
-    fd = _parent_fd(_components(path))
+    found = _parent_of(path)
+    if found is None:
+        return []
+    fd, name = found
     try:
-        child = _open_dir_at(fd, _components(path)[-1], path)
+        child = _open_dir_at(fd, name, path)
     finally:
         os.close(fd)
     if child is None:
@@ -358,11 +355,12 @@ def move_planned(src, dest, dev, ino):
     st_ino): both directories walked from / with no link at any component, the name checked before the
     rename (a link or another file swapped in since the plan is refused, nothing moved) and the moved one
     after it (a swap in between is renamed back and refused). Raises UnsafePath, FileNotFoundError."""
-    src_fd = _parent_fd(_components(src))
+    src_parts, dest_parts = _components(src), _components(dest)
+    src_fd = _parent_fd(src_parts)
     try:
-        dest_fd = _parent_fd(_components(dest))
+        dest_fd = _parent_fd(dest_parts)
         try:
-            src_name, dest_name = _components(src)[-1], _components(dest)[-1]
+            src_name, dest_name = src_parts[-1], dest_parts[-1]
             st = os.stat(src_name, dir_fd=src_fd, follow_symlinks=False)
             if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (dev, ino):
                 raise UnsafePath(f"{src} is not the file the plan found (a link or another since): not moved")

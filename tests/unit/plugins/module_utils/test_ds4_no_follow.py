@@ -287,6 +287,12 @@ def test_a_directory_the_removed_account_owns_goes_to_root_and_stays(root_dir):
     assert disown(str(kv), NOBODY) == []
 
 
+def test_a_directory_that_is_not_there_is_nothing_to_disown(root_dir):
+    # As remove() finds nothing to remove there: remove.yml goes on to the next setting.
+    assert disown(str(root_dir / "kv"), NOBODY) == []
+    assert disown(str(root_dir / "no-such-mount" / "kv"), NOBODY) == []
+
+
 def test_a_directory_another_owns_or_reached_by_a_link_is_not_handed_to_root(root_dir):
     theirs = root_dir / "theirs"
     theirs.mkdir()
