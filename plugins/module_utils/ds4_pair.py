@@ -25,11 +25,10 @@ import re
 
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_bytes import describe_bytes
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_catalog import model_files, quantizations_of
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_pair_fleet import left_out
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_pair_fleet import ROLES, left_out
 
 PAIRS_VAR = "ds4_pairs"
 QUANTIZATION_VAR = "ds4_quantization"
-ROLES = ("coordinator", "worker")
 _PAIR_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
 _SLICE = re.compile(r"([0-9]+):([0-9]+|output)")
 GIB = 1024**3
