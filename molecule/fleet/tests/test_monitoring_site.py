@@ -69,7 +69,10 @@ def sha256(host, path):
 
 
 def exporter_page(host):
-    return host.check_output("curl -fsS --max-time 5 http://127.0.0.1:9100/metrics")
+    """node_exporter's page, or "" while nothing listens: `systemctl restart` returns once it was started,
+    before it listens (a fresh clone's run met the refused connection inside a wait)."""
+    done = host.run("curl -fsS --max-time 5 http://127.0.0.1:9100/metrics")
+    return done.stdout if done.rc == 0 else ""
 
 
 def provision_service(*args):
