@@ -14,6 +14,7 @@ Each test leaves the pair serving as it found it.
 import json
 import re
 
+import pytest
 from members import COORDINATOR, WORKER, answers, site_run
 from nested import PROJECT, play
 from spark import ask, journal, main_pid, sandbox_host, show
@@ -147,4 +148,21 @@ def test_managing_the_link_on_a_spark_without_netplan_is_refused_with_nothing_ch
     )
     assert run.rc != 0, run
     assert run.said("ds4_pair_link_manage is on, but spark04 has no netplan"), run
+    assert unchanged, run
+
+
+@pytest.mark.parametrize(
+    ("interface", "refusal"),
+    [
+        ("enP2p1s0f0np0", "ds4_pair_link_interface enP2p1s0f0np0 is not an interface of spark04"),
+        # The sandbox's link address is on its link port: named on loopback, another interface holds it.
+        ("lo", "coordinator.address 10.77.0.1 is already held by enP2p1s0f1np1 on spark04"),
+    ],
+)
+def test_a_link_the_run_cannot_address_is_refused_before_its_netplan_file_is_written(interface, refusal):
+    link = {"ds4_pair_link_manage": True, "ds4_pair_link_interface": interface}
+    run, unchanged = refused("-e", json.dumps(link))
+    assert run.rc != 0, run
+    assert run.said(refusal), run
+    assert not run.said("has no netplan"), run
     assert unchanged, run
