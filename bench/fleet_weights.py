@@ -98,6 +98,26 @@ def zeros_sha256(size):
     return digest.hexdigest()
 
 
+def serve_big_hub(fleet, files):
+    """A hub stand-in of the bench's own in its forge, serving `files` (name -> blob under BIG_DATA, size,
+    sha256) at one commit of BIG_REPO; its endpoint and the commit, once it listens."""
+    commit = hashlib.sha1(json.dumps(files, sort_keys=True).encode()).hexdigest()
+    repo = {"gated": False, "refs": {"main": commit}, "commits": {commit: {"files": files}}}
+    doc = {"format": 1, "tokens": [], "repos": {BIG_REPO: repo}}
+    forge = f"{fleet.prefix}forge"
+    podman("exec", forge, "sh", "-c", f"cat > {BIG_DATA}/hub.json <<'EOF'\n{json.dumps(doc)}\nEOF")
+    podman(
+        "exec", "-d", forge, "python3", "/srv/standins/hub/hubstandin.py", "--data", BIG_DATA,
+        "--bind", "0.0.0.0", "--port", str(BIG_PORT), "--storage-port", str(BIG_STORAGE_PORT),
+    )  # fmt: skip
+    endpoint = f"http://forge:{BIG_PORT}"
+    # Until it listens (a bound, not a pace).
+    fleet.sh(
+        fleet.hosts[0], f"for i in $(seq 150); do curl -fs {endpoint}/_standin/stats && exit; sleep 0.2; done"
+    )
+    return endpoint, commit
+
+
 def serve_big_model(fleet, mib):
     """Sparse files of `mib` MiB in all under the 0731 names, served by a hub stand-in of their own in the
     bench's forge; the extra variables that make the role fetch them (endpoint and catalog)."""
@@ -108,22 +128,10 @@ def serve_big_model(fleet, mib):
         names[role]: {"blob": f"blobs/{role}", "size": size, "sha256": zeros_sha256(size)}
         for role, size in sizes.items()
     }
-    commit = hashlib.sha1(json.dumps(files, sort_keys=True).encode()).hexdigest()
-    repo = {"gated": False, "refs": {"main": commit}, "commits": {commit: {"files": files}}}
-    doc = {"format": 1, "tokens": [], "repos": {BIG_REPO: repo}}
     forge = f"{fleet.prefix}forge"
     truncate = " && ".join(f"truncate -s {size} {BIG_DATA}/blobs/{role}" for role, size in sizes.items())
     podman("exec", forge, "sh", "-c", f"mkdir -p {BIG_DATA}/blobs && {truncate}")
-    podman("exec", forge, "sh", "-c", f"cat > {BIG_DATA}/hub.json <<'EOF'\n{json.dumps(doc)}\nEOF")
-    podman(
-        "exec", "-d", forge, "python3", "/srv/standins/hub/hubstandin.py", "--data", BIG_DATA,
-        "--bind", "0.0.0.0", "--port", str(BIG_PORT), "--storage-port", str(BIG_STORAGE_PORT),
-    )  # fmt: skip
-    endpoint = f"http://forge:{BIG_PORT}"
-    # Until it listens (a bound, not a pace).
-    fleet.sh(
-        "spark01", f"for i in $(seq 150); do curl -fs {endpoint}/_standin/stats && exit; sleep 0.2; done"
-    )
+    endpoint, commit = serve_big_hub(fleet, files)
     catalog = {
         "0731": {
             "description": "the bench's sparse stand-in files",

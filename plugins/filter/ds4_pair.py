@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_catalog import (
     CatalogError,
     quantization_entry,
@@ -27,7 +28,8 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_pair import (
 
 def _member_facts(variables):
     """What a member runs: what it remembered with its roles' defaults (_ds4_pair_compared, set by
-    ds4_service's pair_check), else its own variables (hostvars: the inventory's and the run's only)."""
+    ds4_service's pair_check), else its own variables (hostvars: the inventory's and the run's only); and,
+    where the run addresses its link (ds4_pair_link_manage), its interfaces and what each holds."""
     facts = variables.get("ansible_facts") or {}
     addresses = list(facts.get("all_ipv4_addresses") or []) + list(facts.get("all_ipv6_addresses") or [])
     compared = variables.get("_ds4_pair_compared") or variables
@@ -35,7 +37,19 @@ def _member_facts(variables):
     ctx = compared.get("ds4_ctx")
     member["ds4_ctx"] = int(ctx) if isinstance(ctx, str) and ctx.isdigit() else ctx
     member["addresses"] = addresses
+    if boolean(compared.get("ds4_pair_link_manage") or False, strict=False):
+        member["link"] = {
+            "interface": compared.get("ds4_pair_link_interface"),
+            "interfaces": {name: _held(facts, name) for name in facts.get("interfaces") or []},
+        }
     return member
+
+
+def _held(facts, interface):
+    """The addresses `interface` holds, from the network facts (which write a `-` of its name as `_`)."""
+    entry = facts.get(interface) or facts.get(interface.replace("-", "_")) or {}
+    ipv4 = [entry.get("ipv4") or {}] + list(entry.get("ipv4_secondaries") or [])
+    return [a["address"] for a in ipv4 + list(entry.get("ipv6") or []) if a.get("address")]
 
 
 def pair_hosts(pairs):

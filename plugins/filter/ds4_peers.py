@@ -1,17 +1,21 @@
 """Filters for peer distribution of the weights; the rule itself lives in module_utils/ds4_peer.py.
 
-- `ansible_play_hosts | ds4.fleet.weights_peer_plan(hostvars, port, relay)` -> who fetches which file from
-  where (ds4_peer.plan; `relay`: each Spark serving what it receives as it comes, else two waves), from
-  each host's `__ds4_weights_plan` and `_ds4_weights_peer_address`.
+- `ansible_play_hosts | ds4.fleet.weights_peer_plan(hostvars, port, relay, ds4_pairs)` -> who fetches which
+  file from where (ds4_peer.plan; `relay`: each Spark serving what it receives as it comes, else two waves),
+  from each host's `__ds4_weights_plan` and `_ds4_weights_peer_address` (its LAN address), and, for the
+  members of a pair in `ds4_pairs`, their link addresses, on which they peer with each other alone.
 """
 
 from __future__ import annotations
 
 from ansible.module_utils.parsing.convert_bool import boolean
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_pair import pair_of, pairs_of
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_peer import plan
 
 
-def weights_peer_plan(play_hosts, hostvars, port, relay=False):
+def weights_peer_plan(play_hosts, hostvars, port, relay=False, pairs=None):
+    # ds4_pairs was judged before anything changed (ds4_service's pair_check).
+    declared = pairs_of(pairs)
     hosts = []
     for name in play_hosts:
         host = hostvars[name]
@@ -21,14 +25,17 @@ def weights_peer_plan(play_hosts, hostvars, port, relay=False):
         # staging failed before them is rescued, not removed) neither holds nor needs anything here.
         if not address or "files" not in weights:
             continue
-        hosts.append(
-            {
-                "name": name,
-                "address": address,
-                "wanted": [f["name"] for f in weights["files"]],
-                "fetch": [f["name"] for f in weights.get("fetch", [])],
-            }
-        )
+        entry = {
+            "name": name,
+            "address": address,
+            "wanted": [f["name"] for f in weights["files"]],
+            "fetch": [f["name"] for f in weights.get("fetch", [])],
+        }
+        membership = pair_of(declared, name)
+        if membership is not None:
+            pair, role, members = membership
+            entry["link"] = {"pair": pair, "address": str(members[role]["address"])}
+        hosts.append(entry)
     # As Ansible reads a boolean: `-e ds4_weights_peer_relay=false` is the string "false".
     return plan(hosts, int(port), relay=boolean(relay))
 

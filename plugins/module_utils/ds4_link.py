@@ -154,6 +154,28 @@ def setting_problems(interface: object, prefix: object, mtu: object, manage: boo
     return problems
 
 
+def interface_problems(
+    pair: str, role: str, host: str, interface: str, address: str, interfaces: dict[str, list[str]]
+) -> list[str]:
+    """Why the run cannot give `host` its link `address` on `interface` (ds4_pair_link_manage), judged from
+    its facts before the netplan file is written: `interfaces` maps each interface of the host to the
+    addresses it holds. The interface must be the host's, and no other interface may hold the address (the
+    kernel would answer for it there, and the link would not carry)."""
+    if interface not in interfaces:
+        return [
+            f"ds4_pair_link_interface {interface} is not an interface of {host} (its own: "
+            f"{', '.join(sorted(interfaces)) or 'none read'}): name the port the pair's cable is in "
+            "(host_vars where the members differ)"
+        ]
+    holders = sorted(name for name, held in interfaces.items() if name != interface and address in held)
+    return [
+        f"ds4_pairs[{pair!r}].{role}.address {address} is already held by {holder} on {host}, not by its "
+        f"link interface {interface} (ds4_pair_link_interface): take it off {holder}, or correct the "
+        "declaration or ds4_pair_link_interface"
+        for holder in holders
+    ]
+
+
 def netplan_text(pair: str, role: str, interface: str, address: str, prefix: int, mtu: int) -> str:
     """The netplan file that gives `interface` the pair's static `address`/`prefix` (and `mtu`, when
     declared), as DGX OS addresses a Spark's QSFP port: no DHCP, no route beyond the link."""

@@ -25,6 +25,7 @@ import re
 
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_bytes import describe_bytes
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_catalog import model_files, quantizations_of
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_link import interface_problems
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_pair_fleet import ROLES, left_out
 
 PAIRS_VAR = "ds4_pairs"
@@ -244,7 +245,10 @@ def member_problems(name, pair, members):
     """Refusals of one pair against what its members' variables and facts say, before any change.
 
     `members` maps each member's host to {"addresses": [its own addresses, from its facts], "ds4_release",
-    "ds4_release_commit", "ds4_model_generation", "ds4_quantization", "ds4_ctx"}."""
+    "ds4_release_commit", "ds4_model_generation", "ds4_quantization", "ds4_ctx"}, and "link": {"interface",
+    "interfaces": {name: [its addresses]}} for a member whose link the run addresses (ds4_pair_link_manage):
+    its netplan file is written once the pair is judged, so the address need not be its own yet, but the
+    interface must be, free of that address elsewhere."""
     at = f"{PAIRS_VAR}[{name!r}]"
     out = []
     coordinator, worker = pair["coordinator"]["host"], pair["worker"]["host"]
@@ -252,6 +256,10 @@ def member_problems(name, pair, members):
         host, address = pair[role]["host"], str(pair[role]["address"])
         if host not in members:
             out.append(f"{at}.{role}.host {host} is not a host of this inventory's Sparks")
+            continue
+        link = members[host].get("link")
+        if link:
+            out += interface_problems(name, role, host, link["interface"], address, link["interfaces"])
             continue
         own = [str(a) for a in members[host].get("addresses") or []]
         if address not in own:

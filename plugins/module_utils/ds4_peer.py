@@ -303,28 +303,46 @@ class _Handler(BaseHTTPRequestHandler):
 
 class PeerServer:
     """The server for one run: start(), then stop() (or serve_until()) closes its port. `relays`: the files
-    this Spark receives in this run and may serve while they come (the plan's), besides its verified ones."""
+    this Spark receives in this run and may serve while they come (the plan's), besides its verified ones.
+    `address`: one address, or a list (a pair's member serving its other member on the link and other Sparks
+    on the LAN): one listener on each, on the same port, sharing the rate cap and what they served."""
 
     def __init__(self, gguf_dir, address, port, allowed, rate_bps=None, relays=()):
-        self.gguf_dir, self.address, self.port, self.allowed, self.rate_bps = (
-            gguf_dir, address, port, allowed, rate_bps,
-        )  # fmt: skip
+        self.gguf_dir, self.port, self.allowed, self.rate_bps = gguf_dir, port, allowed, rate_bps
+        self.addresses = [address] if isinstance(address, str) else list(address)
         self.relays = list(relays)
-        self._server = None
+        self._servers = []
 
     def start(self):
-        self._server = _Server(
-            (self.address, self.port), self.gguf_dir, self.allowed, self.rate_bps, self.relays
-        )
-        self.port = self._server.server_address[1]
-        threading.Thread(target=self._server.serve_forever, args=(0.1,), daemon=True).start()
+        try:
+            for address in self.addresses:
+                server = _Server(
+                    (address, self.port), self.gguf_dir, self.allowed, self.rate_bps, self.relays
+                )
+                if self._servers:
+                    first = self._servers[0]
+                    # One cap and one account for the Spark, whichever address a peer reaches.
+                    for shared in ("rate", "seen", "refused", "served", "relayed", "live", "live_lock"):
+                        setattr(server, shared, getattr(first, shared))
+                    server.started = first.started
+                self._servers.append(server)
+                self.port = server.server_address[1]
+        except OSError:
+            # An address this Spark does not have: nothing serves yet, the others' ports close again.
+            for server in self._servers:
+                server.server_close()
+            self._servers = []
+            raise
+        for server in self._servers:
+            threading.Thread(target=server.serve_forever, args=(0.1,), daemon=True).start()
         return self
 
     def stop(self):
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.close_live()
-            self._server.server_close()
+        for server in self._servers:
+            server.shutdown()
+        for server in self._servers:
+            server.close_live()
+            server.server_close()
 
     def __enter__(self):
         return self.start()
@@ -334,15 +352,15 @@ class PeerServer:
 
     @property
     def served(self):
-        return dict(self._server.served)
+        return dict(self._servers[0].served)
 
     @property
     def relayed(self):
-        return dict(self._server.relayed)
+        return dict(self._servers[0].relayed)
 
     @property
     def refused(self):
-        return list(self._server.refused)
+        return list(self._servers[0].refused)
 
     def serve_until(self, deadline, stop_file):
         """Serve until the monotonic `deadline` or until `stop_file` exists; then stop."""
@@ -361,8 +379,11 @@ def peer_url(address, port):
 def plan(hosts, port, relay=False):
     """Who fetches which file from where, so that each file crosses the hub link once per run.
 
-    `hosts`: in play order, {"name", "address", "wanted": [file names], "fetch": [names it must download]}.
-    A host that wants a file and need not download it holds it; the others need it. A file nobody holds
+    `hosts`: in play order, {"name", "address", "wanted": [file names], "fetch": [names it must download]},
+    and "link": {"pair", "address"} for a member of a pair (ds4_pairs): its address on the pair's direct
+    link, which only the pair's other member reaches. A Spark fetches from a source on its link address when
+    both are the two members of one pair, else on its "address" (the LAN). A host that wants a file and need
+    not download it holds it; the others need it. A file nobody holds
     comes from the hub to its first needer, the seed. Then:
 
     - two waves (`relay` false): the seed fetches it first; the holders (or the seed) serve it to the other
@@ -374,12 +395,20 @@ def plan(hosts, port, relay=False):
       next source, the one before it), then to the other holders, then the hub.
 
     Returns {"hosts": {host: {"first": [names fetched before any peer serves: its own and those it
-    seeds], "peers": {name: [peer URLs, nearest first]}, "serve_to": [addresses], "serves": [names],
-    "relays": [names it serves while it still receives them]}}, "lines": [what to say]}.
+    seeds], "peers": {name: [peer URLs, nearest first]}, "serve_to": [addresses], "listen": [its addresses
+    its receivers reach it on], "serves": [names], "relays": [names it serves while it still receives
+    them]}}, "lines": [what to say]}.
     """
     by_name = {h["name"]: h for h in hosts}
     out = {
-        h["name"]: {"first": [], "peers": {}, "serve_to": set(), "serves": set(), "relays": set()}
+        h["name"]: {
+            "first": [],
+            "peers": {},
+            "serve_to": set(),
+            "listen": set(),
+            "serves": set(),
+            "relays": set(),
+        }
         for h in hosts
     }
     lines = []
@@ -387,8 +416,20 @@ def plan(hosts, port, relay=False):
     for h in hosts:
         names += [n for n in h["wanted"] if n not in names]
 
-    def url(host):
-        return peer_url(by_name[host]["address"], port)
+    def reach(host, other):
+        """`host`'s address as `other` reaches it: its link address when both are one pair's members."""
+        link, theirs = by_name[host].get("link"), by_name[other].get("link")
+        if link and theirs and link["pair"] == theirs["pair"]:
+            return link["address"]
+        return by_name[host]["address"]
+
+    def serve(source, receiver, name):
+        out[source]["serve_to"].add(reach(receiver, source))
+        out[source]["listen"].add(reach(source, receiver))
+        out[source]["serves"].add(name)
+
+    def url(source, receiver):
+        return peer_url(reach(source, receiver), port)
 
     for name in names:
         holders = [h["name"] for h in hosts if name in h["wanted"] and name not in h["fetch"]]
@@ -405,7 +446,7 @@ def plan(hosts, port, relay=False):
             out[seed]["first"].append(name)
             sources = [seed]
         if relay:
-            lines += _chains(name, sources, needers, seed, out, url, by_name)
+            lines += _chains(name, sources, needers, seed, out, url, serve)
             continue
         if seed is not None:
             lines.append(
@@ -413,20 +454,20 @@ def plan(hosts, port, relay=False):
             )
         for i, host in enumerate(needers):
             order = sources[i % len(sources) :] + sources[: i % len(sources)]
-            out[host]["peers"][name] = [url(s) for s in order]
+            out[host]["peers"][name] = [url(s, host) for s in order]
             for source in sources:
-                out[source]["serve_to"].add(by_name[host]["address"])
-                out[source]["serves"].add(name)
+                serve(source, host, name)
             lines.append(f"{host} fetches {name} from {', '.join(order)} (the hub if none can serve it)")
     for entry in out.values():
-        for key in ("serve_to", "serves", "relays"):
+        for key in ("serve_to", "listen", "serves", "relays"):
             entry[key] = sorted(entry[key])
     return {"hosts": out, "lines": lines}
 
 
-def _chains(name, heads, needers, seed, out, url, by_name):
+def _chains(name, heads, needers, seed, out, url, serve):
     """The relay plan of one file (plan): a chain behind each head (a holder, or the seed as it receives
-    from the hub), the needers dealt out over the chains; the lines that say it."""
+    from the hub), the needers dealt out over the chains; the lines that say it. `url(source, receiver)`
+    and `serve(source, receiver, name)` are plan's."""
     chains = [[head] for head in heads]
     for i, host in enumerate(needers):
         chains[i % len(chains)].append(host)
@@ -441,10 +482,9 @@ def _chains(name, heads, needers, seed, out, url, by_name):
         for at, host in enumerate(chain[1:], start=1):
             upstream = chain[at - 1 :: -1]
             order = upstream + [h for h in heads if h not in upstream]
-            out[host]["peers"][name] = [url(s) for s in order]
+            out[host]["peers"][name] = [url(s, host) for s in order]
             for source in order:
-                out[source]["serve_to"].add(by_name[host]["address"])
-                out[source]["serves"].add(name)
+                serve(source, host, name)
                 if source in (seed, *needers):
                     out[source]["relays"].add(name)
             behind = chain[at + 1 : at + 2]

@@ -13,6 +13,7 @@ controller, which Spark may not be removed because it is the last one serving be
 - Groups: `GROUPS_RECORD` lists the device groups the roles made (video, render where the system lacked
   them); `unused_groups` deletes those nobody uses once the roles' users are gone.
 - `refusals`: a Spark that serves behind a gateway where no Spark outside the run serves stays, unless forced.
+- `take_off_netplan`: a pair's link file (ds4_pair_link_manage), and netplan told when it went.
 
 tests/unit/plugins/module_utils/test_ds4_remove.py holds this list to the roles' tasks, templates and vars.
 """
@@ -22,9 +23,11 @@ from __future__ import annotations
 import json
 import posixpath
 
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_link import NETPLAN_FILE
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import (
     private_dir,
     read_text,
+    remove,
     replace_file,
 )
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_settings import directory_problems
@@ -167,6 +170,19 @@ def made(root, gguf_dir, kv_dir, build_log_dir, weight_names, weights=False, tex
     # while packages it names do (the module says which).
     paths.append((TREE, RECORDS_DIR, ()))
     return paths
+
+
+def take_off_netplan(netplan, run, check_mode, gone=None, path=NETPLAN_FILE):
+    """Remove the pair's netplan file (ds4_pair_link writes it where ds4_pair_link_manage is on),
+    walked without following links; when it went, have `netplan` (its path; None on a host without it)
+    generate and apply what is left, so that the link loses the pair's address now rather than at the next
+    boot. `run(argv, what)` runs a command and raises RemoveError when it fails. Returns the paths removed
+    (in check mode, that would be)."""
+    removed = remove(path, (), gone, check_mode)
+    if removed and netplan and not check_mode:
+        run([netplan, "generate"], "netplan generate")
+        run([netplan, "apply"], "netplan apply")
+    return removed
 
 
 def catalog_names(catalog):

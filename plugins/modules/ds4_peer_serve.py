@@ -26,8 +26,11 @@ options:
     type: path
     required: true
   address:
-    description: The address to listen on, the one the peers use (an address of the chosen interface).
-    type: str
+    description:
+      - The addresses to listen on, one port on each, the ones the peers use (the plan's C(listen)); the
+        Spark's LAN address, and a pair's member's link address where it serves its other member.
+    type: list
+    elements: str
     required: true
   port:
     description: The TCP port.
@@ -66,7 +69,7 @@ EXAMPLES = r"""
 - name: Serve the verified weights to the peers for this run
   ds4.fleet.ds4_peer_serve:
     gguf_dir: /var/lib/ds4/gguf
-    address: 10.0.0.1
+    address: [10.0.0.1]
     port: 18090
     peers: [10.0.0.2, 10.0.0.3]
     lifetime: 86400
@@ -103,7 +106,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             gguf_dir=dict(type="path", required=True),
-            address=dict(type="str", required=True),
+            address=dict(type="list", elements="str", required=True),
             port=dict(type="int", required=True),
             peers=dict(type="list", elements="str", required=True),
             relays=dict(type="list", elements="str", default=[]),
@@ -123,7 +126,7 @@ def main():
             p["gguf_dir"], p["address"], p["port"], p["peers"], p["rate"] or None, p["relays"]
         ).start()
     except OSError as e:
-        module.fail_json(msg=f"cannot serve the weights on {p['address']}:{p['port']}: {e}")
+        module.fail_json(msg=f"cannot serve the weights on {', '.join(p['address'])} port {p['port']}: {e}")
     server.serve_until(time.monotonic() + p["lifetime"], p["stop_file"])
     module.exit_json(
         changed=False, served=server.served, relayed=server.relayed, refused=sorted(set(server.refused))

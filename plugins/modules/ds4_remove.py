@@ -13,6 +13,8 @@ description:
     and build users and their groups, and the GPU device groups the roles made (their record,
     /var/lib/ds4-fleet/groups.json) that no other user is in. The one list of what goes is
     module_utils/ds4_remove.py.
+  - Takes off a pair's link file, /etc/netplan/60-ds4-pair-link.yaml (C(ds4_pair_link_manage)), and then
+    only has C(netplan generate) and C(netplan apply) the files left.
   - Every path is walked from / without following a link (a link at a component above a path is refused);
     a link the roles made (current, previous, a weight file used in place) is removed itself.
   - A directory the operator named (O(gguf_dir), O(kv_dir), O(build_log_dir) outside the roles' own
@@ -165,6 +167,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_remove import (  # n
     read_names,
     read_record,
     simulated_removals,
+    take_off_netplan,
     unused_groups,
 )
 
@@ -394,6 +397,9 @@ def main():
         result = {"serving": serving, "units": remover.units()}
         result["firewall"] = remover.firewall(loaded)
         result["removed"] = remover.paths(plan, gone)
+        result["removed"] += take_off_netplan(
+            module.get_bin_path("netplan"), remover.run, module.check_mode, gone
+        )
         result["restored"] = remover.node_exporter_defaults(saved)
         result["accounts"], result["groups_kept"] = remover.accounts(device_groups)
         result["packages"], result["packages_kept"], left = remover.packages(record, recorded, p["packages"])

@@ -10,7 +10,7 @@ import json
 
 import pytest
 from members import COORDINATOR, UNITS, WORKER, answers
-from nested import PROJECT
+from nested import PROJECT, play
 from spark import API, QUESTION, ask, main_pid, sandbox_host, show
 from waits import wait_for
 
@@ -152,3 +152,54 @@ def test_a_restarted_member_rejoins_and_the_pair_serves_again(coordinator, membe
     before = main_pid(host, unit)
     host.check_output(f"systemctl restart --no-block {unit}")
     serving_again(coordinator, before, host, unit)
+
+
+# --- a member that changes its part ----------------------------------------------------------------------
+
+
+def parts(host):
+    """What each engine unit of HOST is: its unit file state and active state, and the roles' files of it."""
+    out = {}
+    for unit in ("ds4.service", "ds4-worker.service"):
+        state = show(host, unit, "LoadState", "ActiveState", "UnitFileState")
+        files = host.run(
+            f"ls /etc/systemd/system/{unit} /etc/systemd/system/{unit}.d/00-ds4-fleet-* 2>/dev/null"
+        )
+        out[unit] = (state["LoadState"], state["ActiveState"], state["UnitFileState"], files.stdout.split())
+    return out
+
+
+def runs_only(host, unit):
+    """Whether HOST runs UNIT alone of the two engine units, enabled, and keeps nothing of the other's."""
+    other = "ds4-worker.service" if unit == "ds4.service" else "ds4.service"
+    found = parts(host)
+    return (
+        found[unit][:3] == ("loaded", "active", "enabled")
+        and found[other] == ("not-found", "inactive", "", [])
+    ), found
+
+
+def test_a_member_that_changes_its_part_keeps_nothing_of_its_old_unit(coordinator, worker):
+    """The pair declared the other way round: spark04, which ran ds4.service, becomes the worker, and
+    spark05, which ran ds4-worker.service, the coordinator (as a Spark that served alone joins a pair as its
+    worker, or a worker is provisioned alone). Each stops and disables its old unit before the new one
+    starts, and once the new one serves removes its old unit file and the roles' drop-ins for it. Then the
+    pair as converge declared it, which changes them back."""
+    swapped = {"pair01": {"coordinator": {"host": WORKER, "address": LINK[WORKER]},
+                          "worker": {"host": COORDINATOR, "address": LINK[COORDINATOR]}}}  # fmt: skip
+    try:
+        # Step 1: the parts swapped.
+        run = play(PROJECT / "site.yml", "-l", PAIR, "-e", json.dumps({"ds4_pairs": swapped}))
+        assert run.rc == 0, run
+        for host, unit in ((coordinator, "ds4-worker.service"), (worker, "ds4.service")):
+            only, found = runs_only(host, unit)
+            assert only, found
+        assert "Paris" in ask(worker)
+    finally:
+        # Step 2: back as converge left them.
+        run = play(PROJECT / "site.yml", "-l", PAIR)
+    assert run.rc == 0, run
+    for host, unit in ((coordinator, "ds4.service"), (worker, "ds4-worker.service")):
+        only, found = runs_only(host, unit)
+        assert only, found
+    assert answers(coordinator)

@@ -25,6 +25,7 @@ from spark import API, forge, haproxy, sandbox_host, show
 ROOT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 INVENTORY = Path(os.environ["MOLECULE_INVENTORY_FILE"]).parent
 KEY = "ds4-test-key-0123456789abcdef"
+NETPLAN_FILE = "/etc/netplan/60-ds4-pair-link.yaml"
 QUESTION = "What is the capital of France? Answer in one sentence."
 BODY = json.dumps(
     {"model": "deepseek-v4-flash", "max_tokens": 64, "messages": [{"role": "user", "content": QUESTION}]}
@@ -156,11 +157,16 @@ def test_remove_takes_the_pair_off_both_members_and_refuses_one_alone(hosts):
     assert "spark05 is the worker of the pair pair01 and its other member spark04" in refusal.msg
     assert pair_state(hosts) == before
 
+    # A member whose link ds4_pair_link_manage addressed holds the link's netplan file; the sandbox has no
+    # netplan, so it is placed here, and the removal takes it off.
+    for name in UNITS:
+        hosts[name].check_output(f"install -D -m 600 /dev/null {NETPLAN_FILE}")
     both = playbook("remove.yml", "-l", f"{COORDINATOR},{WORKER}", "-e", "ds4_remove_force=true")
     assert both.rc == 0, both
     for name, unit in UNITS.items():
         host = hosts[name]
         assert show(host, unit, "LoadState")["LoadState"] == "not-found", name
-        for path in ("/opt/ds4", "/etc/ds4", "/usr/local/lib/ds4", f"/etc/systemd/system/{unit}"):
+        paths = ("/opt/ds4", "/etc/ds4", "/usr/local/lib/ds4", f"/etc/systemd/system/{unit}", NETPLAN_FILE)
+        for path in paths:
             assert not host.file(path).exists, (name, path)
         assert not host.user("ds4").exists

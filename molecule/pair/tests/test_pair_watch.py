@@ -14,7 +14,7 @@ Each test leaves the pair serving as it found it.
 import json
 import re
 
-import yaml
+import pytest
 from members import COORDINATOR, WORKER, answers, site_run
 from nested import PROJECT, play
 from spark import ask, journal, main_pid, sandbox_host, show
@@ -96,28 +96,12 @@ def test_the_watchdog_kills_a_hung_coordinator_and_the_pair_serves_again():
     wait_for("the pair to answer again", lambda: answers(coordinator), timeout=BACK_TIMEOUT)
 
 
-def sandbox_catalog_with_pair_figures(tmp_path):
-    """The sandbox's catalog (its stand-in files), its q4 given the shipped catalog's two-Spark figures: an
-    extra-vars file."""
-    sandbox = yaml.safe_load((PROJECT / "inventory/sandbox/group_vars/all.yml").read_text())
-    shipped = yaml.safe_load((PROJECT / "roles/ds4_common/defaults/main.yml").read_text())
-    catalog = sandbox["ds4_model_catalog"]
-    q4 = catalog["0731"]["quantizations"]["q4"]
-    q4.setdefault(
-        "pair_reference", shipped["ds4_model_catalog"]["0731"]["quantizations"]["q4"]["pair_reference"]
-    )
-    path = tmp_path / "catalog.json"
-    path.write_text(json.dumps({"ds4_model_catalog": catalog}))
-    return path
-
-
 def test_verify_holds_the_pair_to_the_published_two_spark_figures(tmp_path):
     out = tmp_path / "verify.json"
     run = play(
         PROJECT / "playbooks/verify.yml",
         "-l", f"{COORDINATOR},{WORKER}",
         "-e", f"ds4_verify_json={out}",
-        "-e", f"@{sandbox_catalog_with_pair_figures(tmp_path)}",
     )  # fmt: skip
     assert run.rc == 0, run
     reports = {report["host"]: report for report in json.loads(out.read_text())["hosts"]}
@@ -164,4 +148,21 @@ def test_managing_the_link_on_a_spark_without_netplan_is_refused_with_nothing_ch
     )
     assert run.rc != 0, run
     assert run.said("ds4_pair_link_manage is on, but spark04 has no netplan"), run
+    assert unchanged, run
+
+
+@pytest.mark.parametrize(
+    ("interface", "refusal"),
+    [
+        ("enP2p1s0f0np0", "ds4_pair_link_interface enP2p1s0f0np0 is not an interface of spark04"),
+        # The sandbox's link address is on its link port: named on loopback, another interface holds it.
+        ("lo", "coordinator.address 10.77.0.1 is already held by enP2p1s0f1np1 on spark04"),
+    ],
+)
+def test_a_link_the_run_cannot_address_is_refused_before_its_netplan_file_is_written(interface, refusal):
+    link = {"ds4_pair_link_manage": True, "ds4_pair_link_interface": interface}
+    run, unchanged = refused("-e", json.dumps(link))
+    assert run.rc != 0, run
+    assert run.said(refusal), run
+    assert not run.said("has no netplan"), run
     assert unchanged, run

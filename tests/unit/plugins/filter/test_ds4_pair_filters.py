@@ -99,3 +99,25 @@ def test_the_members_are_listed_however_malformed_the_rest():
     assert pair_hosts(PAIRS) == ["spark04", "spark05"]
     assert pair_hosts({"a": {"coordinator": {"host": "x"}, "port": 5}, "b": "junk"}) == ["x"]
     assert pair_hosts("junk") == []
+
+
+def test_a_member_that_addresses_its_link_is_judged_by_its_interfaces_from_its_facts():
+    """ds4_pair_link_manage on (remembered with the defaults): the address is not the member's yet; its
+    interface is read from its facts, by name (Ansible keeps a `-` in the fact's name as `_`)."""
+    hostvars = copy.deepcopy(HOSTVARS)
+    facts = {"all_ipv4_addresses": ["10.88.0.5"], "interfaces": ["lo", "eth0", "enP2p1s0f1np1", "br-lan"],
+             "lo": {"ipv4": {"address": "127.0.0.1"}}, "eth0": {"ipv4": {"address": "10.88.0.5"}},
+             "enP2p1s0f1np1": {}, "br_lan": {"ipv4": {"address": "10.88.1.5"},
+                                            "ipv4_secondaries": [{"address": "10.77.0.2"}]}}  # fmt: skip
+    compared = {"ds4_pair_link_manage": True, "ds4_pair_link_interface": "enP2p1s0f1np1"}
+    hostvars["spark05"] = host("10.88.0.5", ansible_facts=facts, _ds4_pair_compared={
+        **{k: v for k, v in HOSTVARS["spark05"].items() if k.startswith("ds4_")}, **compared})  # fmt: skip
+    assert pair_problems(PAIRS, hostvars, ["spark04", "spark05"]) == [
+        "ds4_pairs['pair01'].worker.address 10.77.0.2 is already held by br-lan on spark05, not by its link "
+        "interface enP2p1s0f1np1 (ds4_pair_link_interface): take it off br-lan, or correct the declaration "
+        "or ds4_pair_link_interface"
+    ]
+    facts["br_lan"].pop("ipv4_secondaries")
+    assert pair_problems(PAIRS, hostvars, ["spark04", "spark05"]) == []
+    hostvars["spark05"]["_ds4_pair_compared"]["ds4_pair_link_manage"] = False
+    assert "is not an address of spark05" in pair_problems(PAIRS, hostvars, ["spark04", "spark05"])[0]

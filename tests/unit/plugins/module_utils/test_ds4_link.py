@@ -9,6 +9,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils import ds4_link
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_link import (
     checksum,
     echo_request,
+    interface_problems,
     is_reply,
     link_problem,
     netplan_text,
@@ -135,3 +136,30 @@ def test_an_address_that_is_no_host_of_an_ipv4_network_is_refused(address, prefi
 
 def test_the_netplan_file_is_where_netplan_reads_it():
     assert ds4_link.NETPLAN_FILE.startswith("/etc/netplan/") and ds4_link.NETPLAN_FILE.endswith(".yaml")
+
+
+INTERFACES = {"lo": ["127.0.0.1"], "eth0": ["10.88.0.4"], "enP2p1s0f1np1": []}
+
+
+def test_a_managed_link_on_an_interface_of_the_spark_free_of_its_address_passes():
+    judged = ("pair01", "coordinator", "spark04", "enP2p1s0f1np1", "10.77.0.1")
+    assert interface_problems(*judged, INTERFACES) == []
+    # A run after the first finds the address on the link interface itself, where the netplan file put it.
+    addressed = dict(INTERFACES, enP2p1s0f1np1=["10.77.0.1"])
+    assert interface_problems(*judged, addressed) == []
+
+
+def test_a_managed_link_on_an_interface_the_spark_does_not_have_is_refused_naming_its_interfaces():
+    assert interface_problems("pair01", "worker", "spark05", "enP2p1s0f0np0", "10.77.0.2", INTERFACES) == [
+        "ds4_pair_link_interface enP2p1s0f0np0 is not an interface of spark05 (its own: enP2p1s0f1np1, eth0, "
+        "lo): name the port the pair's cable is in (host_vars where the members differ)"
+    ]
+
+
+def test_a_link_address_held_by_another_interface_is_refused_naming_it():
+    held = dict(INTERFACES, eth0=["10.88.0.4", "10.77.0.1"])
+    assert interface_problems("pair01", "coordinator", "spark04", "enP2p1s0f1np1", "10.77.0.1", held) == [
+        "ds4_pairs['pair01'].coordinator.address 10.77.0.1 is already held by eth0 on spark04, not by its "
+        "link interface enP2p1s0f1np1 (ds4_pair_link_interface): take it off eth0, or correct the "
+        "declaration or ds4_pair_link_interface"
+    ]

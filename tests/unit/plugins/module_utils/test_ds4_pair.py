@@ -104,6 +104,28 @@ def test_an_address_that_is_not_the_sparks_own_is_refused():
     ]
 
 
+def test_a_member_whose_link_the_run_addresses_need_not_hold_its_address_yet():
+    """ds4_pair_link_manage: the netplan file gives the address after the pair is judged, so the interface
+    is judged instead: it must be the Spark's and no other of its interfaces may hold the address."""
+    members = copy.deepcopy(MEMBERS)
+    members["spark05"]["addresses"] = ["10.88.0.5"]
+    link = {"eth0": ["10.88.0.5"], "enP2p1s0f1np1": []}
+    members["spark05"]["link"] = {"interface": "enP2p1s0f1np1", "interfaces": link}
+    assert member_problems("pair01", PAIRS["pair01"], members) == []
+    members["spark05"]["link"]["interface"] = "enP2p1s0f0np0"
+    assert member_problems("pair01", PAIRS["pair01"], members) == [
+        "ds4_pair_link_interface enP2p1s0f0np0 is not an interface of spark05 (its own: enP2p1s0f1np1, "
+        "eth0): name the port the pair's cable is in (host_vars where the members differ)"
+    ]
+    link = {"eth0": ["10.88.0.5", "10.77.0.2"], "enP2p1s0f1np1": []}
+    members["spark05"]["link"] = {"interface": "enP2p1s0f1np1", "interfaces": link}
+    assert member_problems("pair01", PAIRS["pair01"], members) == [
+        "ds4_pairs['pair01'].worker.address 10.77.0.2 is already held by eth0 on spark05, not by its link "
+        "interface enP2p1s0f1np1 (ds4_pair_link_interface): take it off eth0, or correct the declaration or "
+        "ds4_pair_link_interface"
+    ]
+
+
 def test_a_member_outside_the_inventory_is_refused():
     members = {"spark04": MEMBERS["spark04"]}
     assert member_problems("pair01", PAIRS["pair01"], members) == [

@@ -164,6 +164,23 @@ def test_only_verified_files_are_served_and_nothing_else(seed):
         assert (ranged.status_code, ranged.content) == (206, (seed / BASE).read_bytes()[10:20])
 
 
+def test_one_server_listens_on_each_address_a_spark_is_reached_on_counting_and_capping_them_together(seed):
+    """A pair's member that serves its other member on the link and a single Spark on the LAN listens on
+    both addresses, on one port, its rate cap and what it served shared by both (127.0.0.2 plays the link's:
+    all of 127/8 is this host's)."""
+    content = (seed / BASE).read_bytes()
+    with PeerServer(str(seed), ["127.0.0.1", "127.0.0.2"], 0, ["127.0.0.1"], len(content)) as server:
+        started = time.monotonic()
+        for address in ("127.0.0.1", "127.0.0.2"):
+            url = f"{peer_url(address, server.port)}/{BASE}"
+            assert requests.get(url, timeout=60).content == content
+        assert time.monotonic() - started >= 2, "the cap holds for both addresses together"
+        assert server.served == {BASE: 2 * len(content)}
+    assert _refused(server.port)
+    with socket.socket() as s:
+        assert s.connect_ex(("127.0.0.2", server.port)) != 0
+
+
 def _refused(port):
     with socket.socket() as s:
         return s.connect_ex(("127.0.0.1", port)) != 0
@@ -287,6 +304,58 @@ def test_the_filter_leaves_out_a_spark_that_did_not_reach_the_weights():
         "b": ["http://10.0.0.1:18090"],
     }
     assert result["hosts"]["spark01"]["serve_to"] == ["10.0.0.3"]
+
+
+def pair_and_single(order=("spark04", "spark05", "spark01")):
+    """spark04 and spark05 a pair (their link 10.77.0.0/24), spark01 a single Spark: all on the LAN."""
+    spec = {
+        "spark01": {"address": "10.0.0.1"},
+        "spark04": {"address": "10.0.0.4", "link": {"pair": "pair01", "address": "10.77.0.1"}},
+        "spark05": {"address": "10.0.0.5", "link": {"pair": "pair01", "address": "10.77.0.2"}},
+    }
+    return [dict(spec[n], name=n, wanted=["a"], fetch=["a"]) for n in order]
+
+
+@pytest.mark.parametrize("relay", [False, True])
+def test_a_pair_peers_over_its_link_and_a_single_spark_on_the_lan_in_one_run(relay):
+    """The link addresses of a pair reach its other member alone: a single Spark in the same run fetches
+    from either member on the LAN, and each source listens where its receivers reach it."""
+    spark = plan(pair_and_single(), 18090, relay=relay)["hosts"]
+    assert spark["spark05"]["peers"] == {"a": ["http://10.77.0.1:18090"]}
+    assert spark["spark01"]["peers"]["a"][-1] == "http://10.0.0.4:18090"
+    assert all(not url.startswith("http://10.77.") for url in spark["spark01"]["peers"]["a"])
+    assert spark["spark04"]["serve_to"] == ["10.0.0.1", "10.77.0.2"]
+    assert spark["spark04"]["listen"] == ["10.0.0.4", "10.77.0.1"]
+    if relay:
+        assert spark["spark01"]["peers"]["a"] == ["http://10.0.0.5:18090", "http://10.0.0.4:18090"]
+        assert spark["spark05"]["serve_to"] == ["10.0.0.1"] and spark["spark05"]["listen"] == ["10.0.0.5"]
+    assert spark["spark01"]["listen"] == spark["spark01"]["serve_to"] == []
+
+
+def test_a_pair_alone_peers_over_its_link_only_and_a_single_spark_seed_serves_it_on_the_lan():
+    spark = plan(pair_and_single(("spark04", "spark05")), 18090)["hosts"]
+    assert spark["spark05"]["peers"] == {"a": ["http://10.77.0.1:18090"]}
+    assert spark["spark04"]["serve_to"] == ["10.77.0.2"] and spark["spark04"]["listen"] == ["10.77.0.1"]
+    spark = plan(pair_and_single(("spark01", "spark04", "spark05")), 18090, relay=False)["hosts"]
+    assert spark["spark04"]["peers"] == spark["spark05"]["peers"] == {"a": ["http://10.0.0.1:18090"]}
+    assert spark["spark01"]["serve_to"] == ["10.0.0.4", "10.0.0.5"]
+    assert spark["spark01"]["listen"] == ["10.0.0.1"]
+
+
+def test_the_filter_gives_each_member_of_a_declared_pair_its_link_address():
+    weights_peer_plan = FilterModule().filters()["weights_peer_plan"]
+    plan_of = {"files": [{"name": "a"}], "fetch": [{"name": "a"}]}
+    hostvars = {n: {"__ds4_weights_plan": plan_of, "_ds4_weights_peer_address": f"10.0.0.{n[-1]}"}
+                for n in ("spark01", "spark04", "spark05")}  # fmt: skip
+    pairs = {"pair01": {"coordinator": {"host": "spark04", "address": "10.77.0.1"},
+                        "worker": {"host": "spark05", "address": "10.77.0.2"}}}  # fmt: skip
+    spark = weights_peer_plan(["spark04", "spark05", "spark01"], hostvars, 18090, False, pairs)["hosts"]
+    assert spark["spark05"]["peers"] == {"a": ["http://10.77.0.1:18090"]}
+    assert spark["spark01"]["peers"] == {"a": ["http://10.0.0.4:18090"]}
+    assert spark["spark04"]["listen"] == ["10.0.0.4", "10.77.0.1"]
+    assert weights_peer_plan(["spark04", "spark01"], hostvars, 18090, False, {})["hosts"]["spark04"][
+        "listen"
+    ] == ["10.0.0.4"]
 
 
 # -- a relay: serving a file while it still receives it ------------------------------------------------------

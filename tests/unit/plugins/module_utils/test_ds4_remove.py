@@ -402,3 +402,93 @@ def test_sparks_removed_together_do_not_count_for_each_other():
     gateways = {"gw01": servers(spark01=True, spark02=True), "gw02": servers(spark01=True, spark03=True)}
     problems = refusals("spark01", ["spark01", "spark02"], gateways)
     assert len(problems) == 1 and "gw01" in problems[0]
+
+
+# The pair's netplan file (ds4_pair_link_manage: ds4_pair_link writes it), with a fake netplan: never the
+# host's own.
+
+
+class FakeNetplan:
+    """The removal's command runner (Remover.run's shape), recording netplan's calls; `fails` names the
+    subcommand that exits 1."""
+
+    def __init__(self, fails=None):
+        self.calls, self.fails = [], fails
+
+    def __call__(self, argv, what, ok=(0,)):
+        self.calls.append(argv[1:])
+        if argv[1] == self.fails:
+            raise RemoveError(f"{what} failed (exit 1): bad file")
+        return 0, ""
+
+
+@pytest.fixture
+def netplan_dir(tmp_path):
+    directory = tmp_path / "etc" / "netplan"
+    directory.mkdir(parents=True)
+    (directory / "50-cloud-init.yaml").write_text("network: {version: 2}\n")
+    return directory
+
+
+def test_the_removal_takes_off_the_netplan_file_the_pair_link_module_writes():
+    from ansible_collections.ds4.fleet.plugins.module_utils.ds4_link import NETPLAN_FILE
+
+    assert ds4_remove.NETPLAN_FILE == NETPLAN_FILE
+    module = (ROOT / "plugins" / "modules" / "ds4_pair_link.py").read_text()
+    assert f'"default": "{NETPLAN_FILE}"' in module and f"default: {NETPLAN_FILE}" in module
+
+
+def test_the_pairs_netplan_file_goes_and_netplan_generates_and_applies_what_is_left(netplan_dir):
+    path = netplan_dir / "60-ds4-pair-link.yaml"
+    path.write_text("network: {version: 2}\n")
+    netplan = FakeNetplan()
+    assert ds4_remove.take_off_netplan("/usr/sbin/netplan", netplan, False, path=str(path)) == [str(path)]
+    assert not path.exists() and (netplan_dir / "50-cloud-init.yaml").exists()
+    assert netplan.calls == [["generate"], ["apply"]]
+
+
+def test_without_the_file_netplan_is_not_run(netplan_dir):
+    netplan = FakeNetplan()
+    assert (
+        ds4_remove.take_off_netplan(
+            "netplan", netplan, False, path=str(netplan_dir / "60-ds4-pair-link.yaml")
+        )
+        == []
+    )
+    assert netplan.calls == []
+
+
+def test_a_check_run_says_the_file_would_go_and_changes_nothing(netplan_dir):
+    path = netplan_dir / "60-ds4-pair-link.yaml"
+    path.write_text("network: {version: 2}\n")
+    netplan = FakeNetplan()
+    assert ds4_remove.take_off_netplan("netplan", netplan, True, path=str(path)) == [str(path)]
+    assert path.exists() and netplan.calls == []
+
+
+def test_a_link_in_the_files_place_goes_itself_and_its_target_stays(netplan_dir, tmp_path):
+    target = tmp_path / "elsewhere.yaml"
+    target.write_text("keep\n")
+    path = netplan_dir / "60-ds4-pair-link.yaml"
+    path.symlink_to(target)
+    netplan = FakeNetplan()
+    assert ds4_remove.take_off_netplan("netplan", netplan, False, path=str(path)) == [str(path)]
+    assert not path.is_symlink() and target.read_text() == "keep\n"
+    assert netplan.calls == [["generate"], ["apply"]]
+
+
+def test_a_refused_generate_is_said_and_nothing_is_applied(netplan_dir):
+    path = netplan_dir / "60-ds4-pair-link.yaml"
+    path.write_text("network: {version: 2}\n")
+    netplan = FakeNetplan(fails="generate")
+    with pytest.raises(RemoveError, match="netplan generate failed"):
+        ds4_remove.take_off_netplan("netplan", netplan, False, path=str(path))
+    assert netplan.calls == [["generate"]]
+
+
+def test_a_spark_without_netplan_loses_the_file_and_runs_nothing(netplan_dir):
+    path = netplan_dir / "60-ds4-pair-link.yaml"
+    path.write_text("network: {version: 2}\n")
+    netplan = FakeNetplan()
+    assert ds4_remove.take_off_netplan(None, netplan, False, path=str(path)) == [str(path)]
+    assert not path.exists() and netplan.calls == []
