@@ -1,5 +1,5 @@
 """Filters of the fleet playbooks; the logic lives in module_utils/ds4_fleet_status.py, ds4_fleet_table.py
-and ds4_rollout.py.
+ds4_rollout.py and ds4_targets.py.
 
 - `hosts | ds4.fleet.fleet_status` -> a record per Spark, from a list of {host, reading, fact, perf, verify,
   upgrade} (reading: ds4_host_status's `status`, null when the Spark could not be read; fact:
@@ -9,6 +9,9 @@ and ds4_rollout.py.
 - `hosts | ds4.fleet.upgrade_batches(serial)` -> the hosts cut into batches as Ansible's `serial` cuts them.
 - `failed | ds4.fleet.over_fail_share(total, percentage)` -> true when failed/total is above percentage %.
 - `target | ds4.fleet.upgrade_outcome(before=, after=, stage=, switch=, stopped=)` -> what the upgrade did.
+- `ds4_target_hosts | default('sparks') | ds4.fleet.target_hosts` -> the host pattern of every Spark play.
+  Templated in the controller's main process (a play's `hosts:`), it also loads the collection's filters
+  there once, so that the workers forked for each task inherit them instead of each loading them again.
 """
 
 from __future__ import annotations
@@ -22,13 +25,14 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_rollout import (
     upgrade_batches,
     upgrade_outcome,
 )
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_targets import TargetError, target_hosts
 
 
 def _wrap(function):
     def filter_(*args, **kwargs):
         try:
             return function(*args, **kwargs)
-        except (StatusError, RolloutError) as exc:
+        except (StatusError, RolloutError, TargetError) as exc:
             raise AnsibleFilterError(str(exc)) from exc
 
     filter_.__name__ = function.__name__
@@ -44,4 +48,5 @@ class FilterModule:
             "upgrade_batches": _wrap(upgrade_batches),
             "over_fail_share": _wrap(over_share),
             "upgrade_outcome": _wrap(upgrade_outcome),
+            "target_hosts": _wrap(target_hosts),
         }

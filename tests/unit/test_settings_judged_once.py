@@ -73,7 +73,7 @@ def test_a_run_says_it_judged_only_the_roles_its_check_judged():
     assert records == 3  # gateway.yml's firewall play, provision.yml, and ds4_fleet's check for upgrade.yml
 
 
-SPARK_PLAYS = "{{ ds4_target_hosts | default('sparks') }}"
+SPARK_PLAYS = "{{ ds4_target_hosts | default('sparks') | ds4.fleet.target_hosts }}"
 # Every role a Spark runs in site.yml: the firewall (ds4_gateway's entry point) and the provisioning.
 SPARK_ROLES = ["ds4_gateway", *GUARDED]
 
