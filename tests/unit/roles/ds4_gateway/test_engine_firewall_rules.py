@@ -44,6 +44,7 @@ def test_the_gateways_are_admitted_only_through_the_gates_sets_which_start_empty
     text = render({}, {"v4": ["10.88.0.9"], "v6": ["fd00::9"]})
     assert rules(text) == [
         'tcp dport 8000 iif "lo" accept',
+        "tcp dport 8000 ct state established accept",
         "tcp dport 8000 ip saddr @held_v4 accept",
         "tcp dport 8000 ip6 saddr @held_v6 accept",
         "tcp dport 8000 reject with tcp reset",
