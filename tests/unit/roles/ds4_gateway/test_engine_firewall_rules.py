@@ -1,5 +1,6 @@
-"""The engine firewall's rules (templates/ds4-engine.nft.j2) on a pair's coordinator: its link port is kept
-for the worker's link address, as the engine's distributed protocol has no authentication."""
+"""The engine firewall's rules (templates/ds4-engine.nft.j2): the gateways reach the engine's port only
+through the engine gate's sets, declared empty; on a pair's coordinator its link port is kept for the
+worker's link address, as the engine's distributed protocol has no authentication."""
 
 import shutil
 import subprocess
@@ -37,6 +38,20 @@ def test_only_the_workers_link_address_reaches_the_coordinators_link_port():
         rules(render(dict(COORDINATOR, worker_address="fd77::2")))[-2]
         == "tcp dport 9400 ip6 saddr fd77::2 accept"
     )
+
+
+def test_the_gateways_are_admitted_only_through_the_gates_sets_which_start_empty():
+    text = render({}, {"v4": ["10.88.0.9"], "v6": ["fd00::9"]})
+    assert rules(text) == [
+        'tcp dport 8000 iif "lo" accept',
+        "tcp dport 8000 ct state established accept",
+        "tcp dport 8000 ip saddr @held_v4 accept",
+        "tcp dport 8000 ip6 saddr @held_v6 accept",
+        "tcp dport 8000 reject with tcp reset",
+    ]
+    # The addresses are the gate's to add (ds4-engine-gate open, once the engine holds the port), never
+    # the rules file's: loaded alone, it admits no one.
+    assert "10.88.0.9" not in text and "fd00::9" not in text and "elements" not in text
 
 
 @pytest.mark.parametrize("pair", [{}, dict(COORDINATOR, role="worker")])
