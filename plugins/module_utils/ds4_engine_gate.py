@@ -226,6 +226,17 @@ def _table_missing(nft: Nft, config: dict) -> bool:
     return rc != 0
 
 
+def _close(nft: Nft, config: dict, table: str, failing: str) -> bool:
+    """Empty the sets: True when emptied, False when there is no table (nothing is admitted through it);
+    GateError, its message starting with `failing`, when the sets are there and stay filled."""
+    done, said = _applied(nft, close_text(config))
+    if done:
+        return True
+    if _table_missing(nft, config):
+        return False
+    raise GateError(f"{failing} {table} could not be emptied: {said}")
+
+
 def act(action: str, config: dict, nft: Nft, prove: Prove, rules: str | None = None) -> str:
     """Do `action` (ACTIONS) and say what was done; GateError when the gate could not be put as asked.
 
@@ -233,18 +244,13 @@ def act(action: str, config: dict, nft: Nft, prove: Prove, rules: str | None = N
     admitted (proof() bound to this host); `rules`: the rules file's text, for `load`."""
     table = f"{FAMILY} {config['table']}"
     if action == "close":
-        done, said = _applied(nft, close_text(config))
-        if done:
+        if _close(nft, config, table, "the sets of"):
             return f"closed: no gateway reaches port {config['port']} until the engine is proven to hold it"
-        if _table_missing(nft, config):
-            return f"closed: no table {table} (no engine firewall, nothing admitted through it)"
-        raise GateError(f"the sets of {table} could not be emptied: {said}")
+        return f"closed: no table {table} (no engine firewall, nothing admitted through it)"
     if action == "open":
         why = prove()
         if why:
-            done, said = _applied(nft, close_text(config))
-            if not done and not _table_missing(nft, config):
-                raise GateError(f"not opened ({why}), and the sets of {table} could not be emptied: {said}")
+            _close(nft, config, table, f"not opened ({why}), and the sets of")
             raise GateError(f"not opened: {why}")
         done, said = _applied(nft, open_text(config))
         if done:

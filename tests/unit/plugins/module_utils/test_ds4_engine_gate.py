@@ -233,6 +233,19 @@ def test_open_refused_empties_the_sets_and_fails_naming_the_holder():
     assert nft.texts() == [close_text(CONFIG)]
 
 
+def test_open_refused_says_so_whether_the_sets_were_emptied_or_there_is_no_table():
+    why = "ds4.service runs no engine"
+    with pytest.raises(GateError) as refused:
+        act("open", CONFIG, Nft(fail=True), lambda: why)
+    assert str(refused.value) == (
+        f"not opened ({why}), and the sets of inet ds4_engine could not be emptied:"
+        " Error: Could not process rule: No such file or directory"
+    )
+    with pytest.raises(GateError) as refused:
+        act("open", CONFIG, Nft(table=False), lambda: why)
+    assert str(refused.value) == f"not opened: {why}"
+
+
 def test_open_without_the_table_leaves_it_to_the_next_load():
     said = act("open", CONFIG, Nft(table=False), lambda: None)
     assert "no table inet ds4_engine; loading the firewall again proves the engine anew" in said
