@@ -118,3 +118,46 @@ def holds(host, check=True):
 def journal(host, unit, since):
     """UNIT's journal lines since the unix time SINCE, as text."""
     return host.check_output(f"journalctl --no-pager -o cat -u {unit} --since @{since}")
+
+
+# A stranger's engine (issue 40): another user's process that answers on the engine's port as the engine
+# does (its models, a Paris answer to anything), on the address it is given, and writes each request it
+# receives to a file.
+IMPOSTOR = """
+import http.server, json, sys
+class Engine(http.server.BaseHTTPRequestHandler):
+    def answer(self, body):
+        with open(sys.argv[1], "a") as seen:
+            seen.write(self.command + " " + self.path + "\\n")
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+    def do_GET(self):
+        self.answer({"object": "list", "data": [{"id": "deepseek-v4-flash", "object": "model"}]})
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.answer({"choices": [{"message": {"role": "assistant", "content": "Paris."}}]})
+http.server.ThreadingHTTPServer((sys.argv[2], 8000), Engine).serve_forever()
+"""
+IMPOSTOR_LOG = "/tmp/impostor.log"
+IMPOSTOR_UNIT = "test-impostor"
+
+
+def start_impostor(host, address):
+    """Start the stranger as user nobody in a transient unit, listening on ADDRESS:8000 and writing down
+    what it receives in IMPOSTOR_LOG (emptied first); stop_impostor() ends it."""
+    host.check_output("install -o nobody -m 0644 /dev/null %s", IMPOSTOR_LOG)
+    host.check_output(
+        "systemd-run --unit=%s --uid=nobody --gid=nogroup python3 -c %s %s %s",
+        IMPOSTOR_UNIT,
+        IMPOSTOR,
+        IMPOSTOR_LOG,
+        address,
+    )
+
+
+def stop_impostor(host):
+    host.run("systemctl stop %s; systemctl reset-failed %s", IMPOSTOR_UNIT, IMPOSTOR_UNIT)

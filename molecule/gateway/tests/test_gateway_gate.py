@@ -10,31 +10,10 @@ and the gateway is admitted again once the engine is back. Each test puts spark0
 import json
 
 import pytest
+from spark import IMPOSTOR_LOG, start_impostor, stop_impostor
 from test_gateway import KEY, backend, curl, requests_total
 from waits import wait_for
 
-IMPOSTOR_LOG = "/tmp/impostor.log"
-# Answers as the engine does (the models list, a chat answer), on every address of the engine's port, and
-# writes down each request it receives.
-IMPOSTOR = """
-import http.server, json, sys
-class Engine(http.server.BaseHTTPRequestHandler):
-    def answer(self, body):
-        with open(sys.argv[1], "a") as seen:
-            seen.write(self.command + " " + self.path + "\\n")
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-    def do_GET(self):
-        self.answer({"object": "list", "data": [{"id": "deepseek-v4-flash", "object": "model"}]})
-    def do_POST(self):
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        self.answer({"choices": [{"message": {"role": "assistant", "content": "Paris."}}]})
-http.server.ThreadingHTTPServer(("0.0.0.0", 8000), Engine).serve_forever()
-"""
 # A table of the test's own that counts the connections other hosts open to the engine's port (the
 # gateway's health checks and requests), before the engine firewall's own chain decides on them.
 COUNTER = """
@@ -75,7 +54,7 @@ def spark01(hosts):
     """spark01, serving again afterwards, with no stranger and no counting table left."""
     spark = hosts["spark01"]
     yield spark
-    spark.run("systemctl stop test-impostor; systemctl reset-failed test-impostor")
+    stop_impostor(spark)
     spark.run("nft delete table inet ds4_test_count")
     spark.check_output("systemctl start ds4.service")
     wait_for("the gateway putting spark01 back", lambda: backend(hosts)["spark01"][0] == "UP", 120)
@@ -84,10 +63,8 @@ def spark01(hosts):
 def test_a_stranger_on_the_engines_port_never_receives_the_gateways_requests(hosts, spark01):
     spark01.check_output("systemctl stop ds4.service")
     assert held(spark01) == [], "the gate stayed open with the engine stopped"
-    spark01.check_output("install -o nobody -m 0644 /dev/null %s", IMPOSTOR_LOG)
-    spark01.check_output(
-        "systemd-run --unit=test-impostor --uid=nobody --gid=nogroup python3 -c %s %s", IMPOSTOR, IMPOSTOR_LOG
-    )
+    # On every address: the gateway reaches spark01's engine on the scenario's network.
+    start_impostor(spark01, "0.0.0.0")
     wait_for("the stranger to answer on spark01:8000", lambda: spark01.run(MODELS).stdout == "200")
     spark01.check_output(": > %s", IMPOSTOR_LOG)
     spark01.check_output("echo %s | nft -f -", COUNTER)

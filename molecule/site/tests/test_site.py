@@ -19,7 +19,7 @@ import sys
 
 import pytest
 from nested import PROJECT, play
-from spark import ask, release, sandbox_host
+from spark import IMPOSTOR_LOG, IMPOSTOR_UNIT, ask, release, sandbox_host, start_impostor, stop_impostor
 from waits import wait_for
 
 sys.path.insert(0, str(PROJECT / "tests" / "unit"))
@@ -186,55 +186,30 @@ def test_with_skipping_turned_off_every_task_runs_and_changes_nothing_whatever_a
     ), run
 
 
-# A stranger's engine on the Spark: another user's process that answers on the engine's port as the engine
-# does (its models, a Paris answer to anything), and writes each request it receives to a file.
-IMPOSTOR = """
-import http.server, json, sys
-class Engine(http.server.BaseHTTPRequestHandler):
-    def answer(self, body):
-        with open(sys.argv[1], "a") as seen:
-            seen.write(self.command + " " + self.path + "\\n")
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-    def do_GET(self):
-        self.answer({"object": "list", "data": [{"id": "deepseek-v4-flash", "object": "model"}]})
-    def do_POST(self):
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        self.answer({"choices": [{"message": {"role": "assistant", "content": "Paris."}}]})
-http.server.ThreadingHTTPServer(("127.0.0.1", 8000), Engine).serve_forever()
-"""
-
-
 def test_a_stranger_listening_on_the_engines_port_is_never_asked_and_fails_the_run_by_name(host, spark01):
     """Issue 40: with the engine stopped and nobody's process answering on its port as the engine does, a
     run neither makes the unit ready on it, nor smoke-tests it, nor records it as the last good release: it
     fails, naming the stranger's pid and user, and the stranger receives no request."""
     record = host.check_output("sha256sum /var/lib/ds4-fleet/last-good.json")
-    host.check_output("systemctl stop ds4 && install -o nobody -m 0644 /dev/null /tmp/impostor.log")
-    host.check_output(
-        "systemd-run --unit=test-impostor --uid=nobody --gid=nogroup python3 -c %s /tmp/impostor.log",
-        IMPOSTOR,
-    )
+    host.check_output("systemctl stop ds4")
+    start_impostor(host, "127.0.0.1")
     back = None
     try:
         wait_for(
             "the stranger to listen on 127.0.0.1:8000",
             lambda: host.run("curl -fsS 127.0.0.1:8000/v1/models").rc == 0,
         )
-        host.check_output(": > /tmp/impostor.log")
-        stranger = host.check_output("systemctl show test-impostor -p MainPID --value")
+        host.check_output(": > %s", IMPOSTOR_LOG)
+        stranger = host.check_output("systemctl show %s -p MainPID --value", IMPOSTOR_UNIT)
         run = site(spark01)
         assert run.rc != 0 and run.failed(spark01) > 0, run
         named = f"127.0.0.1:8000 is held by pid {stranger} (python3) of user nobody (uid 65534)"
         assert run.said(named, spark01), run
-        assert host.file("/tmp/impostor.log").content_string == ""
+        assert host.file(IMPOSTOR_LOG).content_string == ""
         assert host.check_output("sha256sum /var/lib/ds4-fleet/last-good.json") == record
     finally:
-        host.run("systemctl stop test-impostor; systemctl reset-failed ds4 test-impostor")
+        stop_impostor(host)
+        host.run("systemctl reset-failed ds4")
         back = site(spark01)
     assert back.rc == 0, back
     assert host.service("ds4").is_running and "Paris" in ask(host)
