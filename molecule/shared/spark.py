@@ -161,3 +161,14 @@ def start_impostor(host, address):
 
 def stop_impostor(host):
     host.run("systemctl stop %s; systemctl reset-failed %s", IMPOSTOR_UNIT, IMPOSTOR_UNIT)
+
+
+def route_address(host):
+    """HOST's source address on its default route (IPv4): where node_exporter and the gateway's exporter
+    listen by default."""
+    return host.check_output("ip -4 -o route get 192.0.2.1").split(" src ")[1].split()[0]
+
+
+def local_listeners(host, port):
+    """The local ADDRESS:PORT of each TCP socket listening on PORT on HOST."""
+    return [line.split()[3] for line in host.check_output("ss -Hltn 'sport = :%s'", port).splitlines()]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import stat
 from typing import TYPE_CHECKING
 
@@ -27,17 +28,49 @@ EXPORTER_UNIT = "prometheus-node-exporter.service"
 _SS_UID_RE = re.compile(r"\buid:(\d+)\b")
 
 
+class ExporterError(Exception):
+    """A setting node_exporter cannot listen by, with the message for the operator."""
+
+
 def host_port(address: str, port: int) -> str:
     """ADDRESS:PORT as node_exporter's --web.listen-address takes it (an IPv6 address in brackets)."""
     return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
 
 
-def listen_addresses(setting: str, port: int) -> list[str]:
-    """[ADDRESS:PORT, ...]: where node_exporter listens, by ds4_node_exporter_listen_address. Empty: every
-    address, as the distribution's package does (`:PORT`). An address: that one alone, such as the Spark's
-    address on the site's network, so that its other networks (the link between two Sparks, a public one)
-    do not carry it."""
-    return [host_port(setting, port)] if setting else [f":{port}"]
+# Documentation addresses (RFC 5737, RFC 3849): no site routes them, so the kernel's route to them is the
+# default route. Nothing is sent to them: a UDP socket's connect() only looks the route up.
+_ROUTE_PROBES = ((socket.AF_INET, "192.0.2.1"), (socket.AF_INET6, "2001:db8::1"))
+
+
+def default_route_address(open_socket: Callable[..., socket.socket] = socket.socket) -> str | None:
+    """This host's source address on its default route (IPv4 first, then IPv6): the address the site's
+    network reaches it at. None without a default route. OPEN_SOCKET is socket.socket."""
+    for family, probe in _ROUTE_PROBES:
+        try:
+            with open_socket(family, socket.SOCK_DGRAM) as udp:
+                udp.connect((probe, 9))
+                return str(udp.getsockname()[0])
+        except OSError:
+            continue
+    return None
+
+
+def listen_addresses(setting: str, port: int, route_address: Callable[[], str | None]) -> list[str]:
+    """[ADDRESS:PORT]: where node_exporter listens, by ds4_node_exporter_listen_address. An address: that
+    one alone (0.0.0.0 or :: for every address, as the distribution's package). Empty: the Spark's address
+    on its default route (ROUTE_ADDRESS(), asked only then), where a site's Prometheus reaches it, so that
+    its other networks (the link between two Sparks, a public one) do not carry the host's details.
+    ExporterError where it has no default route."""
+    if setting:
+        return [host_port(setting, port)]
+    address = route_address()
+    if address is None:
+        raise ExporterError(
+            "ds4_node_exporter_listen_address is empty, which means this Spark's address on its default"
+            " route, and it has no default route: set ds4_node_exporter_listen_address to the address the"
+            " site's Prometheus scrapes (0.0.0.0 for every address)"
+        )
+    return [host_port(address, port)]
 
 
 def ss_uid_command(ss: str, port: int) -> list[str]:

@@ -360,14 +360,14 @@ def host_address_problem(value):
 
 
 def _listen_address(value):
-    """ds4_node_exporter_listen_address: empty (loopback and the default route's address) or an IP address."""
+    """ds4_node_exporter_listen_address: empty (the default route's address) or an IP address."""
     if value == "":
         return None
     try:
         ipaddress.ip_address(value)
         return None
     except (TypeError, ValueError):
-        return "empty (loopback and the default route's address) or an IP address (0.0.0.0 or :: for all)"
+        return "empty (the default route's address) or an IP address (0.0.0.0 or :: for every address)"
 
 
 def _regex(value):
@@ -592,6 +592,9 @@ RULES = {
     "ds4_gateway_address": _matching(re.compile(r"\*|[0-9A-Fa-f.:]+"), "* or an IP address"),
     "ds4_gateway_port": _between(1, 65535, "a TCP port"),
     "ds4_gateway_metrics_port": _between(1, 65535, "a TCP port"),
+    "ds4_gateway_metrics_address": _matching(
+        re.compile(r"|\*|[0-9A-Fa-f.:]+"), "empty (the default route's address), * or an IP address"
+    ),
     "ds4_gateway_api_keys": _secret_words,
     "ds4_gateway_api_keys_file": _optional_controller_file,
     "ds4_gateway_tls_cert": _optional_controller_file,

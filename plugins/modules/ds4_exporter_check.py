@@ -13,8 +13,9 @@ description:
     pid and program, before anything changes.
   - Without O(manage), the site's own exporter is left alone; only its textfile directory O(textfile_dir)
     is checked (there, a directory, not a link), since the watchdog writes ds4.prom into it.
-  - Returns the listen addresses for C(--web.listen-address). An empty O(listen_address) is loopback and
-    the Spark's address on its default route (C(ip route get)), never every address.
+  - Returns the listen address for C(--web.listen-address). An empty O(listen_address) is the Spark's
+    address on its default route (the kernel's route to a documentation address, nothing sent), never
+    every address; a Spark without a default route is refused, naming the setting.
   - Changes nothing, in check mode too.
 version_added: 0.1.0
 extends_documentation_fragment: [ds4.fleet.module]
@@ -31,7 +32,8 @@ options:
     required: true
   listen_address:
     description:
-      - C(ds4_node_exporter_listen_address), empty for every address.
+      - C(ds4_node_exporter_listen_address); empty for the Spark's address on its default route,
+        C(0.0.0.0) or C(::) for every address.
     type: str
     default: ""
   textfile_dir:
@@ -62,6 +64,8 @@ import os  # noqa: E402
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_exporter import (  # noqa: E402
     EXPORTER_UNIT,
+    ExporterError,
+    default_route_address,
     listen_addresses,
     listener_uid,
     port_clash,
@@ -92,7 +96,10 @@ def main():
             module.fail_json(msg=problem)
         module.exit_json(changed=False, listen=[])
 
-    listen = listen_addresses(params["listen_address"], params["port"])
+    try:
+        listen = listen_addresses(params["listen_address"], params["port"], default_route_address)
+    except ExporterError as exc:
+        module.fail_json(msg=str(exc))
 
     ss = module.get_bin_path("ss")
     holder, warnings = port_holder(params["port"], module.run_command, ss)

@@ -298,6 +298,7 @@ BAD = {
     "ds4_metrics_next_generation_bytes": [-1, *WHOLE],
     # ds4_gateway
     "ds4_gateway_address": ["", "any", "0.0.0.0 ", "::1\n"],
+    "ds4_gateway_metrics_address": ["any", "0.0.0.0 ", "::1\n", "gw01", []],
     "ds4_gateway_port": [0, 65536, *WHOLE],
     "ds4_gateway_metrics_port": [0, 65536, *WHOLE],
     "ds4_gateway_api_keys": ["key", ["k\n"]],

@@ -36,5 +36,5 @@ def test_the_gateway_serves_haproxys_exporter_on_its_metrics_port():
     frontend = re.search(r"^frontend ds4_metrics\n((?:    .*\n)+)", config, re.M)
     assert frontend, "no frontend ds4_metrics in the gateway's HAProxy configuration"
     lines = frontend.group(1).splitlines()
-    assert "    bind {{ ds4_gateway_address }}:{{ ds4_gateway_metrics_port | int }}" in lines
+    assert "    bind {{ _ds4_gateway_metrics_listen }}:{{ ds4_gateway_metrics_port | int }}" in lines
     assert "    http-request use-service prometheus-exporter if { path /metrics }" in lines

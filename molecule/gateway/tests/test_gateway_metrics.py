@@ -20,7 +20,7 @@ import pytest
 import yaml
 from nested import play
 from prometheus_host import install_prometheus, start_prometheus
-from spark import container, forge, haproxy
+from spark import container, forge, haproxy, local_listeners, route_address
 from waits import wait_for
 
 ROOT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
@@ -53,6 +53,13 @@ def up_series():
 def test_the_exporter_says_each_spark_is_in_the_backend_the_alert_watches():
     assert BACKEND == "ds4_sparks"
     assert wait_for("both Sparks up at the gateway", lambda: up_series() == dict.fromkeys(SPARKS, "1"), 60)
+
+
+def test_the_exporter_listens_on_the_gateways_default_route_address_alone(gateway):
+    """Issue 40, point 5: not on every address (a public side of the gateway, loopback) by default."""
+    port = MONITORING["ds4_monitoring_gateway_port"]
+    assert local_listeners(gateway, port) == [f"{route_address(gateway)}:{port}"]
+    assert gateway.run("curl -sS --max-time 5 -o /dev/null http://127.0.0.1:%s/metrics", port).rc != 0
 
 
 def test_a_spark_left_in_maintenance_reads_as_out_of_the_gateway(gateway):

@@ -11,7 +11,7 @@ import json
 import re
 import time
 
-from spark import failed_for_good, journal, main_pid, show
+from spark import failed_for_good, journal, local_listeners, main_pid, route_address, show
 from test_service import API, DROPINS, answers, play
 from waits import wait_for
 
@@ -34,7 +34,7 @@ def runs(host):
 
 
 def node_metrics(host):
-    return host.check_output("curl -fsS --max-time 5 http://127.0.0.1:9100/metrics")
+    return host.check_output("curl -fsS --max-time 5 http://%s:9100/metrics", route_address(host))
 
 
 def series_in(host, line):
@@ -60,6 +60,12 @@ def test_the_watchdog_runs_on_its_timer_as_a_sandboxed_oneshot(host):
     report = host.run("systemd-analyze security ds4-watchdog --no-pager").stdout
     exposure = float(report.rsplit("Overall exposure level for ds4-watchdog.service: ", 1)[1].split()[0])
     assert exposure <= 3.0, report
+
+
+def test_node_exporter_listens_on_the_sparks_default_route_address_alone(host):
+    """Issue 40, point 5: not on every address (a Spark's other networks, loopback) by default."""
+    assert local_listeners(host, 9100) == [f"{route_address(host)}:9100"]
+    assert host.run("curl -fsS --max-time 5 -o /dev/null http://127.0.0.1:9100/metrics").rc != 0
 
 
 def test_node_exporter_serves_what_the_spark_runs_and_the_engines_metrics(host):

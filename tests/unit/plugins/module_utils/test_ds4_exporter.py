@@ -2,9 +2,13 @@
 program holds, and a site's own exporter's textfile directory (issue 29: a site's exporter is kept)."""
 
 import os
+import socket
 
+import pytest
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_exporter import (
     EXPORTER_PROGRAMS,
+    ExporterError,
+    default_route_address,
     host_port,
     listen_addresses,
     listener_uid,
@@ -13,16 +17,66 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_exporter import (
 )
 
 
-def test_by_default_every_address_as_the_distributions_package():
-    assert listen_addresses("", 9100) == [":9100"]
-    assert listen_addresses("", 9101) == [":9101"]
+def no_route():
+    raise AssertionError("the route is looked up only for an empty setting")
+
+
+def test_by_default_the_sparks_address_on_its_default_route_alone():
+    assert listen_addresses("", 9100, lambda: "10.0.0.5") == ["10.0.0.5:9100"]
+    assert listen_addresses("", 9101, lambda: "fd00::5") == ["[fd00::5]:9101"]
+
+
+def test_without_a_default_route_the_default_is_refused_naming_the_setting():
+    with pytest.raises(ExporterError, match="ds4_node_exporter_listen_address is empty.*no default route"):
+        listen_addresses("", 9100, lambda: None)
 
 
 def test_an_address_the_operator_gives_is_the_only_one():
-    assert listen_addresses("10.0.0.5", 9100) == ["10.0.0.5:9100"]
-    assert listen_addresses("0.0.0.0", 9100) == ["0.0.0.0:9100"]
-    assert listen_addresses("::", 9100) == ["[::]:9100"]
+    assert listen_addresses("10.0.0.5", 9100, no_route) == ["10.0.0.5:9100"]
+    assert listen_addresses("0.0.0.0", 9100, no_route) == ["0.0.0.0:9100"]
+    assert listen_addresses("::", 9100, no_route) == ["[::]:9100"]
     assert host_port("::1", 1) == "[::1]:1"
+
+
+class Udp:
+    """A fake UDP socket: connect() fails for the families without a route, else names SOURCE."""
+
+    def __init__(self, routed, source):
+        self.routed, self.source, self.family = routed, source, None
+
+    def __call__(self, family, kind):
+        assert kind == socket.SOCK_DGRAM
+        self.family = family
+        return self
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def connect(self, address):
+        if self.family not in self.routed:
+            raise OSError(101, "Network is unreachable")
+        self.asked = address
+
+    def getsockname(self):
+        return (self.source[self.family], 0)
+
+
+def test_the_default_route_address_is_the_kernels_source_for_an_unrouted_address_v4_first():
+    both = Udp({socket.AF_INET, socket.AF_INET6}, {socket.AF_INET: "10.0.0.5", socket.AF_INET6: "fd00::5"})
+    assert default_route_address(both) == "10.0.0.5"
+    v6 = Udp({socket.AF_INET6}, {socket.AF_INET6: "fd00::5"})
+    assert default_route_address(v6) == "fd00::5"
+    assert default_route_address(Udp(set(), {})) is None
+
+
+def test_this_hosts_default_route_address_is_one_of_its_own():
+    address = default_route_address()
+    if address is not None:
+        with socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET) as own:
+            own.bind((address, 0))
 
 
 def holder(pid=None, in_use=True, comm=None):
