@@ -171,4 +171,4 @@ def route_address(host):
 
 def local_listeners(host, port):
     """The local ADDRESS:PORT of each TCP socket listening on PORT on HOST."""
-    return [line.split()[3] for line in host.check_output("ss -Hltn 'sport = :%s'", port).splitlines()]
+    return [line.split()[3] for line in host.check_output(f"ss -Hltn 'sport = :{int(port)}'").splitlines()]

@@ -70,6 +70,8 @@ GROUPS_RECORD = f"{RECORDS_DIR}/groups.json"
 NODE_EXPORTER_DEFAULTS = "/etc/default/prometheus-node-exporter"
 NODE_EXPORTER_SAVED = f"{RECORDS_DIR}/prometheus-node-exporter.default"
 NODE_EXPORTER_UNIT = "prometheus-node-exporter.service"
+# ds4_service's drop-in that runs node_exporter through ds4-node-exporter (its default route's address).
+NODE_EXPORTER_DROPIN = f"/etc/systemd/system/{NODE_EXPORTER_UNIT}.d/ds4-fleet-listen.conf"
 # node_exporter's textfile directory as the distribution's package makes it (ds4_node_exporter_textfile_dir).
 TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
 FACTS_DIR = "/etc/ansible/facts.d"
@@ -126,6 +128,8 @@ def made(root, gguf_dir, kv_dir, build_log_dir, weight_names, weights=False, tex
         (EMPTY, f"{UNIT_DIR}/ds4.service.d", ()),
         (FILE, f"{UNIT_DIR}/ds4-worker.service.d/00-ds4-fleet-supervision.conf", ()),
         (EMPTY, f"{UNIT_DIR}/ds4-worker.service.d", ()),
+        (FILE, NODE_EXPORTER_DROPIN, ()),
+        (EMPTY, posixpath.dirname(NODE_EXPORTER_DROPIN), ()),
         (FILE, f"{UNIT_DIR}/nftables.service.d/ds4-engine-firewall.conf", ()),
         (EMPTY, f"{UNIT_DIR}/nftables.service.d", ()),
         # systemd's record of the update check's last run (Persistent=true).

@@ -14,8 +14,9 @@ description:
   - Without O(manage), the site's own exporter is left alone; only its textfile directory O(textfile_dir)
     is checked (there, a directory, not a link), since the watchdog writes ds4.prom into it.
   - Returns the listen address for C(--web.listen-address). An empty O(listen_address) is the Spark's
-    address on its default route (the kernel's route to a documentation address, nothing sent), never
-    every address; a Spark without a default route is refused, naming the setting.
+    address on its default route now (the kernel's route to a documentation address, nothing sent), never
+    every address; the role's ds4-node-exporter finds it again each time the exporter starts. A Spark
+    without a default route is refused, naming the setting.
   - Changes nothing, in check mode too.
 version_added: 0.1.0
 extends_documentation_fragment: [ds4.fleet.module]

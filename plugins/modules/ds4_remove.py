@@ -146,6 +146,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_remove import (  # n
     GROUPS,
     GROUPS_RECORD,
     NODE_EXPORTER_DEFAULTS,
+    NODE_EXPORTER_DROPIN,
     NODE_EXPORTER_SAVED,
     NODE_EXPORTER_UNIT,
     OWNED,
@@ -241,16 +242,22 @@ class Remover:
                 removed += [f"{taken} (given to root)" for taken in disown(path, service_uid, self.check)]
         return removed
 
-    def node_exporter_defaults(self, saved):
-        if saved is None or read_text(NODE_EXPORTER_DEFAULTS) == saved:
-            return []
+    def node_exporter_defaults(self, saved, dropin_gone):
+        """node_exporter's settings written back as the distribution had them (SAVED), and the exporter
+        restarted on them when they, or its drop-in (DROPIN_GONE: removed with the roles' paths), changed:
+        systemd reads the unit again first, as the drop-in's ExecStart named a script that is gone."""
+        restore = saved is not None and read_text(NODE_EXPORTER_DEFAULTS) != saved
         if not self.check:
-            replace_file(NODE_EXPORTER_DEFAULTS, saved.encode(), 0o644, 0, 0)
-            self.run(
-                ["systemctl", "try-restart", NODE_EXPORTER_UNIT],
-                f"systemctl try-restart {NODE_EXPORTER_UNIT}",
-            )
-        return [NODE_EXPORTER_DEFAULTS]
+            if restore:
+                replace_file(NODE_EXPORTER_DEFAULTS, saved.encode(), 0o644, 0, 0)
+            if dropin_gone:
+                self.run(["systemctl", "daemon-reload"], "systemctl daemon-reload")
+            if restore or dropin_gone:
+                self.run(
+                    ["systemctl", "try-restart", NODE_EXPORTER_UNIT],
+                    f"systemctl try-restart {NODE_EXPORTER_UNIT}",
+                )
+        return [NODE_EXPORTER_DEFAULTS] if restore else []
 
     def accounts(self, device_groups):
         """The roles' users and groups deleted, then the device groups they made that nobody uses now."""
@@ -400,7 +407,7 @@ def main():
         result["removed"] += take_off_netplan(
             module.get_bin_path("netplan"), remover.run, module.check_mode, gone
         )
-        result["restored"] = remover.node_exporter_defaults(saved)
+        result["restored"] = remover.node_exporter_defaults(saved, NODE_EXPORTER_DROPIN in result["removed"])
         result["accounts"], result["groups_kept"] = remover.accounts(device_groups)
         result["packages"], result["packages_kept"], left = remover.packages(record, recorded, p["packages"])
         result["removed"] += remover.records(record, left, gone)

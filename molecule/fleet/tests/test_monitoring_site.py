@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 from nested import play
-from spark import main_pid, sandbox_host
+from spark import main_pid, route_address, sandbox_host
 from test_monitoring import NAMES, PREFIX, generate
 from waits import wait_for
 
@@ -71,7 +71,7 @@ def sha256(host, path):
 def exporter_page(host):
     """node_exporter's page, or "" while nothing listens: `systemctl restart` returns once it was started,
     before it listens (a fresh clone's run met the refused connection inside a wait)."""
-    done = host.run("curl -fsS --max-time 5 http://127.0.0.1:9100/metrics")
+    done = host.run(f"curl -fsS --max-time 5 http://{route_address(host)}:9100/metrics")
     return done.stdout if done.rc == 0 else ""
 
 

@@ -59,7 +59,7 @@ def test_the_exporter_listens_on_the_gateways_default_route_address_alone(gatewa
     """Issue 40, point 5: not on every address (a public side of the gateway, loopback) by default."""
     port = MONITORING["ds4_monitoring_gateway_port"]
     assert local_listeners(gateway, port) == [f"{route_address(gateway)}:{port}"]
-    assert gateway.run("curl -sS --max-time 5 -o /dev/null http://127.0.0.1:%s/metrics", port).rc != 0
+    assert gateway.run(f"curl -sS --max-time 5 -o /dev/null http://127.0.0.1:{port}/metrics").rc != 0
 
 
 def test_a_spark_left_in_maintenance_reads_as_out_of_the_gateway(gateway):

@@ -74,8 +74,13 @@ def test_the_watchdog_leaves_a_coordinator_waiting_for_its_worker_alone_and_says
         timeout=BACK_TIMEOUT,
     )
     assert main_pid(coordinator) == pid
-    # The worker's watchdog follows its unit alone: it serves no API.
-    assert series(worker, "ds4_spark_engine_up") == 1
+    # The worker's watchdog follows its unit alone: it serves no API. Its own timer, not the coordinator's:
+    # its textfile may still be the one written while the worker was stopped.
+    wait_for(
+        "the worker's textfile to say its engine is up",
+        lambda: series(worker, "ds4_spark_engine_up") == 1,
+        timeout=BACK_TIMEOUT,
+    )
     assert series(worker, "ds4_spark_pair_route_complete") is None
 
 
