@@ -59,6 +59,12 @@ def test_without_a_default_route_it_gives_up_naming_the_setting(installed):
     assert "no default route after 0 s" in done.stderr and "ds4_node_exporter_listen_address" in done.stderr
 
 
+def test_arguments_that_name_their_own_listen_address_are_passed_on_as_they_are(installed):
+    args = ["--web.listen-address=:9100", "--collector.textfile.directory=/site"]
+    done = run(installed, str(installed / "exporter"), "9100", *args)
+    assert done.returncode == 0 and done.stdout.splitlines() == args
+
+
 def test_a_bad_call_is_refused_with_its_usage(installed):
     done = run(installed, str(installed / "exporter"), "port")
     assert done.returncode == 2 and done.stderr.startswith("usage: ds4-node-exporter")
