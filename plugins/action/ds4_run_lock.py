@@ -129,7 +129,8 @@ class ActionModule(ActionBase):
         deadline = time.monotonic() + wait
         while True:
             answer = self._execute_module(MODULE, module_args=args, task_vars=task_vars)
-            if answer.get("failed") or answer.get("held"):
+            # A Spark with nothing to change (unless_unchanged) was held and let go in that one call.
+            if answer.get("failed") or answer.get("held") or answer.get("unchanged"):
                 result.update(answer)
                 if answer.get("held"):
                     token = {"pid": args["holder"]["pid"], "token": args["holder"]["token"]}

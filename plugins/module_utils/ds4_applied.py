@@ -21,7 +21,19 @@ import os
 import pwd
 import stat
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_digest import keyed
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_digest import (
+    KEY_FILE,
+    DigestKeyError,
+    keyed,
+    load_key,
+)
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_drain import (
+    AGENT_STATUS,
+    EngineUnreachable,
+    ProbeError,
+    engine_url,
+    read_stats,
+)
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import (
     private_dir,
     read_text,
@@ -33,6 +45,21 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_redact import URLS, 
 HASH_LIMIT = 16 * 1024 * 1024
 RECORD_VERSION = 1
 
+
+# The options of the module ds4_applied but its state, which the module ds4_run_lock takes too
+# (unless_unchanged): the record, the run's inputs, what is compared and where the engine answers.
+OPTIONS = {
+    "path": {"type": "path", "default": "/var/lib/ds4-fleet/applied.json"},
+    "fingerprint": {"type": "str", "required": True},
+    "secrets": {"type": "dict", "default": {}, "no_log": True},
+    "digest_key": {"type": "path", "default": KEY_FILE},
+    "paths": {"type": "list", "elements": "path", "default": []},
+    "trees": {"type": "list", "elements": "path", "default": []},
+    "units": {"type": "list", "elements": "str", "default": []},
+    "user": {"type": "str", "default": "ds4"},
+    "host": {"type": "str", "default": "127.0.0.1"},
+    "port": {"type": "int", "default": 8000},
+}
 
 # What of the collection shapes a run: a new version of any of these files takes the whole run.
 COLLECTION_PARTS = ("roles", "plugins", "playbooks")
@@ -175,6 +202,46 @@ def difference(record, fingerprint, now):
                 what = "file" if kind == "files" else "unit"
                 return f"{what} {name} changed since the last finished run"
     return None
+
+
+def unit_states(units, run_command):
+    """{unit: [unit-file state, active state]}, as systemctl shows them, in one call of RUN_COMMAND (an
+    AnsibleModule's: argv -> (rc, out, err))."""
+    if not units:
+        return {}
+    rc, out, err = run_command(["systemctl", "show", "--property=UnitFileState,ActiveState", "--", *units])
+    if rc != 0:
+        raise AppliedError(f"systemctl show failed: {err.strip()}")
+    return parse_unit_states(units, out)
+
+
+def inputs_and_state(options, run_command, check_mode):
+    """(the run's keyed inputs, or None where no digest key is there yet in CHECK_MODE; the state now) from
+    OPTIONS, those of the module ds4_applied: the digest key is made when missing, not in check mode."""
+    try:
+        key, _created = load_key(options["digest_key"], create=not check_mode)
+    except DigestKeyError as exc:
+        raise AppliedError(str(exc)) from exc
+    inputs = keyed_fingerprint(options["fingerprint"], options["secrets"] or {}, key) if key else None
+    now = snapshot(options["paths"], options["trees"], unit_states(options["units"], run_command))
+    now["user"] = user_state(options["user"])
+    return inputs, now
+
+
+def compare(options, run_command, check_mode):
+    """Why the Spark is not as the last finished run left it, in words, or None when it is and its engine
+    answers on OPTIONS' host and port (OPTIONS: those of the module ds4_applied). A record that no longer
+    holds is removed, not in CHECK_MODE, so that only a whole run that finishes writes one again."""
+    inputs, now = inputs_and_state(options, run_command, check_mode)
+    reason = difference(read_record(options["path"]), inputs, now)
+    if reason is None:
+        try:
+            read_stats(engine_url(options["host"], options["port"]), agent=AGENT_STATUS)
+        except (EngineUnreachable, ProbeError) as exc:
+            reason = f"the engine does not answer: {exc}"
+    if reason is not None and not check_mode:
+        remove_record(options["path"])
+    return reason
 
 
 def read_record(path):

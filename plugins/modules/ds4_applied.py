@@ -89,83 +89,30 @@ reason:
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_applied import (  # noqa: E402
+    OPTIONS,
     AppliedError,
-    difference,
-    keyed_fingerprint,
-    parse_unit_states,
-    read_record,
-    remove_record,
-    snapshot,
-    user_state,
+    compare,
+    inputs_and_state,
     write_record,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_digest import (  # noqa: E402
-    KEY_FILE,
-    DigestKeyError,
-    load_key,
-)
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_drain import (  # noqa: E402
-    AGENT_STATUS,
-    EngineUnreachable,
-    ProbeError,
-    engine_url,
-    read_stats,
-)
-
-
-def unit_states(module, units):
-    """{unit: [unit-file state, active state]}, as systemctl shows them, in one call."""
-    if not units:
-        return {}
-    command = ["systemctl", "show", "--property=UnitFileState,ActiveState", "--", *units]
-    rc, out, err = module.run_command(command)
-    if rc != 0:
-        module.fail_json(msg=f"systemctl show failed: {err.strip()}")
-    try:
-        return parse_unit_states(units, out)
-    except AppliedError as exc:
-        module.fail_json(msg=str(exc))
 
 
 def main():
     module = AnsibleModule(
         argument_spec={
             "state": {"type": "str", "choices": ["checked", "recorded"], "default": "checked"},
-            "path": {"type": "path", "default": "/var/lib/ds4-fleet/applied.json"},
-            "fingerprint": {"type": "str", "required": True},
-            "secrets": {"type": "dict", "default": {}, "no_log": True},
-            "digest_key": {"type": "path", "default": KEY_FILE},
-            "paths": {"type": "list", "elements": "path", "default": []},
-            "trees": {"type": "list", "elements": "path", "default": []},
-            "units": {"type": "list", "elements": "str", "default": []},
-            "user": {"type": "str", "default": "ds4"},
-            "host": {"type": "str", "default": "127.0.0.1"},
-            "port": {"type": "int", "default": 8000},
+            **OPTIONS,
         },
         supports_check_mode=True,
     )
     p = module.params
     try:
-        # Made when missing (not in check mode, where no key means no record matches: the whole run).
-        key, _created = load_key(p["digest_key"], create=not module.check_mode)
-    except DigestKeyError as exc:
-        module.fail_json(msg=str(exc))
-    inputs = keyed_fingerprint(p["fingerprint"], p["secrets"], key) if key else None
-    now = snapshot(p["paths"], p["trees"], unit_states(module, p["units"]))
-    now["user"] = user_state(p["user"])
-    try:
         if p["state"] == "recorded":
+            inputs, now = inputs_and_state(p, module.run_command, module.check_mode)
             if not module.check_mode:
                 write_record(p["path"], inputs, now)
             module.exit_json(changed=False, converged=True, reason=None)
-        reason = difference(read_record(p["path"]), inputs, now)
-        if reason is None:
-            try:
-                read_stats(engine_url(p["host"], p["port"]), agent=AGENT_STATUS)
-            except (EngineUnreachable, ProbeError) as exc:
-                reason = f"the engine does not answer: {exc}"
-        if reason is not None and not module.check_mode:
-            remove_record(p["path"])
+        reason = compare(p, module.run_command, module.check_mode)
     except AppliedError as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(changed=False, converged=reason is None, reason=reason)

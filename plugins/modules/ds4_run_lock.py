@@ -46,6 +46,14 @@ options:
   stale:
     description: A holder record the controller found ended; its lock is taken over if still recorded.
     type: dict
+  unless_unchanged:
+    description:
+      - With O(state=held), the options of the module ds4.fleet.ds4_applied (as with its O(state=checked)).
+        Once the lock is taken, the Spark is compared with the last finished run's record in the same call,
+        and a Spark that is as that run left it, with the same inputs and its engine answering, is let go
+        at once (RV(unchanged)); otherwise the run holds it and RV(reason) says why the whole run follows.
+      - One module run in place of three (take, compare, give back) on a Spark with nothing to change.
+    type: dict
 extends_documentation_fragment:
   - ds4.fleet.module
 """
@@ -78,6 +86,15 @@ taken_over:
   description: The run whose lock this one took over (its lease had run out, or it had ended), or null.
   returned: after O(state=held)
   type: dict
+unchanged:
+  description: Whether the Spark is as the last finished run left it (O(unless_unchanged)), and so was let
+    go again.
+  returned: after O(state=held) with O(unless_unchanged)
+  type: bool
+reason:
+  description: Why the whole run follows (O(unless_unchanged)), in words; null when unchanged.
+  returned: after O(state=held) with O(unless_unchanged)
+  type: str
 lease_left:
   description: Seconds until the lease of the run that holds the lock runs out (null for a lock without one).
   returned: when another run holds the lock
@@ -85,6 +102,11 @@ lease_left:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_applied import (  # noqa: E402
+    OPTIONS,
+    AppliedError,
+    compare,
+)
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_run_lock import (  # noqa: E402
     PATH,
     LockError,
@@ -117,11 +139,13 @@ def main():
             "wait": {"type": "int", "default": 600},
             "lease": {"type": "int", "default": 300},
             "stale": {"type": "dict"},
+            "unless_unchanged": {"type": "dict", "options": OPTIONS},
         },
         supports_check_mode=True,
     )
     p = module.params
     holder = dict(p["holder"] or {}, lease=p["lease"])
+    compared = p["unless_unchanged"] if p["state"] == "held" else None
     try:
         now = clock()
         if p["state"] == "checked":
@@ -130,26 +154,50 @@ def main():
         if module.check_mode:
             current = read(p["path"])
             mine = current is None or same(current, holder) or lease_left(current, now) == 0
-            module.exit_json(changed=False, held=mine, holder=_shown(current or holder), taken_over=None)
+            module.exit_json(
+                changed=False,
+                held=mine,
+                holder=_shown(current or holder),
+                taken_over=None,
+                **(_compared(module, compared) if mine and compared else {}),
+            )
         if p["state"] == "released":
             released = release(p["path"], holder)
             module.exit_json(changed=False, held=False, released=released)
         if p["state"] == "renewed":
             module.exit_json(changed=False, held=renew(p["path"], holder, now))
         held, current, before = try_hold(p["path"], holder, p["stale"], now)
+        took = held and (before is None or not same(before, holder))
+        outcome = {}
+        if held and compared:
+            outcome = _compared(module, compared, on_failure=lambda: release(p["path"], holder))
+            if outcome["unchanged"]:
+                # Let go at once: this run changes nothing here.
+                release(p["path"], holder)
     except LockError as exc:
         module.fail_json(msg=str(exc), held=False)
-    new = held and (before is None or not same(before, holder))
     # Not a change of the Spark: the run removes the file again at its end, and a second run must be
     # able to say changed=0.
     module.exit_json(
         changed=False,
-        held=held,
-        new=new,
+        held=held and not outcome.get("unchanged"),
+        new=took and not outcome.get("unchanged"),
         holder=_shown(current),
-        taken_over=_shown(before) if new else None,
+        taken_over=_shown(before) if took else None,
         lease_left=None if held else lease_left(current, now),
+        **outcome,
     )
+
+
+def _compared(module, options, on_failure=None):
+    """{unchanged, reason}: the Spark against the last finished run's record (module_utils/ds4_applied)."""
+    try:
+        reason = compare(options, module.run_command, module.check_mode)
+    except AppliedError as exc:
+        if on_failure:
+            on_failure()
+        module.fail_json(msg=str(exc), held=False)
+    return {"unchanged": reason is None, "reason": reason}
 
 
 if __name__ == "__main__":

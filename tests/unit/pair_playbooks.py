@@ -13,8 +13,10 @@ PAIRS = {
         "worker": {"host": "spark05", "address": "10.77.0.2"},
     }
 }
-# The first task that changes a host, in provision.yml and in ds4_fleet's stage and remove.
+# The first task that changes a host: in ds4_fleet's stage and remove (and provision.yml's with --tags)...
 FIRST_CHANGE = "Hold this Spark for this run, waiting for another run on it to end"
+# ...and in a whole run of provision.yml or site.yml, which compares the Spark with its last run in it.
+FIRST_CHANGE_COMPARED = "Hold this Spark for this run, unless it is as the last finished run left it"
 
 
 def run_playbook(tmp_path, playbook, limit, host, *extra):

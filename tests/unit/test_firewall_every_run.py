@@ -31,11 +31,41 @@ def test_provision_applies_the_firewall_before_its_roles_whatever_the_tags():
     # Only where this run has not: site.yml's first play says so when it applied it.
     assert include["when"] == "not (_ds4_firewall_applied | default(false))"
     names = [task["name"] for task in play["pre_tasks"]]
-    # After the settings check and the run lock, before the run may end early.
+    # After the settings check and the run lock, and after the run ended on a Spark with nothing to change,
+    # whose firewall is in its last finished run's record (the next test).
+    assert names.index(include["name"]) > names.index(
+        "Hold this Spark for this run, and find out whether anything is to change on it"
+    )
     assert names.index(include["name"]) > names.index(
         "Hold this Spark for this run, waiting for another run on it to end"
     )
-    assert names.index(include["name"]) < names.index("Find out whether anything is to change on this Spark")
+    assert names.index(include["name"]) > names.index(
+        "End the run on this Spark, which has nothing to change"
+    )
+    assert names.index(include["name"]) < names.index(
+        "Refuse a node_exporter port another program holds, before anything changes"
+    )
+
+
+def test_a_spark_with_nothing_to_change_has_its_firewall_as_its_last_run_left_it():
+    """A run that ends early on a Spark (site.yml's first play, provision.yml's pre_tasks) does so before the
+    firewall's tasks look: the record of its last finished run holds each of the firewall's files, its unit,
+    and the gateways' addresses that its rules let in, so that any of them changed takes the whole run."""
+    service = yaml.safe_load((REPO / "roles/ds4_service/vars/main.yml").read_text())
+    common = yaml.safe_load((REPO / "roles/ds4_common/vars/main.yml").read_text())
+    gateway = yaml.safe_load((REPO / "roles/ds4_gateway/vars/main.yml").read_text())
+    paths = service["_ds4_applied_paths"]
+    for name in ("_ds4_firewall_rules", "_ds4_firewall_binding", "_ds4_firewall_nftables_dropin",
+                 "_ds4_gate_config"):  # fmt: skip
+        assert name in common and f"{{{{ {name} }}}}" in paths, name
+    # The unit file is one of the ds4* unit files, the gate script lies in the library directory, recorded
+    # whole.
+    assert common["_ds4_firewall_unit"].startswith("ds4") and "{{ _ds4_unit_dir }}/ds4*" in paths
+    assert "{{ _ds4_lib_dir }}" in service["_ds4_applied_trees"]
+    assert gateway["_ds4_gate_script"].startswith("/usr/local/lib/ds4/")
+    assert "{{ _ds4_firewall_unit }}" in service["_ds4_applied_units"]
+    assert "_ds4_applied_gateways" in service["_ds4_applied_inputs"]
+    assert service["_ds4_applied_compared"]["fingerprint"] == "{{ _ds4_applied_inputs }}"
 
 
 def test_the_firewall_play_of_site_says_it_applied_the_firewall_only_after_it_did():
@@ -46,7 +76,5 @@ def test_the_firewall_play_of_site_says_it_applied_the_firewall_only_after_it_di
     assert len(said) == 1 and tasks.index(said[0]) > tasks.index(include)
     # Untagged as the include is: left out by the same --tags.
     assert "tags" not in include and "tags" not in said[0]
-    assert [p["ansible.builtin.import_playbook"] for p in plays("site.yml")] == [
-        "gateway.yml",
-        "provision.yml",
-    ]
+    site = plays("site.yml")
+    assert [p.get("ansible.builtin.import_playbook") for p in site] == [None, "gateway.yml", "provision.yml"]

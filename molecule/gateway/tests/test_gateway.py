@@ -18,6 +18,7 @@ leaves the Sparks on v0.6.5.1 and so runs last (ends_scenario, molecule/shared/o
    the test releases it;
 8. site.yml again changes nothing (the scenario's idempotence check: the gateway and the firewall; the
    Sparks' runs end early, as the site scenario checks at length), and judges each Spark's settings once;
+   a drifted rules file and a new address of the gateway each take the whole run;
 9. the operator's certificate replaces the self-signed one, and gateway.yml without it puts that back.
 The nested playbooks run through molecule/shared/nested.py, read back from their jsonl events.
 """
@@ -45,6 +46,10 @@ QUESTION = "What is the capital of France? Answer in one sentence."
 # The action that judges the settings, and the roles of a Spark it judges in site.yml.
 SETTINGS_CHECK = "ds4.fleet.ds4_settings_check"
 SPARK_ROLES = ("ds4_gateway", "ds4_preflight", "ds4_engine", "ds4_weights", "ds4_service", "ds4_activate")
+# site.yml's first play, where a Spark with nothing to change ends its run.
+FIRST_PLAY = "Find out which Sparks have anything to change"
+# An address the gateway takes on for a while (TEST-NET-1): the Sparks' firewalls must let it in.
+EXTRA_GATEWAY_ADDRESS = "192.0.2.77"
 # Where the stand-in engine looks for the file that releases a held request.
 HOLD_DIR = "/run/ds4-standin"
 CA = "/tmp/ds4-gateway-ca.pem"
@@ -498,20 +503,43 @@ def test_an_upgrade_through_the_gateway_drains_each_spark_and_loses_no_request(h
 
 def test_site_again_changes_nothing_and_judges_each_sparks_settings_once():
     """site.yml again with converge's release: the firewall and the gateway change nothing, nor do the Sparks,
-    whose runs end early (each is as the last run left it). Each Spark's settings are judged once, by the
-    firewall play, before anything changes; provision.yml's check, which judges the same roles when it runs
-    alone, is skipped."""
+    whose runs end in site.yml's first play (each is as the last run left it, firewall included): the
+    firewall play and provision.yml leave them out. Each Spark's settings are judged once, in that first
+    play, before anything changes."""
     run = play("site.yml", "-e", "ds4_release=v0.6.3")
     assert run.rc == 0, run
     assert {host: run.changed(host) for host in run.stats} == {"gw01": 0, "spark01": 0, "spark02": 0}, run
     for spark in SPARKS:
         assert run.said("Nothing to change: the Spark is as the last finished run left it", spark), run
+        assert {result.play for result in run.of(spark)} == {FIRST_PLAY}, run
         checks = [result for result in run.of(spark) if result.data.get("action") == SETTINGS_CHECK]
-        assert [(check.play, check.skipped) for check in checks] == [
-            ("Let only the gateways reach the engine on each Spark", False),
-            ("Provision the ds4 engine on each Spark", True),
-        ], run
+        assert [(check.play, check.skipped) for check in checks] == [(FIRST_PLAY, False)], run
         assert checks[0].msg.endswith(f"settings of {', '.join(SPARK_ROLES)} accepted"), checks[0].msg
+
+
+def test_a_drifted_firewall_file_and_a_gateways_new_address_take_the_whole_run(hosts):
+    """Issue 43: a run with nothing to change ends before the firewall's tasks look, so the last run's record
+    holds what they would find. An edited rules file on spark01, and a new address of the gateway, which both
+    Sparks' rules must let in, each take the whole run: the rules are written again, with the new address,
+    on both; and once it is gone, without it."""
+    rules = "/etc/ds4-engine.nft"
+    hosts["spark01"].check_output(f"echo '# drifted' >> {rules}")
+    hosts["gw01"].check_output(f"ip addr add {EXTRA_GATEWAY_ADDRESS}/32 dev lo")
+    try:
+        run = play("site.yml", "-e", "ds4_release=v0.6.3")
+        assert run.rc == 0, run
+        for spark in SPARKS:
+            assert run.said("The whole run follows: the settings or the collection differ", spark), run
+            assert EXTRA_GATEWAY_ADDRESS in hosts[spark].check_output(f"cat {rules}")
+            assert EXTRA_GATEWAY_ADDRESS in hosts[spark].check_output("nft list table inet ds4_engine")
+        assert "# drifted" not in hosts["spark01"].check_output(f"cat {rules}")
+    finally:
+        hosts["gw01"].run(f"ip addr del {EXTRA_GATEWAY_ADDRESS}/32 dev lo")
+        back = play("site.yml", "-e", "ds4_release=v0.6.3")
+    assert back.rc == 0, back
+    for spark in SPARKS:
+        assert back.said("The whole run follows: the settings or the collection differ", spark), back
+        assert EXTRA_GATEWAY_ADDRESS not in hosts[spark].check_output("nft list table inet ds4_engine")
 
 
 # --- 9. the operator's certificate ---
