@@ -517,29 +517,53 @@ def test_site_again_changes_nothing_and_judges_each_sparks_settings_once():
         assert checks[0].msg.endswith(f"settings of {', '.join(SPARK_ROLES)} accepted"), checks[0].msg
 
 
+def admitted(spark):
+    """The IPv4 addresses the engine gate of SPARK admits now."""
+    listing = json.loads(spark.check_output("nft -j list set inet ds4_engine held_v4"))
+    return [elem for item in listing["nftables"] for elem in item.get("set", {}).get("elem", [])]
+
+
+def gateway_address(verb, check=True):
+    """Add (VERB add) or take away (del) EXTRA_GATEWAY_ADDRESS on gw01's loopback, where the setup module
+    reads it among the gateway's addresses: through podman, as the container may not change its network."""
+    command = ["podman", "exec", "--privileged", container("gw01"), "ip", "addr", verb,
+               f"{EXTRA_GATEWAY_ADDRESS}/32", "dev", "lo"]  # fmt: skip
+    subprocess.run(command, check=check, capture_output=True, timeout=60)
+
+
 def test_a_drifted_firewall_file_and_a_gateways_new_address_take_the_whole_run(hosts):
     """Issue 43: a run with nothing to change ends before the firewall's tasks look, so the last run's record
     holds what they would find. An edited rules file on spark01, and a new address of the gateway, which both
     Sparks' rules must let in, each take the whole run: the rules are written again, with the new address,
     on both; and once it is gone, without it."""
-    rules = "/etc/ds4-engine.nft"
-    hosts["spark01"].check_output(f"echo '# drifted' >> {rules}")
-    hosts["gw01"].check_output(f"ip addr add {EXTRA_GATEWAY_ADDRESS}/32 dev lo")
+    rules, gate = "/etc/ds4-engine.nft", "/etc/ds4-engine-gate.json"
     try:
+        hosts["spark01"].check_output(f"echo '# drifted' >> {rules}")
+        gateway_address("add")
         run = play("site.yml", "-e", "ds4_release=v0.6.3")
         assert run.rc == 0, run
         for spark in SPARKS:
             assert run.said("The whole run follows: the settings or the collection differ", spark), run
-            assert EXTRA_GATEWAY_ADDRESS in hosts[spark].check_output(f"cat {rules}")
-            assert EXTRA_GATEWAY_ADDRESS in hosts[spark].check_output("nft list table inet ds4_engine")
+            # The gate's settings name the gateway's addresses; the gate admits them while the engine serves.
+            assert EXTRA_GATEWAY_ADDRESS in json.loads(hosts[spark].check_output(f"cat {gate}"))["v4"]
+            wait_for(
+                f"{spark}'s engine gate to admit {EXTRA_GATEWAY_ADDRESS}",
+                lambda spark=spark: EXTRA_GATEWAY_ADDRESS in admitted(hosts[spark]),
+                timeout=60,
+            )
         assert "# drifted" not in hosts["spark01"].check_output(f"cat {rules}")
     finally:
-        hosts["gw01"].run(f"ip addr del {EXTRA_GATEWAY_ADDRESS}/32 dev lo")
+        gateway_address("del", check=False)
         back = play("site.yml", "-e", "ds4_release=v0.6.3")
     assert back.rc == 0, back
     for spark in SPARKS:
         assert back.said("The whole run follows: the settings or the collection differ", spark), back
-        assert EXTRA_GATEWAY_ADDRESS not in hosts[spark].check_output("nft list table inet ds4_engine")
+        assert EXTRA_GATEWAY_ADDRESS not in json.loads(hosts[spark].check_output(f"cat {gate}"))["v4"]
+        wait_for(
+            f"{spark}'s engine gate to admit {EXTRA_GATEWAY_ADDRESS} no more",
+            lambda spark=spark: EXTRA_GATEWAY_ADDRESS not in admitted(hosts[spark]),
+            timeout=60,
+        )
 
 
 # --- 9. the operator's certificate ---
