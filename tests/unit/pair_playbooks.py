@@ -13,9 +13,9 @@ PAIRS = {
         "worker": {"host": "spark05", "address": "10.77.0.2"},
     }
 }
-# The first task that changes a host: in ds4_fleet's stage and remove (and provision.yml's with --tags)...
+# The first task that changes a host: in ds4_fleet's stage and remove...
 FIRST_CHANGE = "Hold this Spark for this run, waiting for another run on it to end"
-# ...and in a whole run of provision.yml or site.yml, which compares the Spark with its last run in it.
+# ...and in provision.yml and site.yml, which compare the Spark with its last run in it (a whole run).
 FIRST_CHANGE_COMPARED = "Hold this Spark for this run, unless it is as the last finished run left it"
 
 

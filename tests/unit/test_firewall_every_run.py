@@ -37,9 +37,6 @@ def test_provision_applies_the_firewall_before_its_roles_whatever_the_tags():
         "Hold this Spark for this run, and find out whether anything is to change on it"
     )
     assert names.index(include["name"]) > names.index(
-        "Hold this Spark for this run, waiting for another run on it to end"
-    )
-    assert names.index(include["name"]) > names.index(
         "End the run on this Spark, which has nothing to change"
     )
     assert names.index(include["name"]) < names.index(

@@ -126,10 +126,10 @@ def replay(path):
             if "_ds4_applied_fingerprint" in task.get("vars", {}):
                 templar = Templar(loader=DataLoader(), variables=variables)
                 given.append(templar.template(trust_as_template(task["vars"]["_ds4_applied_fingerprint"])))
-        # The roles' own checks, in their preflights, after the play's pre_tasks.
-        for entry in play.get("roles", []):
-            if entry["role"] in GUARDED and holds(own_check(entry["role"])["when"]):
-                judged[entry["role"]] += 1
+            # A role included whole (provision.yml's): its own check, in its preflight.
+            included = task.get("ansible.builtin.include_role") or {}
+            if included.get("name") in GUARDED and "tasks_from" not in included:
+                judged[included["name"]] += holds(own_check(included["name"])["when"])
     return judged, given
 
 
