@@ -54,6 +54,52 @@ options:
         at once (RV(unchanged)); otherwise the run holds it and RV(reason) says why the whole run follows.
       - One module run in place of three (take, compare, give back) on a Spark with nothing to change.
     type: dict
+    suboptions:
+      path:
+        description: The record file.
+        type: path
+        default: /var/lib/ds4-fleet/applied.json
+      fingerprint:
+        description: The run's inputs, secrets left out.
+        type: str
+        required: true
+      secrets:
+        description: The secret settings (name -> value), compared only as one keyed digest under
+          O(unless_unchanged.digest_key).
+        type: dict
+        default: {}
+      digest_key:
+        description: The Spark's key of the digests of secret settings (made when missing, not in check mode).
+        type: path
+        default: /var/lib/ds4-fleet/digest.key
+      paths:
+        description: Files, links and directories (globs allowed) compared; a directory's alone.
+        type: list
+        elements: path
+        default: []
+      trees:
+        description: Directories compared with everything below them.
+        type: list
+        elements: path
+        default: []
+      units:
+        description: Units whose unit-file state and active state are compared.
+        type: list
+        elements: str
+        default: []
+      user:
+        description: The service user, whose ids, home and shell are compared.
+        type: str
+        default: ds4
+      host:
+        description: The engine's listen address (C(ds4_host)), asked for its stats; a wildcard is asked on
+          loopback.
+        type: str
+        default: 127.0.0.1
+      port:
+        description: The engine's port (C(ds4_port)).
+        type: int
+        default: 8000
 extends_documentation_fragment:
   - ds4.fleet.module
 """
