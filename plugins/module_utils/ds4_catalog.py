@@ -29,7 +29,11 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_version import is_release_tag, parse_release
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_version import (
+    is_commit_release,
+    is_release_tag,
+    parse_release,
+)
 
 CATALOG_VAR = "ds4_model_catalog"
 GENERATION_VAR = "ds4_model_generation"
@@ -399,6 +403,9 @@ def reference_figures(catalog, generation, release):
             f"{GENERATION_VAR} {generation!r} is not a generation of {CATALOG_VAR} "
             f"(known: {', '.join(catalog)})"
         )
+    if is_commit_release(release):
+        # Figures are published by release tag: a commit has no place among them, so none is inherited.
+        return None
     wanted = parse_release(release)
     published = catalog[generation].get("reference") or {}
     earlier = [tag for tag in published if parse_release(tag) <= wanted]

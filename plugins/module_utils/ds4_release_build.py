@@ -56,6 +56,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_plan import 
     release_state,
     remote_of,
 )
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_version import is_release_tag
 
 LOCK_NAME = "build.lock"
 # A build takes minutes, an hour on a slow host: a longer hold is no build of ours.
@@ -369,10 +370,7 @@ def _remove_leftovers(releases):
             shutil.rmtree(os.path.join(releases, name), ignore_errors=True)
 
 
-def _build_in(staging, log, *, release, commit, repo, build_target, nvcc, jobs, git, make, account):
-    """Clone, build and check RELEASE in STAGING; returns (make command, version output or None,
-    {program: the archs of its cubins}). With ACCOUNT, the engine's code runs as that user only."""
-    remote = remote_of(repo)
+def _clone_tag(staging, log, git, remote, release, repo):
     clone = [
         git,
         "-c",
@@ -389,6 +387,30 @@ def _build_in(staging, log, *, release, commit, repo, build_target, nvcc, jobs, 
     rc = log.run(clone, cwd="/", env=remote.env(log.env))
     if rc != 0:
         raise _StepFailed(f"cloning tag {release} of {public_url(repo)} failed (git exited {rc})")
+
+
+def _fetch_commit(staging, log, git, remote, commit, repo):
+    """A release pinned by commit: that commit alone, fetched into a new repository and checked out
+    detached (a tagless source has no ref to clone by; a shallow fetch by id is what GitHub serves)."""
+    steps = [
+        ([git, "init", "--quiet", staging], None),
+        ([git, "-C", staging, "fetch", "--depth", "1", "--no-tags", remote.url, commit], remote.env(log.env)),
+        ([git, "-C", staging, "-c", "advice.detachedHead=false", "checkout", "--quiet", "FETCH_HEAD"], None),
+    ]
+    for argv, env in steps:
+        rc = log.run(argv, cwd="/", env=env)
+        if rc != 0:
+            raise _StepFailed(f"fetching commit {commit} of {public_url(repo)} failed (git exited {rc})")
+
+
+def _build_in(staging, log, *, release, commit, repo, build_target, nvcc, jobs, git, make, account):
+    """Clone, build and check RELEASE in STAGING; returns (make command, version output or None,
+    {program: the archs of its cubins}). With ACCOUNT, the engine's code runs as that user only."""
+    remote = remote_of(repo)
+    if not is_release_tag(release):
+        _fetch_commit(staging, log, git, remote, commit, repo)
+    else:
+        _clone_tag(staging, log, git, remote, release, repo)
     rc, head = log.capture([git, "-C", staging, "rev-parse", "HEAD"], cwd=staging)
     head = head.strip().lower()
     if rc != 0 or head != commit:
@@ -493,11 +515,25 @@ def _build_and_stamp(staging, log, wanted, now, make_target_reason="", **build):
     return stamp
 
 
-def _build_failed(release, exc, log_path):
+def failed_step_line(path):
+    """The line of the build log where its last step's command was written (each is, before it runs):
+    where the failed step starts. None when the log holds no step."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return None
+    return next((n for n in range(len(lines), 0, -1) if lines[n - 1].startswith("== $ ")), None)
+
+
+def _build_failed(release, commit, exc, log_path):
     tail = log_tail(log_path)
+    line = failed_step_line(log_path)
+    where = f"the failed step starts at line {line} of the build log" if line else "see the build log"
     return BuildError(
-        f"building release {release} failed: {exc}. The running release and every other release "
-        f"are untouched. Last {len(tail)} lines of the build log {log_path}:\n" + "\n".join(tail),
+        f"building release {release} (commit {commit}) failed: {exc}; {where} {log_path}. The running "
+        f"release and every other release are untouched. Last {len(tail)} lines of the build log:\n"
+        + "\n".join(tail),
         log_path,
         tail,
     )
@@ -589,7 +625,7 @@ def build_release(
                 log.note(f"checks passed; moving {staging} to {state['path']}")
         except _StepFailed as exc:
             shutil.rmtree(staging, ignore_errors=True)
-            raise _build_failed(release, exc, log_path) from None
+            raise _build_failed(release, commit, exc, log_path) from None
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
@@ -599,7 +635,7 @@ def build_release(
         _swap_in(staging, state["path"], release)
         # What the tag resolved to, kept after the release is pruned: a later run refuses the tag if it
         # resolves elsewhere (ds4_release_plan.verify_unmoved).
-        if tags_record:
+        if tags_record and is_release_tag(release):
             record_tag(tags_record, release, commit, now)
     return {"built": True, "state": state, "stamp": stamp, "log_path": log_path, "cleared": cleared}
 

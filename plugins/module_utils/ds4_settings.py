@@ -29,7 +29,12 @@ from ansible_collections.ds4.fleet.plugins.module_utils import ds4_catalog, ds4_
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_firewall import beyond_loopback
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_make_target import TARGETS as MAKE_TARGETS
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_proxy_env import PROXY_NAMES
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_version import RELEASE_TAG_RE
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_version import (
+    SHORT_COMMIT,
+    is_commit_release,
+    is_release_name,
+    short_commit,
+)
 
 MASK = ds4_redact.MASK
 # The argument spec keys Ansible's validator knows; the rest (description, default) is documentation.
@@ -71,6 +76,8 @@ _HOME = re.compile(r"/home/(?!root/)([a-z_][a-z0-9_-]*)/[^/].*")
 _PATH_CHARS = re.compile(r"/[A-Za-z0-9._+@/-]*")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _COMMIT = re.compile(r"([0-9a-fA-F]{40})?")
+# A git branch name without the characters git refuses in one (and no leading dash: never an option).
+_BRANCH = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}")
 _CUDA_ARCH = re.compile(r"(sm_[0-9]{2,3}[af]?)?")
 _COMPUTE_CAP = re.compile(r"[0-9]+\.[0-9]+")
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
@@ -262,6 +269,40 @@ def _url(schemes, what):
         return None
 
     return rule
+
+
+def _release(value):
+    if is_release_name(value):
+        return None
+    return (
+        "an engine release tag: v and three or more numbers, like v0.6.5; or, for a release pinned by "
+        f"ds4_release_commit alone, g and its first {SHORT_COMMIT} hex digits, behind a name of yours if you "
+        "like (dwarfstar-g67bd55c0a1b2)"
+    )
+
+
+def _branch(value):
+    if value == "" or (isinstance(value, str) and _BRANCH.fullmatch(value) and ".." not in value):
+        return None
+    return "empty or a branch name of the engine's repository, such as main"
+
+
+def _commit_release(values):
+    """A release pinned by commit carries its commit's first digits: the name and the pin must agree."""
+    release, commit = values.get("ds4_release"), values.get("ds4_release_commit")
+    if not is_commit_release(release) or not isinstance(commit, str):
+        return []
+    if not commit:
+        return [
+            f"ds4_release {release} names a release pinned by commit: ds4_release_commit must be its full "
+            f'commit, 40 hex digits, beginning {short_commit(release)}; got ""'
+        ]
+    if _COMMIT.fullmatch(commit) and not commit.lower().startswith(short_commit(release)):
+        return [
+            f"ds4_release {release} must carry the first {SHORT_COMMIT} hex digits of ds4_release_commit "
+            f"({commit.lower()[:SHORT_COMMIT]}); got {json.dumps(release)}"
+        ]
+    return []
 
 
 def _engine_repo(value):
@@ -477,9 +518,7 @@ def _task_file(value):
 RULES = {
     # ds4_common
     "ds4_root": _managed_dir,
-    "ds4_release": _matching(
-        RELEASE_TAG_RE, "an engine release tag: v and three or more numbers, like v0.6.5"
-    ),
+    "ds4_release": _release,
     "ds4_release_commit": _matching(_COMMIT, "empty or a full commit id, 40 hex digits"),
     "ds4_cuda_arch": _matching(_CUDA_ARCH, "empty or a CUDA arch like sm_121 or sm_90a"),
     "ds4_gguf_dir": _gguf_dir,
@@ -492,6 +531,7 @@ RULES = {
     "ds4_run_lock_lease": _between(10, 86400, "a whole number of seconds"),
     # ds4_engine
     "ds4_engine_repo": _engine_repo,
+    "ds4_engine_branch": _branch,
     "ds4_releases_keep": _between(2, what="a whole number (the running and the rollback release at least)"),
     "ds4_engine_build_jobs": _between(0, what="a whole number of jobs, 0 for every CPU,"),
     "ds4_engine_build_log_dir": _managed_dir,
@@ -844,6 +884,7 @@ def problems(values, secret_names=()):
         if what:
             out.append(f"{name} must be {what}; got {show(name, values[name], secret_names)}")
     out += _confined_dirs(values)
+    out += _commit_release(values)
     out += _weights_home(values)
     out += _start_limit(values)
     out += _unguarded_engine(values)

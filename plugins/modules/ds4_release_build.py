@@ -27,9 +27,11 @@ description:
   - A credential in O(repo) (C(https://user:token@host/...)) is given to git only in its environment; it
     is in no command line, and the clone, the build log and the stamp record the URL without it.
   - Records the commit the tag resolved to in O(tags_record), which M(ds4.fleet.ds4_release_plan) holds
-    later runs to.
-  - A failed build leaves every release as it was and fails with a message that holds the last lines of
-    the build log and its path (C(LOG_DIR/build-RELEASE.log)).
+    later runs to. A release pinned by commit (C(g<12 hex>), C(NAME-g<12 hex>)) is fetched by that
+    commit alone and checked out detached; its name carries the commit, so nothing is recorded.
+  - A failed build leaves every release as it was and fails with a message that names the release and
+    its commit, the line of the build log where the failed step starts, the log's path
+    (C(LOG_DIR/build-RELEASE.log)) and its last lines.
 version_added: 0.1.0
 attributes:
   check_mode:
@@ -143,7 +145,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_plan import 
     TAGS_RECORD,
     ReleaseError,
     check_commit,
-    check_release_tag,
+    check_release,
     release_state,
     remote_of,
 )
@@ -219,7 +221,7 @@ def main():
         module.no_log_values.update(remote_of(p["repo"]).secrets)
         # The clone (its environment is built from os.environ) goes through the proxy.
         apply_proxy_env(p["proxy_env"], no_log_values=module.no_log_values)
-        release = check_release_tag(p["release"])
+        release = check_release(p["release"], p["commit"])
         commit = check_commit(p["commit"])
         if commit is None:
             raise ReleaseError("the commit the release tag resolved to is required")
