@@ -42,6 +42,12 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_cubin import (
     cuobjdump_for,
 )
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_flock import LOCK_DIR, LockBusy, held
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_lineage import (
+    FORK,
+    LineageError,
+    check_source,
+    help_lineage,
+)
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_proxy_env import without_proxy
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_plan import (
     PROGRAMS,
@@ -403,7 +409,7 @@ def _fetch_commit(staging, log, git, remote, commit, repo):
             raise _StepFailed(f"fetching commit {commit} of {public_url(repo)} failed (git exited {rc})")
 
 
-def _build_in(staging, log, *, release, commit, repo, build_target, nvcc, jobs, git, make, account):
+def _build_in(staging, log, *, release, commit, repo, build_target, nvcc, jobs, git, make, account, lineage):
     """Clone, build and check RELEASE in STAGING; returns (make command, version output or None,
     {program: the archs of its cubins}). With ACCOUNT, the engine's code runs as that user only."""
     remote = remote_of(repo)
@@ -433,7 +439,7 @@ def _build_in(staging, log, *, release, commit, repo, build_target, nvcc, jobs, 
     if rc != 0:
         raise _StepFailed(f"`{' '.join(argv)}` exited {rc}")
     try:
-        return (argv, *_check_programs(staging, log, build_target, nvcc, account))
+        return (argv, *_check_programs(staging, log, build_target, nvcc, account, (lineage, release, commit)))
     finally:
         if account is not None:
             end_processes_of(account)
@@ -446,15 +452,22 @@ def _is_regular_file(path):
         return False
 
 
-def _check_programs(staging, log, build_target, nvcc, account):
+def _check_programs(staging, log, build_target, nvcc, account, wanted_lineage):
     for program in PROGRAMS:
         path = os.path.join(staging, program)
         # A link would let whatever it points at, outside the sealed tree, change the engine later.
         if not (_is_regular_file(path) and os.access(path, os.X_OK)):
             raise _StepFailed(f"the build did not produce the executable {program}")
-        rc = log.run([path, "--help"], cwd=staging, timeout=CHECK_TIMEOUT, account=account)
+        rc, text = log.capture([path, "--help"], cwd=staging, timeout=CHECK_TIMEOUT, account=account)
         if rc != 0:
             raise _StepFailed(f"the built {program} --help exited {rc}")
+        if program == "ds4-server":
+            # The server's flags say which engine it is: the launch writes that lineage's flags.
+            lineage, release, commit = wanted_lineage
+            try:
+                check_source(lineage, help_lineage(text), release, commit, "its built ds4-server --help")
+            except LineageError as exc:
+                raise _StepFailed(str(exc)) from None
     sass = {}
     for program in PROGRAMS:
         try:
@@ -486,7 +499,8 @@ def _swap_in(staging, target, release):
         os.rename(staging, target)
 
 
-def _build_and_stamp(staging, log, wanted, now, make_target_reason="", **build):
+def _build_and_stamp(staging, log, wanted, now, make_target_reason="", branch="", **build):
+    # The lineage is recorded, not part of the identity: the same commit is one engine whatever it is called.
     """Build into `staging` and write its stamp there: the wanted build, and what the build made."""
     make_command, version_output, sass = _build_in(staging, log, **build)
     stamp = dict(
@@ -500,6 +514,9 @@ def _build_and_stamp(staging, log, wanted, now, make_target_reason="", **build):
         # not part of the identity: the target itself is, in build_target.
         make_target=wanted["build_target"]["make_target"],
         make_target_reason=make_target_reason,
+        lineage=build["lineage"],
+        # The branch a release pinned by commit follows: the update check asks its head.
+        branch=branch,
         # What cuobjdump found: the native GPU code each program carries.
         sass_archs=sass,
     )
@@ -559,6 +576,8 @@ def build_release(
     tags_record=None,
     make_target_reason="",
     lock_dir=None,
+    lineage=FORK,
+    branch="",
 ):
     """Build RELEASE at COMMIT into ROOT/releases/RELEASE unless its stamp already matches; with
     BUILD_USER, the engine's code (make, the built programs) runs as that unprivileged user; with
@@ -607,6 +626,7 @@ def build_release(
                     state["wanted"],
                     now,
                     make_target_reason,
+                    branch=branch if not is_release_tag(release) else "",
                     release=release,
                     commit=commit,
                     repo=repo,
@@ -616,6 +636,7 @@ def build_release(
                     git=git,
                     make=make,
                     account=account,
+                    lineage=lineage,
                 )
                 try:
                     # The last look before the swap: an activation may have made it current meanwhile.

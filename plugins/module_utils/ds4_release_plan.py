@@ -35,6 +35,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils import ds4_redact
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_cuda_arch import arch_for_compute_cap
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_git_remote import RemoteError, git_remote
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_last_good import RECORD_PATH, recorded_release
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_lineage import MARKS
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_make_target import (
     SPARK_TARGET,
     MakeTargetError,
@@ -205,7 +206,8 @@ def resolve_commit(run, git, repo, commit, branch="", base_env=None):
     """Prove that REPO holds COMMIT (a release pinned by commit), before anything changes; with BRANCH, that
     the commit is on it, and by how many commits the branch's head has moved past it.
 
-    Returns {'commit', 'branch_head', 'branch_ahead'} (None, None without a branch). RUN as resolve_release's.
+    Returns {'commit', 'branch_head', 'branch_ahead', 'marks'} (the branch's None without one; marks: which
+    of ds4_lineage.MARKS the source at the commit holds). RUN as resolve_release's.
     """
     remote = remote_of(repo)
     env = remote.config_env(os.environ if base_env is None else base_env)
@@ -218,9 +220,13 @@ def resolve_commit(run, git, repo, commit, branch="", base_env=None):
                 f"commit {commit} (ds4_release_commit) is not in {shown} (ds4_engine_repo), or that "
                 f"repository cannot be reached: git fetch exited {rc}: {redact(err.strip(), repo)[-500:]}"
             )
+        # What the source says of its lineage, read (never run) at the commit.
+        marks = [arg for mark in MARKS for arg in ("-e", mark)]
+        rc, out, _err = run([git, "--git-dir", scratch, "grep", "-F", "-o", "-h", *marks, commit])
+        found = sorted(set(out.split()) & set(MARKS)) if rc == 0 else []
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    result = {"commit": commit, "branch_head": None, "branch_ahead": None}
+    result = {"commit": commit, "branch_head": None, "branch_ahead": None, "marks": found}
     if not branch:
         return result
     rc, out, err = run([git, "ls-remote", "--heads", remote.url, f"refs/heads/{branch}"], environ_update=env)

@@ -25,7 +25,13 @@ from urllib.parse import urlsplit
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.parsing.convert_bool import boolean
-from ansible_collections.ds4.fleet.plugins.module_utils import ds4_catalog, ds4_launch, ds4_pair, ds4_redact
+from ansible_collections.ds4.fleet.plugins.module_utils import (
+    ds4_catalog,
+    ds4_launch,
+    ds4_lineage,
+    ds4_pair,
+    ds4_redact,
+)
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_firewall import beyond_loopback
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_make_target import TARGETS as MAKE_TARGETS
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_proxy_env import PROXY_NAMES
@@ -353,7 +359,7 @@ def _compute_caps(value):
 
 
 def _unknown_sizes(value):
-    what = "a mapping of base, dspark and mtp to whole numbers of bytes, 0 or more"
+    what = "a mapping of base, dspark, mtp and dspark_support to whole numbers of bytes, 0 or more"
     if not isinstance(value, dict):
         return what
     for key, item in value.items():
@@ -532,6 +538,9 @@ RULES = {
     # ds4_engine
     "ds4_engine_repo": _engine_repo,
     "ds4_engine_branch": _branch,
+    "ds4_engine_lineage": lambda value: (
+        None if value in ("", *ds4_lineage.LINEAGES) else "empty, fork or upstream"
+    ),
     "ds4_releases_keep": _between(2, what="a whole number (the running and the rollback release at least)"),
     "ds4_engine_build_jobs": _between(0, what="a whole number of jobs, 0 for every CPU,"),
     "ds4_engine_build_log_dir": _managed_dir,
@@ -767,13 +776,25 @@ def _token_transport(values, secret_names):
     ]
 
 
+def _lineage(values):
+    """The engine's lineage the settings make (ds4_engine_lineage, else the kind of ds4_release); the fork's
+    when they cannot say (a bad value is refused by its own rule)."""
+    try:
+        return ds4_lineage.effective(values.get("ds4_engine_lineage", ""), values.get("ds4_release"))
+    except ds4_lineage.LineageError:
+        return ds4_lineage.FORK
+
+
 def _catalog(values):
     names = ("ds4_model_catalog", "ds4_model_generation", "ds4_speculation")
     if not all(n in values for n in names):
         return []
     try:
         ds4_catalog.model_files(
-            *(values[n] for n in names), values.get("ds4_quantization"), values.get("ds4_extra_quantizations")
+            *(values[n] for n in names),
+            values.get("ds4_quantization"),
+            values.get("ds4_extra_quantizations"),
+            _lineage(values),
         )
     except ds4_catalog.CatalogError as exc:
         return [str(exc)]
@@ -849,6 +870,7 @@ def launch_problems(values):
     settings = {key: values[name] for name, key in LAUNCH_SETTINGS.items() if name in values}
     if not settings:
         return []
+    settings["lineage"] = _lineage(values)
     # The paths the roles derive themselves are sound here; only the operator's settings are judged.
     settings.update(release_dir="/r", base_model="/b.gguf", dspark_model="/d.gguf", mtp_model="/m.gguf")
     try:

@@ -59,6 +59,21 @@ options:
         (RV(ds4.fleet.ds4_release_plan#module:make_target_reason)).
     type: str
     default: ""
+  lineage:
+    description:
+      - The engine's lineage, V(fork) or V(upstream) (the filter C(ds4.fleet.engine_lineage)), recorded in
+        the stamp.
+      - A built C(ds4-server) whose C(--help) shows the other lineage fails the build, naming
+        C(ds4_engine_lineage).
+    type: str
+    choices: [fork, upstream]
+    default: fork
+  branch:
+    description:
+      - For a release pinned by commit, the branch it follows (C(ds4_engine_branch)), recorded in the stamp
+        for the update check, which asks that branch's head.
+    type: str
+    default: ""
   log_dir:
     description: Where the build log C(build-RELEASE.log) is written.
     type: path
@@ -187,6 +202,8 @@ def _build(module, release, commit, state, path):
             build_user=p["build_user"],
             tags_record=p["tags_record"],
             make_target_reason=p["make_target_reason"],
+            lineage=p["lineage"],
+            branch=p["branch"],
         )
     except BuildError as exc:
         module.fail_json(msg=str(exc), path=path, log_path=exc.log_path)
@@ -210,6 +227,8 @@ def main():
             "build_user": {"type": "str"},
             "tags_record": {"type": "path", "default": TAGS_RECORD},
             "make_target_reason": {"type": "str", "default": ""},
+            "lineage": {"type": "str", "default": "fork", "choices": ["fork", "upstream"]},
+            "branch": {"type": "str", "default": ""},
             "proxy_env": {"type": "dict", "default": {}, "no_log": True},
         },
         supports_check_mode=True,

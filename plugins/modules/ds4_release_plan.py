@@ -38,6 +38,14 @@ options:
       - For a release pinned by commit, the commit itself (required).
     type: str
     default: ""
+  lineage:
+    description:
+      - The engine's lineage, V(fork) or V(upstream) (the filter C(ds4.fleet.engine_lineage)).
+      - A release pinned by commit whose source at the commit shows the other lineage (only the fork serves
+        C(/v1/stats); upstream's server takes C(--mtp-model)) is refused, naming C(ds4_engine_lineage).
+    type: str
+    choices: [fork, upstream]
+    default: fork
   branch:
     description:
       - For a release pinned by commit, the branch of O(repo) it follows (C(main)); empty for none.
@@ -111,6 +119,10 @@ pinned_by_commit:
   description: Whether the release is pinned by commit alone, without a tag.
   returned: success
   type: bool
+lineage:
+  description: The engine's lineage, as given.
+  returned: success
+  type: str
 branch_head:
   description: The head of O(branch) now, or null without a branch.
   returned: success
@@ -200,6 +212,11 @@ kept:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_lineage import (  # noqa: E402
+    LineageError,
+    check_source,
+    source_lineage,
+)
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_proxy_env import ProxyEnvError, apply_proxy_env  # noqa: E402
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_plan import (  # noqa: E402
     TAGS_RECORD,
@@ -226,6 +243,7 @@ def main():
             "release": {"type": "str", "required": True},
             "commit": {"type": "str", "default": ""},
             "branch": {"type": "str", "default": ""},
+            "lineage": {"type": "str", "default": "fork", "choices": ["fork", "upstream"]},
             "accept_moved_tag": {"type": "bool", "default": False},
             "tags_record": {"type": "path", "default": TAGS_RECORD},
             "repo": {"type": "str", "required": True},
@@ -260,6 +278,9 @@ def main():
             # No tag to resolve: the commit itself must be in the repository (and on the followed branch).
             followed = resolve_commit(module.run_command, git, p["repo"], pinned, p["branch"])
             commit = pinned
+            # Known from the settings before anything changes, and held to the source at the commit.
+            shown = source_lineage(followed["marks"])
+            check_source(p["lineage"], shown, release, commit, "its source at that commit")
         else:
             commit = resolve_release(module.run_command, git, p["repo"], release)
             verify_pin(release, p["repo"], commit, pinned)
@@ -280,13 +301,14 @@ def main():
             p["root"], release, commit, target["build_target"], p["cuda_version"], p["keep"], p["log_dir"]
         )
         target = as_built(target, plan)
-    except (ReleaseError, ProxyEnvError) as exc:
+    except (ReleaseError, ProxyEnvError, LineageError) as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(
         changed=False,
         recorded_commit=recorded,
         moved=bool(recorded and recorded != commit),
         pinned_by_commit=by_commit,
+        lineage=p["lineage"],
         branch_head=followed["branch_head"],
         branch_ahead=followed["branch_ahead"],
         build_target=target["build_target"],

@@ -210,6 +210,7 @@ BAD = {
     "ds4_port": [0, 70000, -1, "http", "8000\n", True],
     "ds4_proxy_env": ["http://proxy", {"HTTP": "x"}, {"https_proxy": "http://a b"}, {"https_proxy": "x\n"}],
     # ds4_engine
+    "ds4_engine_lineage": ["dwarfstar", "Fork", " fork", 1],
     "ds4_engine_branch": ["-main", "a..b", "main\n", "x y", 5],
     "ds4_engine_repo": ["", " ", "https://github.com/Entrpi/ds4.git\n", " https://x/ds4.git"],
     "ds4_releases_keep": [1, 0, *WHOLE],

@@ -68,7 +68,7 @@ def forge(tmp_path_factory):
     }
 
 
-def build(forge, root, tag, target=SPARK, cuda="13.0", commit=None):
+def build(forge, root, tag, target=SPARK, cuda="13.0", commit=None, lineage="fork"):
     return build_release(
         root=str(root),
         release=tag,
@@ -83,6 +83,7 @@ def build(forge, root, tag, target=SPARK, cuda="13.0", commit=None):
         make="make",
         env=os.environ,
         now=NOW,
+        lineage=lineage,
     )
 
 
@@ -124,6 +125,10 @@ def test_two_releases_side_by_side_then_nothing_to_do(forge, tmp_path):
         "make_command": f"make cuda CUDA_ARCH=sm_121 -j2 NVCC={forge['nvcc']}",
         "make_target": "cuda",
         "make_target_reason": "",
+        # What the built ds4-server's --help showed it is (held to ds4_engine_lineage).
+        "lineage": "fork",
+        # A tag follows no branch; a release pinned by commit records ds4_engine_branch here.
+        "branch": "",
         # What the stand-in cuobjdump found in each program.
         "sass_archs": {"ds4": ["sm_121"], "ds4-server": ["sm_121"], "ds4-bench": ["sm_121"]},
     }
@@ -252,6 +257,18 @@ def test_a_broken_commit_leaves_the_running_release_and_names_the_commit_and_the
     assert f"the failed step starts at line {step} of the build log {log}." in message
     assert not (tmp_path / "releases" / name).exists() and hidden(tmp_path) == []
     assert os.readlink(tmp_path / "current") == "releases/v0.6.5"
+
+
+def test_a_built_server_of_the_other_lineage_fails_the_build_naming_the_variable(forge, tmp_path):
+    commit = forge["tags"]["v0.6.5"]
+    name = f"g{commit[:12]}"
+    with pytest.raises(BuildError) as failed:
+        build(forge, tmp_path, name, commit=commit, lineage="upstream")
+    assert str(failed.value).startswith(
+        f"building release {name} (commit {commit}) failed: ds4_engine_lineage makes release {name} (commit "
+        f"{commit}) upstream's, but its built ds4-server --help is fork's"
+    )
+    assert not (tmp_path / "releases" / name).exists() and hidden(tmp_path) == []
 
 
 def test_a_commit_the_repository_lacks_fails_its_fetch(forge, tmp_path):

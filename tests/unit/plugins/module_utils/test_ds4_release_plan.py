@@ -470,7 +470,9 @@ def tagless(tmp_path_factory):
     commits = []
     for n in range(3):
         (repo / "Makefile").write_text(SPARK_MAKEFILE + f"# {n}\n")
-        _git(repo, "add", "Makefile")
+        # From the second commit on, the server takes upstream's --mtp-model: its source says upstream.
+        (repo / "server.c").write_text('"--mtp-model", /* support GGUF */\n' if n else "int main;\n")
+        _git(repo, "add", "Makefile", "server.c")
         _git(repo, "commit", "--quiet", "-m", f"commit {n}")
         commits.append(_git(repo, "rev-parse", "HEAD"))
     _git(repo, "checkout", "--quiet", "-b", "side", commits[0])
@@ -512,7 +514,9 @@ def test_a_commit_in_the_repository_and_on_the_followed_branch_is_placed_on_it(t
         "commit": head,
         "branch_head": None,
         "branch_ahead": None,
+        "marks": ["--mtp-model"],
     }
+    assert resolve_commit(_real_run, "git", tagless["url"], first)["marks"] == []
     assert resolve_commit(_real_run, "git", tagless["url"], head, "main")["branch_ahead"] == 0
     placed = resolve_commit(_real_run, "git", tagless["url"], first, "main")
     assert (placed["branch_head"], placed["branch_ahead"]) == (head, 2)
@@ -555,3 +559,24 @@ def test_module_plans_a_release_pinned_by_commit_without_a_tag(monkeypatch, tmp_
     result = json.loads(printed[-1])
     assert result["failed"] and result["msg"].startswith(f"commit {C1} (ds4_release_commit) is not in ")
     assert not (tmp_path / "releases").exists()
+
+
+def test_module_refuses_a_commit_whose_source_is_of_the_other_lineage(monkeypatch, tmp_path, tagless):
+    head = tagless["main"][2]
+    printed = []
+    monkeypatch.setattr("builtins.print", lambda text, **_: printed.append(text))
+    monkeypatch.setattr("sys.exit", lambda code=0: (_ for _ in ()).throw(_Exit(code)))
+    args = _args(tmp_path, release=f"g{head[:12]}", commit=head, repo=tagless["url"], build_target=H200)
+    with patch_module_args(dict(args, lineage="fork")), pytest.raises(_Exit):
+        ds4_release_plan.main()
+    result = json.loads(printed[-1])
+    assert result["failed"] and result["msg"] == (
+        f"ds4_engine_lineage makes release g{head[:12]} (commit {head}) fork's, but its source at that "
+        "commit is upstream's: it takes --mtp-model and serves no /v1/stats, as only upstream does. Set "
+        "ds4_engine_lineage: upstream, or pin a release of the fork (ds4_release, ds4_release_commit, "
+        "ds4_engine_repo)"
+    )
+    with patch_module_args(dict(args, lineage="upstream")), pytest.raises(_Exit):
+        ds4_release_plan.main()
+    result = json.loads(printed[-1])
+    assert "failed" not in result and result["lineage"] == "upstream", result

@@ -417,3 +417,20 @@ def test_a_release_pinned_by_commit_must_carry_its_commit():
         "ds4_release g111111111111 must carry the first 12 hex digits of ds4_release_commit (67bd55c0a1b2); "
         'got "g111111111111"'
     ]
+
+
+def test_a_lineage_mismatch_is_refused_naming_the_variables():
+    upstream = dict(DEFAULTS, ds4_release="g67bd55c0a1b2", ds4_release_commit="67bd55c0a1b2" + "0" * 28)
+    assert check(OPTIONS, upstream) == []
+    assert check(OPTIONS, dict(upstream, ds4_model_generation="legacy", ds4_speculation="mtp")) == [
+        "ds4_speculation 'mtp' (the legacy MTP head) is the fork's: ds4_engine_lineage upstream speculates "
+        "with dspark (its DSpark support file) or none (plain)"
+    ]
+    fork_with_upstream_flag = dict(DEFAULTS, ds4_extra_args=["--power", "100"])
+    assert check(OPTIONS, fork_with_upstream_flag) == [
+        "ds4_extra_args has --power, upstream's own flag(s), but ds4_engine_lineage makes this Spark run the "
+        "fork, whose ds4-server refuses them as unknown options: remove them, or run upstream "
+        "(ds4_engine_lineage: upstream with a release pinned by commit)"
+    ]
+    assert check(OPTIONS, dict(upstream, ds4_extra_args=["--power", "100"])) == []
+    assert check(OPTIONS, dict(fork_with_upstream_flag, ds4_engine_lineage="upstream")) == []
