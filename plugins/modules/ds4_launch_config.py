@@ -35,7 +35,7 @@ options:
   dspark_model:
     description:
       - Drafter GGUF of the same generation; required when O(speculation=dspark).
-      - Upstream (O(lineage=upstream)): its DSpark support GGUF.
+      - Upstream (O(lineage=upstream)) takes its DSpark support GGUF here.
     type: raw
   mtp_model:
     description: Legacy MTP GGUF; required when O(speculation=mtp).
