@@ -14,6 +14,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_catalog import (
     CatalogError,
     quantization_entry,
 )
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_gpu_facts import spark_memory
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_pair import (
     ROLES,
     SAME,
@@ -23,7 +24,6 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_pair import (
     pairs_of,
     play_problems,
     quantization_fit_problem,
-    spark_memory,
 )
 
 

@@ -25,16 +25,11 @@ import re
 
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_bytes import describe_bytes
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_catalog import model_files, quantizations_of
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_gpu_facts import (
-    HostFactsError,
-    parse_meminfo_total,
-)
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_link import interface_problems
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_pair_fleet import ROLES, left_out
 
 PAIRS_VAR = "ds4_pairs"
 QUANTIZATION_VAR = "ds4_quantization"
-MEMORY_VAR = "ds4_spark_memory_bytes"
 _PAIR_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
 _SLICE = re.compile(r"([0-9]+):([0-9]+|output)")
 GIB = 1024**3
@@ -137,22 +132,6 @@ def fit_problem(host, files, memory_bytes, floor_bytes, role=None, layers=None):
         f"{QUANTIZATION_VAR} {quant!r} needs {describe_bytes(need)} on the {role} {host} (its slice "
         f"{layers[role]}) and it has {describe_bytes(room)}: move the split ({PAIRS_VAR}[...].layers)"
     )
-
-
-def spark_memory(host, memory_bytes, meminfo):
-    """The memory a Spark's model is fitted in: `memory_bytes` (ds4_spark_memory_bytes) where the site set it,
-    else the MemTotal of the Spark's /proc/meminfo text (None or "" when it could not be read). Returns
-    (bytes, None), or (None, why) naming the setting that would decide it when neither gives a figure."""
-    if memory_bytes is not None:
-        return int(memory_bytes), None
-    try:
-        return parse_meminfo_total(meminfo or ""), None
-    except HostFactsError as exc:
-        reason = str(exc) if meminfo else "/proc/meminfo could not be read"
-        return None, (
-            f"{MEMORY_VAR} is not set, so {host}'s memory is read from /proc/meminfo, and {reason}: set "
-            f"{MEMORY_VAR} to the memory the Spark has for the engine, in bytes"
-        )
 
 
 def quantization_fit_problem(

@@ -10,7 +10,6 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_pair import (
     pair_split,
     pairs_of,
     parse_slice,
-    spark_memory,
     split,
 )
 
@@ -198,28 +197,3 @@ def test_a_generation_without_a_layer_count_has_no_split():
 def test_slices():
     assert parse_slice("21:output", 43) == (21, 42)
     assert split("0:0", 2)["worker"] == "1:output"
-
-
-def test_the_spark_memory_is_the_setting_else_the_meminfo_total():
-    gb10 = "MemTotal:       125489508 kB\nMemFree:         7789944 kB\n"
-    assert spark_memory("spark01", None, gb10) == (128501256192, None)
-    assert spark_memory("spark01", 4 * 1024**3, None) == (4 * 1024**3, None)
-
-
-@pytest.mark.parametrize(
-    "meminfo, why",
-    [
-        (None, "could not be read"),
-        ("", "could not be read"),
-        ("MemTotal: 12 MB\n", "no 'MemTotal: N kB' line"),
-    ],
-)
-def test_a_meminfo_without_a_total_names_the_setting(meminfo, why):
-    memory, problem = spark_memory("spark01", None, meminfo)
-    assert memory is None
-    assert problem.startswith(
-        "ds4_spark_memory_bytes is not set, so spark01's memory is read from /proc/meminfo"
-    )
-    assert why in problem and problem.endswith(
-        "set ds4_spark_memory_bytes to the memory the Spark has for the engine, in bytes"
-    )
