@@ -109,11 +109,14 @@ def test_the_hub_and_the_feed_are_reached_over_https_with_the_sites_ca(host):
     host.check_output("systemctl start ds4-update-check.service")
     state = json.loads(host.file(UPDATE_STATE).content_string)
     assert (state["status"], state["error"]) == ("ok", None), state
-    # Trusting only a public CA of the system's store (not the site's), the same request is refused: the
-    # certificate is what curl verifies (exit 60), not a failure to reach the forge.
+    # Trusting only a public CA of the system's store (not the site's; no CA directory, which holds the site's
+    # too), the same request is refused: the certificate is what curl verifies (exit 60), not the forge's
+    # reach. With the system's bundle alone it is accepted.
     public = host.check_output("ls /usr/share/ca-certificates/mozilla/*.crt | head -1")
-    refused = host.run(f"curl -sS --cacert {public} {TLS_HUB}/_standin/stats")
+    refused = host.run(f"curl -sS --capath /nonexistent --cacert {public} {TLS_HUB}/_standin/stats")
     assert refused.rc == 60, refused
+    bundle = "/etc/ssl/certs/ca-certificates.crt"
+    assert host.run(f"curl -fsS --capath /nonexistent --cacert {bundle} {TLS_HUB}/_standin/stats").rc == 0
 
 
 @pytest.fixture(scope="module")
