@@ -22,7 +22,7 @@ import time
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_bytes import human_bytes
+from ansible_collections.ds4.fleet.plugins.module_utils._common.bytes import human_bytes
 
 display = Display()
 

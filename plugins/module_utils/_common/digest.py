@@ -14,7 +14,7 @@ import hmac
 import os
 import stat
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import private_dir
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.no_follow import private_dir
 
 KEY_FILE = "/var/lib/ds4-fleet/digest.key"
 KEY_BYTES = 32

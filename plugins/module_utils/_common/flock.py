@@ -15,7 +15,7 @@ import os
 import pwd
 import time
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import private_dir
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.no_follow import private_dir
 
 # Emptied by a reboot, like the locks it holds; root's alone.
 LOCK_DIR = "/run/ds4-fleet"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import remove
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.no_follow import remove
 
 # Debian's spools: one crontab per user by name, at jobs owned by the user who queued them.
 CRON_SPOOL = "/var/spool/cron/crontabs"

@@ -3,9 +3,9 @@
 This gives the arch and `make cuda CUDA_ARCH=sm_NNN`, which names the arch in every release seen. A GB10
 (sm_121) is then built as the engine's authors build it, with `make cuda-spark` (the Spark weight-read
 cache, fork v0.5.5 on), wherever the release's own Makefile shows that target builds native GB10 code:
-the plan reads it (module_utils/ds4_make_target.py). Where `cuda-spark` passes an EMPTY arch (upstream
+the plan reads it (module_utils/_engine/make_target.py). Where `cuda-spark` passes an EMPTY arch (upstream
 8d57664: nvcc's default sm_75, JIT-compiled PTX on a GB10) the generic build stays, and is said so. The
-built binary is checked all the same (module_utils/ds4_cubin.py).
+built binary is checked all the same (module_utils/_engine/cubin.py).
 """
 
 import re

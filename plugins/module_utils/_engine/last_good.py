@@ -21,12 +21,12 @@ import json
 import os
 import stat
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import (
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.no_follow import (
     private_dir,
     read_text,
     replace_file,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_version import is_release_tag
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.version import is_release_tag
 
 RECORD_PATH = "/var/lib/ds4-fleet/last-good.json"
 RECORD_VERSION = 1

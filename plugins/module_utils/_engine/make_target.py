@@ -15,7 +15,7 @@ read first:
 
 Other arches keep `make cuda CUDA_ARCH=sm_NNN`. An operator may name the target for an arch
 (ds4_engine_make_targets); a target the Makefile lacks is refused before anything changes. The built
-programs' native code stays the judge after the build (module_utils/ds4_cubin.py): a `cuda-spark` build
+programs' native code stays the judge after the build (module_utils/_engine/cubin.py): a `cuda-spark` build
 without GB10 code is refused.
 
 The Makefile is read as text: its rules, their recipes and prerequisites, target-specific and plain
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_cubin import is_native_for
+from ansible_collections.ds4.fleet.plugins.module_utils._engine.cubin import is_native_for
 
 SPARK_TARGET = "cuda-spark"
 GENERIC_TARGET = "cuda"

@@ -2,7 +2,7 @@
 
 The release is cloned at its tag into a hidden staging directory (releases/.build-<tag>), its commit is
 checked against the one the tag resolved to, it is built with make, its programs must answer `--help`
-and hold native GPU code for the arch built for (module_utils/ds4_cubin.py), and its stamp is written;
+and hold native GPU code for the arch built for (module_utils/_engine/cubin.py), and its stamp is written;
 only then is it renamed to releases/<tag>, and the commit the tag resolved to is recorded (the tags
 record, ds4_release_plan.TAGS_RECORD).
 
@@ -35,15 +35,14 @@ import stat
 import subprocess
 import time
 
-from ansible_collections.ds4.fleet.plugins.module_utils import ds4_build_user
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_cubin import (
+from ansible_collections.ds4.fleet.plugins.module_utils._common.flock import LOCK_DIR, LockBusy, held
+from ansible_collections.ds4.fleet.plugins.module_utils._engine import build_user as ds4_build_user
+from ansible_collections.ds4.fleet.plugins.module_utils._engine.cubin import (
     CubinError,
     check_program,
     cuobjdump_for,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_flock import LOCK_DIR, LockBusy, held
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_proxy_env import without_proxy
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_plan import (
+from ansible_collections.ds4.fleet.plugins.module_utils._engine.release_plan import (
     PROGRAMS,
     RELEASES_DIR,
     STAGING_PREFIX,
@@ -56,6 +55,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_plan import 
     release_state,
     remote_of,
 )
+from ansible_collections.ds4.fleet.plugins.module_utils._net.proxy_env import without_proxy
 
 LOCK_NAME = "build.lock"
 # A build takes minutes, an hour on a slow host: a longer hold is no build of ours.
@@ -86,7 +86,7 @@ class _StepFailed(Exception):
 
 def make_argv(make, build_target, jobs, nvcc):
     """`make cuda-spark -jN` or `make cuda CUDA_ARCH=sm_NNN -jN` (the plan's choice, from the release's
-    Makefile: module_utils/ds4_make_target.py). NVCC on the
+    Makefile: module_utils/_engine/make_target.py). NVCC on the
     command line overrides any assignment in the Makefile, so the toolkit the host facts found is the
     one that compiles, whether or not its bin/ is on PATH."""
     return [make, build_target["make_target"], *build_target["make_args"], f"-j{jobs}", f"NVCC={nvcc}"]

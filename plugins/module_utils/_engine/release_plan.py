@@ -9,11 +9,11 @@ Layout under the root (ds4_root, /opt/ds4):
     previous -> releases/<tag>   the release current replaced         } step; read here, never written
 
 The activation also records the last release that passed its smoke test, its rollback target
-(module_utils/ds4_last_good.py, /var/lib/ds4-fleet/last-good.json). The engine role never builds into,
+(module_utils/_engine/last_good.py, /var/lib/ds4-fleet/last-good.json). The engine role never builds into,
 replaces or removes the release `current` or `previous` names, nor that last good one.
 A release is the one wanted when its stamp's release, commit, build target and CUDA version all match;
 a change of any of them rebuilds it. Which make target a release gets is read from its own Makefile at the
-commit its tag resolved to (read_makefile, then module_utils/ds4_make_target.py), before anything is built.
+commit its tag resolved to (read_makefile, then _engine/make_target.py), before anything is built.
 The running and the rollback releases are never rebuilt: one whose stamp differs from the wanted build only
 in its make target (a GB10 built with `make cuda` before the role read the Makefile) is kept as built, and
 the plan says so.
@@ -29,18 +29,18 @@ import shutil
 import tempfile
 from urllib.parse import urlsplit
 
-from ansible_collections.ds4.fleet.plugins.module_utils import ds4_redact
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_cuda_arch import arch_for_compute_cap
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_git_remote import RemoteError, git_remote
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_last_good import RECORD_PATH, recorded_release
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_make_target import (
+from ansible_collections.ds4.fleet.plugins.module_utils._common import redact as ds4_redact
+from ansible_collections.ds4.fleet.plugins.module_utils._engine.cuda_arch import arch_for_compute_cap
+from ansible_collections.ds4.fleet.plugins.module_utils._engine.git_remote import RemoteError, git_remote
+from ansible_collections.ds4.fleet.plugins.module_utils._engine.last_good import RECORD_PATH, recorded_release
+from ansible_collections.ds4.fleet.plugins.module_utils._engine.make_target import (
     SPARK_TARGET,
     MakeTargetError,
     choose,
     is_gb10,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import replace_file
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_version import (
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.no_follow import replace_file
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.version import (
     is_release_tag,
     releases_to_prune,
     sort_releases,
@@ -141,7 +141,7 @@ def redact(text, url):
 
 
 def remote_of(repo):
-    """The GitRemote of REPO (module_utils/ds4_git_remote.py): every git command goes through it."""
+    """The GitRemote of REPO (module_utils/_engine/git_remote.py): every git command goes through it."""
     try:
         return git_remote(repo)
     except RemoteError as exc:

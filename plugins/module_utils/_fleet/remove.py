@@ -15,7 +15,7 @@ controller, which Spark may not be removed because it is the last one serving be
 - `refusals`: a Spark that serves behind a gateway where no Spark outside the run serves stays, unless forced.
 - `take_off_netplan`: a pair's link file (ds4_pair_link_manage), and netplan told when it went.
 
-tests/unit/plugins/module_utils/test_ds4_remove.py holds this list to the roles' tasks, templates and vars.
+tests/unit/plugins/module_utils/_fleet/test_remove.py holds this list to the roles' tasks, templates and vars.
 """
 
 from __future__ import annotations
@@ -23,15 +23,15 @@ from __future__ import annotations
 import json
 import posixpath
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_link import NETPLAN_FILE
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import (
+from ansible_collections.ds4.fleet.plugins.module_utils._pair.link import NETPLAN_FILE
+from ansible_collections.ds4.fleet.plugins.module_utils._run.settings import directory_problems
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.no_follow import (
     private_dir,
     read_text,
     remove,
     replace_file,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_settings import directory_problems
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_weight_files import companion_names
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.file_names import companion_names
 
 # How a path goes: all of it; one file or link; a directory once nothing is left in it; the entries of a
 # directory the operator named that belong to the service user (the KV banks outside the state directory);

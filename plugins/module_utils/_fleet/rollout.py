@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_pair_fleet import unit_name, units
+from ansible_collections.ds4.fleet.plugins.module_utils._pair.fleet import unit_name, units
 
 _PERCENT_RE = re.compile(r"^([0-9]+)%$")
 

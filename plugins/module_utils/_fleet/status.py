@@ -1,9 +1,9 @@
 """The fleet's state on the controller: a record per Spark (filter ds4.fleet.fleet_status).
 
-A record is made from what ds4_host_status read on the Spark (module_utils/ds4_host_status.py), the local
+A record is made from what ds4_host_status read on the Spark (module_utils/_service/host_status.py), the local
 fact ansible_local.ds4 (what the service was configured with, and the update check's result), the speed
 fact ansible_local.ds4_perf (the activation's measurements) and, after an upgrade, what the upgrade did to
-it. module_utils/ds4_fleet_table.py writes the records as a table for the terminal.
+it. module_utils/_fleet/table.py writes the records as a table for the terminal.
 
 Where the configuration and the running engine disagree, the record says so in `notes`: the table is
 only worth reading if it tells the truth.
@@ -17,15 +17,15 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_make_target import without_spark_target
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_pair_fleet import pair_of_host
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_perf import (
+from ansible_collections.ds4.fleet.plugins.module_utils._engine.make_target import without_spark_target
+from ansible_collections.ds4.fleet.plugins.module_utils._pair.fleet import pair_of_host
+from ansible_collections.ds4.fleet.plugins.module_utils._perf.figures import summary_of
+from ansible_collections.ds4.fleet.plugins.module_utils._perf.gate import (
     KEPT_SLOWER,
     ROLLED_BACK,
     same_release,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_verify import summary_of
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_version import is_newer
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.version import is_newer
 
 
 class StatusError(ValueError):

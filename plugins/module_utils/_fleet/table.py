@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_bytes import human_bytes
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_fleet_status import StatusError
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_version import parse_release
+from ansible_collections.ds4.fleet.plugins.module_utils._common.bytes import human_bytes
+from ansible_collections.ds4.fleet.plugins.module_utils._fleet.status import StatusError
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.version import parse_release
 
 COLUMNS = (
     ("HOST", "host"),

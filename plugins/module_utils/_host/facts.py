@@ -14,21 +14,21 @@ import pwd
 import re
 from typing import TYPE_CHECKING
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_git_checkout import read_git_checkout
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_gpu_facts import (
+from ansible_collections.ds4.fleet.plugins.module_utils._engine.git_checkout import read_git_checkout
+from ansible_collections.ds4.fleet.plugins.module_utils._host.gpu import (
     GPU_QUERY_ARGS,
     HostFactsError,
     cuda_facts,
     gpu_facts,
     parse_meminfo_total,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_processes import find_stray_servers, port_holder
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_weight_files import part_name
+from ansible_collections.ds4.fleet.plugins.module_utils._host.processes import find_stray_servers, port_holder
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.file_names import part_name
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ansible_collections.ds4.fleet.plugins.module_utils.ds4_git_checkout import Run
+    from ansible_collections.ds4.fleet.plugins.module_utils._engine.git_checkout import Run
 
 __all__ = ["HostFactsError", "gather_host_facts"]
 

@@ -13,7 +13,7 @@ import errno
 import os
 import stat
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import UnsafePath, replace_file
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.no_follow import UnsafePath, replace_file
 
 
 def _checked_dir(directory):

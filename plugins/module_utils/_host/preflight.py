@@ -1,9 +1,9 @@
 """Whether a host can take the ds4 engine, decided before anything on it changes.
 
-Pure functions over the ds4_host_facts fact (module_utils/ds4_host_facts.py) and the role's settings:
+Pure functions over the ds4_host_facts fact (module_utils/_host/facts.py) and the role's settings:
 
 - weights_need() estimates the bytes the weights still need on ds4_gguf_dir's filesystem from the
-  catalog's expected sizes. The weights role makes the exact plan later (module_utils/ds4_disk_plan.py);
+  catalog's expected sizes. The weights role makes the exact plan later (module_utils/_weights/disk_plan.py);
   this estimate takes that plan's accounting (placement, other_on_disk) and never refuses a host the plan
   could serve: it counts files already in place, partial downloads, a shell installer's download it can
   adopt, and the other generation's files that ds4_old_weights allows removing.
@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_bytes import describe_bytes
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_cuda_arch import cuda_build_target
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_disk_plan import (
+from ansible_collections.ds4.fleet.plugins.module_utils._common.bytes import describe_bytes
+from ansible_collections.ds4.fleet.plugins.module_utils._engine.cuda_arch import cuda_build_target
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.disk_plan import (
     check_policy,
     other_on_disk,
     placement,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_weight_files import part_name
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.file_names import part_name
 
 FORCE_VAR = "ds4_force"
 FORCED = f"going on because {FORCE_VAR} is true"

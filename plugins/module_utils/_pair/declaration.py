@@ -23,10 +23,10 @@ from __future__ import annotations
 import ipaddress
 import re
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_bytes import describe_bytes
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_catalog import model_files, quantizations_of
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_link import interface_problems
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_pair_fleet import ROLES, left_out
+from ansible_collections.ds4.fleet.plugins.module_utils._common.bytes import describe_bytes
+from ansible_collections.ds4.fleet.plugins.module_utils._pair.fleet import ROLES, left_out
+from ansible_collections.ds4.fleet.plugins.module_utils._pair.link import interface_problems
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.catalog import model_files, quantizations_of
 
 PAIRS_VAR = "ds4_pairs"
 QUANTIZATION_VAR = "ds4_quantization"

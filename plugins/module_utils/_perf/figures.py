@@ -26,11 +26,15 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_catalog import FIGURES
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_cubin import is_native_for
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_cuda_arch import arch_for_compute_cap
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_make_target import without_spark_target
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_perf import build_prompt, run_figures, stream_once
+from ansible_collections.ds4.fleet.plugins.module_utils._engine.cubin import is_native_for
+from ansible_collections.ds4.fleet.plugins.module_utils._engine.cuda_arch import arch_for_compute_cap
+from ansible_collections.ds4.fleet.plugins.module_utils._engine.make_target import without_spark_target
+from ansible_collections.ds4.fleet.plugins.module_utils._perf.gate import (
+    build_prompt,
+    run_figures,
+    stream_once,
+)
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.catalog import FIGURES
 
 FORMAT = 1
 OK, SLOW, UNKNOWN = "ok", "slow", "unknown"

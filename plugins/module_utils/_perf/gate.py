@@ -31,14 +31,14 @@ from typing import Any
 
 from ansible.module_utils.urls import ConnectionError as UrlsConnectionError
 from ansible.module_utils.urls import open_url
+from ansible_collections.ds4.fleet.plugins.module_utils._service.smoke import DEFAULT_MODEL, chat_url
 
 # The engine's model id and chat endpoint have one owner: the smoke test asks the same engine the same way.
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_drain import (
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.drain import (
     json_object,
     json_post,
     request_failure,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_smoke import DEFAULT_MODEL, chat_url
 
 FORMAT = 1
 METRICS = ("prefill", "decode")

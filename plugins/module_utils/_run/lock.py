@@ -36,8 +36,8 @@ import json
 import os
 import time
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_flock import LOCK_DIR, LockBusy, held
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import read_text, replace_file
+from ansible_collections.ds4.fleet.plugins.module_utils._common.flock import LOCK_DIR, LockBusy, held
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.no_follow import read_text, replace_file
 
 PATH = os.path.join(LOCK_DIR, "run.lock")
 # The guard is held for the few calls of one change: a longer hold is no run of ours.

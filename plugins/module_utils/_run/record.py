@@ -21,25 +21,25 @@ import os
 import pwd
 import stat
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_digest import (
+from ansible_collections.ds4.fleet.plugins.module_utils._common.digest import (
     KEY_FILE,
     DigestKeyError,
     keyed,
     load_key,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_drain import (
+from ansible_collections.ds4.fleet.plugins.module_utils._common.redact import URLS, url
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.drain import (
     AGENT_STATUS,
     EngineUnreachable,
     ProbeError,
     engine_url,
     read_stats,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import (
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.no_follow import (
     private_dir,
     read_text,
     replace_file,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_redact import URLS, url
 
 # Files larger than this are compared by size, time and inode, not read.
 HASH_LIMIT = 16 * 1024 * 1024

@@ -25,13 +25,16 @@ from urllib.parse import urlsplit
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.parsing.convert_bool import boolean
-from ansible_collections.ds4.fleet.plugins.module_utils import ds4_catalog, ds4_launch, ds4_pair, ds4_redact
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_firewall import beyond_loopback
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_make_target import TARGETS as MAKE_TARGETS
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_proxy_env import PROXY_NAMES
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_version import RELEASE_TAG_RE
+from ansible_collections.ds4.fleet.plugins.module_utils._common import redact
+from ansible_collections.ds4.fleet.plugins.module_utils._engine.make_target import TARGETS as MAKE_TARGETS
+from ansible_collections.ds4.fleet.plugins.module_utils._net.firewall import beyond_loopback
+from ansible_collections.ds4.fleet.plugins.module_utils._net.proxy_env import PROXY_NAMES
+from ansible_collections.ds4.fleet.plugins.module_utils._pair import declaration
+from ansible_collections.ds4.fleet.plugins.module_utils._service import launch as ds4_launch
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.version import RELEASE_TAG_RE
+from ansible_collections.ds4.fleet.plugins.module_utils._weights import catalog as ds4_catalog
 
-MASK = ds4_redact.MASK
+MASK = redact.MASK
 # The argument spec keys Ansible's validator knows; the rest (description, default) is documentation.
 SPEC_KEYS = ("type", "elements", "choices", "options", "no_log")
 
@@ -98,7 +101,7 @@ _HOST_LABEL = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
 
 def show(name, value, secret_names=()):
     """The value as a message shows it: ds4_redact's rule, the one every message of a setting follows."""
-    return ds4_redact.shown(name, value, secret_names)
+    return redact.shown(name, value, secret_names)
 
 
 # --- rules on one value: None when it is accepted, else what would be -----------------------------------
@@ -744,8 +747,8 @@ def _pairs(values):
     """The shape of ds4_pairs: a pair of one, a Spark in two pairs, an address that is none. What needs the
     members' facts (their own addresses, releases, contexts) is the preflight's (ds4_pair_check)."""
     try:
-        ds4_pair.pairs_of(values.get("ds4_pairs"))
-    except ds4_pair.PairError as exc:
+        declaration.pairs_of(values.get("ds4_pairs"))
+    except declaration.PairError as exc:
         return exc.errors
     return []
 
@@ -901,7 +904,7 @@ def _plain_for(kind, value):
 
 def check(options, values):
     """Every refusal of `values` by the argument specs' `options` and by the rules above."""
-    secrets = ds4_redact.SECRETS | {name for name, spec in options.items() if spec.get("no_log")}
+    secrets = redact.SECRETS | {name for name, spec in options.items() if spec.get("no_log")}
     typed, refused = {}, []
     for name, spec in options.items():
         if name not in values:

@@ -3,9 +3,9 @@
 The release `current` and `previous` point at and their build stamps, the state of ds4.service, what the
 running engine reports on /v1/stats, the free space of the weights' filesystem: each read from the thing
 itself, not from what a role last configured. The controller turns a reading into a fleet record
-(module_utils/ds4_fleet_status.py).
+(module_utils/_fleet/status.py).
 
-Standard library only, with the engine reader of module_utils/ds4_drain.py: the module runs on the Spark.
+Standard library only, with the engine reader of module_utils/_spark/drain.py: the module runs on the Spark.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import os
 import time
 from typing import Any
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_drain import (
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.drain import (
     AGENT_STATUS,
     EngineUnreachable,
     ProbeError,

@@ -54,7 +54,7 @@ import posixpath
 import re
 from typing import Any
 
-from ansible_collections.ds4.fleet.plugins.module_utils import ds4_digest
+from ansible_collections.ds4.fleet.plugins.module_utils._common import digest as ds4_digest
 
 DEFAULTS: dict[str, Any] = {
     "release_dir": None,

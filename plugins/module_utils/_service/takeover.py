@@ -1,6 +1,6 @@
 """Whether a ds4-server running outside ds4.service may be taken over, and how it is said.
 
-The servers are module_utils/ds4_processes.py's find_stray_servers (the installer's `nohup ds4-serve &`
+The servers are module_utils/_host/processes.py's find_stray_servers (the installer's `nohup ds4-serve &`
 and the like), found by name. A name proves nothing: any user can run any program as `ds4-server`. So a
 server is taken over (sent SIGTERM) only when the program it runs is one of ours, a release under
 ds4_root (`releases/<tag>/ds4-server`), or the shell installer's, built in place in its clone
@@ -25,8 +25,8 @@ import fnmatch
 import os
 import pwd
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_host_facts import installer_clone
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_processes import interpreter_script
+from ansible_collections.ds4.fleet.plugins.module_utils._host.facts import installer_clone
+from ansible_collections.ds4.fleet.plugins.module_utils._host.processes import interpreter_script
 
 # What the kernel appends to /proc/PID/exe once the file was removed or replaced (an installer's rebuild
 # in place): the process still runs the program that lay at that path.

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_version import is_release_tag, parse_release
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.version import is_release_tag, parse_release
 
 CATALOG_VAR = "ds4_model_catalog"
 GENERATION_VAR = "ds4_model_generation"

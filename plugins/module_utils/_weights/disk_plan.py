@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import posixpath
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_bytes import GIB, describe_bytes, gib
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_weight_files import companion_names, part_name
+from ansible_collections.ds4.fleet.plugins.module_utils._common.bytes import GIB, describe_bytes, gib
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.file_names import companion_names, part_name
 
 # ds4_old_weights and its choices: the roles' argument specs list them too (ansible reads choices from
 # YAML); a unit test holds those lists to this one.

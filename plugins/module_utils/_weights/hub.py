@@ -15,15 +15,21 @@ import os
 import time
 from urllib.parse import quote
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_bytes import describe_bytes
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_flock import (
+from ansible_collections.ds4.fleet.plugins.module_utils._common.bytes import describe_bytes
+from ansible_collections.ds4.fleet.plugins.module_utils._common.flock import (
     LOCK_DIR,
     LockBusy,
     acquire,
     open_lock,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_progress import Progress
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import (
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.no_follow import (
+    UnsafePath,
+    open_file,
+    set_attributes,
+)
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.file_names import part_name, sidecar_name
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.progress import Progress
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.protocol import (
     CATALOG_VAR,
     COMMIT_RE,
     TRANSIENT_EXC,
@@ -35,7 +41,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import 
     new_session,
     retrying,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_records import (
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.records import (
     PartState,
     free_bytes,
     fsync_dir,
@@ -44,19 +50,13 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_records import (
     stat_or_none,
     write_record,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_transfer import (
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.transfer import (
     CONNECTIONS,
     HASH_WINDOW,
     PIECE,
     RangesIgnored,
     Transfer,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import (
-    UnsafePath,
-    open_file,
-    set_attributes,
-)
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_weight_files import part_name, sidecar_name
 
 # Large reads keep the per-chunk Python work small next to the bytes, when a file in place is hashed.
 CHUNK = 8 << 20

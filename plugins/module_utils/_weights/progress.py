@@ -8,7 +8,7 @@ import os
 import threading
 import time
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_records import replace_text
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.records import replace_text
 
 
 def write_progress(path, **fields):

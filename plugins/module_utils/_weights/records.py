@@ -16,7 +16,7 @@ import os
 import stat
 import time
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_weight_files import (
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.file_names import (
     held_name,
     part_name,
     ranges_name,

@@ -21,12 +21,12 @@ import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_records import read_record
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_weight_files import (
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.file_names import (
     held_name,
     part_name,
     sidecar_name,
 )
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.records import read_record
 
 CHUNK = 1 << 20
 # A relay serving a file it still receives says so in this header of a 503 when it does not hold the asked

@@ -1,7 +1,7 @@
 """The weights role's messages in words: the plan before anything moves, what became of each file, and
 what the cleanup after the smoke test removed and kept. One line per action, ready for a debug task.
 
-The plan is ds4.fleet.ds4_weights_plan's result (module_utils/ds4_disk_plan.py); a file's outcome is
+The plan is ds4.fleet.ds4_weights_plan's result (module_utils/_weights/disk_plan.py); a file's outcome is
 ds4.fleet.ds4_hub_wait's result for one ds4_hub_file job.
 """
 

@@ -9,8 +9,8 @@ import contextlib
 import os
 import stat
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_records import part_bytes_done, read_record
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_weight_files import part_name, sidecar_name
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.file_names import part_name, sidecar_name
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.records import part_bytes_done, read_record
 
 
 def _regular(path):

@@ -21,8 +21,8 @@ import threading
 import time
 from collections import deque
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_bytes import describe_bytes
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import (
+from ansible_collections.ds4.fleet.plugins.module_utils._common.bytes import describe_bytes
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.protocol import (
     TRANSIENT_EXC,
     HubChangedError,
     HubError,
@@ -34,8 +34,8 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import 
     retrying,
     unquote_etag,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_records import free_bytes, merge, missing
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_peer import RELAY_HEADER
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.records import free_bytes, merge, missing
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.relay import RELAY_HEADER
 
 # The largest body read: the Python work per read (a write, a handoff to the hash) stays small next to it.
 READ = 1 << 20

@@ -1,7 +1,12 @@
-"""Byte counts in words (module_utils/ds4_bytes.py): one way to write a size, wherever it is shown."""
+"""Byte counts in words (module_utils/_common/bytes.py): one way to write a size, wherever it is shown."""
 
 import pytest
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_bytes import GIB, describe_bytes, gib, human_bytes
+from ansible_collections.ds4.fleet.plugins.module_utils._common.bytes import (
+    GIB,
+    describe_bytes,
+    gib,
+    human_bytes,
+)
 
 
 def test_a_message_gives_the_exact_count_and_gib():

@@ -1,4 +1,4 @@
-"""module_utils/ds4_digest.py: digests of secret settings kept where others read them, keyed per Spark."""
+"""module_utils/_common/digest.py: digests of secret settings kept where others read them, keyed per Spark."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 import stat
 
 import pytest
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_digest import (
+from ansible_collections.ds4.fleet.plugins.module_utils._common.digest import (
     KEY_BYTES,
     DigestKeyError,
     keyed,

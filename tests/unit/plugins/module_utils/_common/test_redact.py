@@ -1,9 +1,9 @@
-"""module_utils/ds4_redact.py: what a message shows of a setting that may carry a secret."""
+"""module_utils/_common/redact.py: what a message shows of a setting that may carry a secret."""
 
 from __future__ import annotations
 
 import pytest
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_redact import (
+from ansible_collections.ds4.fleet.plugins.module_utils._common.redact import (
     MASK,
     SECRET_BEARING,
     SECRETS,

@@ -1,10 +1,10 @@
-"""Which native GPU code a built program holds (module_utils/ds4_cubin.py), read from cuobjdump --list-elf."""
+"""Which native GPU code a built program holds (_engine/cubin.py), read from cuobjdump --list-elf."""
 
 import os
 from pathlib import Path
 
 import pytest
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_cubin import (
+from ansible_collections.ds4.fleet.plugins.module_utils._engine.cubin import (
     CubinError,
     check_program,
     cuobjdump_for,
@@ -14,7 +14,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_cubin import (
 
 # Captured on the H200 by tests/unit/fixtures/h200/engine/run.sh: the programs the engine role built from
 # the real source with `make cuda CUDA_ARCH=sm_90` (sm_90/), and those of its `make cuda-spark` (dropped/).
-H200_CAPTURES = Path(__file__).resolve().parents[2] / "fixtures" / "h200" / "engine"
+H200_CAPTURES = Path(__file__).resolve().parents[3] / "fixtures" / "h200" / "engine"
 
 # The format of the real tool (NVIDIA's CUDA Binary Utilities), one line per embedded cubin.
 ONE_ARCH = "ELF file    1: ds4-server.1.sm_121.cubin\n"

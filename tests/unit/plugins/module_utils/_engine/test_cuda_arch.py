@@ -3,7 +3,7 @@
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.ds4.fleet.plugins.filter.ds4_cuda import FilterModule
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_cuda_arch import (
+from ansible_collections.ds4.fleet.plugins.module_utils._engine.cuda_arch import (
     arch_for_compute_cap,
     cuda_build_target,
 )

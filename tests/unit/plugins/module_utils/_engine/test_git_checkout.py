@@ -1,4 +1,4 @@
-"""A git checkout's commit, branch and tags, as git says them (module_utils/ds4_git_checkout.py), run as
+"""A git checkout's commit, branch and tags, as git says them (module_utils/_engine/git_checkout.py), run as
 the checkout's owner."""
 
 import os
@@ -7,7 +7,10 @@ import subprocess
 import tempfile
 
 import pytest
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_git_checkout import git_command, read_git_checkout
+from ansible_collections.ds4.fleet.plugins.module_utils._engine.git_checkout import (
+    git_command,
+    read_git_checkout,
+)
 
 GIT = shutil.which("git")
 

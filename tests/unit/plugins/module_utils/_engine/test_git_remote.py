@@ -1,4 +1,4 @@
-"""A credential in ds4_engine_repo (module_utils/ds4_git_remote.py), and the plan's and the build's git
+"""A credential in ds4_engine_repo (module_utils/_engine/git_remote.py), and the plan's and the build's git
 commands that go through it, against a real git server over HTTP that wants a password (the stand-in
 tests/standins/engine/git_http_auth.py, which answers 401 to any request without it)."""
 
@@ -10,14 +10,17 @@ import sys
 from pathlib import Path
 
 import pytest
-from ansible_collections.ds4.fleet.plugins.module_utils import ds4_release_build as build_utils
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_git_remote import RemoteError, git_remote
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_build import build_release
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_plan import ReleaseError, resolve_release
+from ansible_collections.ds4.fleet.plugins.module_utils._engine import release_build as build_utils
+from ansible_collections.ds4.fleet.plugins.module_utils._engine.git_remote import RemoteError, git_remote
+from ansible_collections.ds4.fleet.plugins.module_utils._engine.release_build import build_release
+from ansible_collections.ds4.fleet.plugins.module_utils._engine.release_plan import (
+    ReleaseError,
+    resolve_release,
+)
 from ansible_collections.ds4.fleet.plugins.modules import ds4_release_plan
 from module_runner import run_module
 
-REPO = Path(__file__).resolve().parents[4]
+REPO = Path(__file__).resolve().parents[5]
 STANDINS = REPO / "tests" / "standins"
 SPARK = {"arch": "sm_121", "make_target": "cuda", "make_args": ["CUDA_ARCH=sm_121"]}
 PASSWORD = "S3cretTok3n"

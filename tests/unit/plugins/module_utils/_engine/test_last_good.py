@@ -1,4 +1,4 @@
-"""The last-known-good record (module_utils/ds4_last_good.py), what rollbacks return to, and the
+"""The last-known-good record (module_utils/_engine/last_good.py), what rollbacks return to, and the
 ds4_last_good module."""
 
 import json
@@ -7,7 +7,7 @@ import stat
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_last_good import (
+from ansible_collections.ds4.fleet.plugins.module_utils._engine.last_good import (
     LastGoodError,
     make_record,
     read_record,
@@ -16,7 +16,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_last_good import (
     rollback_target,
     write_record,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_plan import (
+from ansible_collections.ds4.fleet.plugins.module_utils._engine.release_plan import (
     ReleaseError,
     plan_release,
     release_state,

@@ -1,4 +1,4 @@
-"""Which make target a release's Makefile gets (module_utils/ds4_make_target.py), on each shape of Makefile
+"""Which make target a release's Makefile gets (_engine/make_target.py), on each shape of Makefile
 the engine has had: cuda-spark naming the GB10's arch (fork v0.5.5 on), passing an empty arch (upstream
 8d57664, the source in shared/engine-source), an alias of cuda-generic (CUDA_ARCH=native, the October 2026
 fork tree), and none at all."""
@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_make_target import (
+from ansible_collections.ds4.fleet.plugins.module_utils._engine.make_target import (
     MakeTargetError,
     choose,
     parse_makefile,
@@ -179,7 +179,7 @@ def test_the_parser_reads_rules_recipes_and_variables():
 
 
 BUNDLE = Path("/work/shared/engine-source/ds4-8d57664.bundle")
-H200_SPARK = Path(__file__).resolve().parents[2] / "fixtures" / "h200" / "engine" / "sm_121"
+H200_SPARK = Path(__file__).resolve().parents[3] / "fixtures" / "h200" / "engine" / "sm_121"
 
 
 @pytest.mark.skipif(not BUNDLE.is_file() or not shutil.which("git"), reason="the real source is not here")

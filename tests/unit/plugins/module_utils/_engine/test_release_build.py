@@ -1,4 +1,4 @@
-"""Building a release beside the others (module_utils/ds4_release_build.py and the ds4_release_build module),
+"""Building a release beside the others (_engine/release_build.py and the ds4_release_build module),
 with real git and make against the stand-in engine repository and the stand-in nvcc."""
 
 import contextlib
@@ -13,18 +13,20 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from ansible_collections.ds4.fleet.plugins.module_utils import ds4_release_build as ds4_release_build_utils
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_build import (
+from ansible_collections.ds4.fleet.plugins.module_utils._engine import (
+    release_build as ds4_release_build_utils,
+)
+from ansible_collections.ds4.fleet.plugins.module_utils._engine.release_build import (
     BuildError,
     build_env,
     build_release,
     make_argv,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_plan import ReleaseError, public_url
+from ansible_collections.ds4.fleet.plugins.module_utils._engine.release_plan import ReleaseError, public_url
 from ansible_collections.ds4.fleet.plugins.modules import ds4_release_build
 from module_runner import run_module
 
-REPO = Path(__file__).resolve().parents[4]
+REPO = Path(__file__).resolve().parents[5]
 STANDINS = REPO / "tests" / "standins"
 SPARK = {"arch": "sm_121", "make_target": "cuda", "make_args": ["CUDA_ARCH=sm_121"]}
 SPARK_TARGET = {"arch": "sm_121", "make_target": "cuda-spark", "make_args": []}
@@ -561,7 +563,7 @@ def test_the_build_lock_is_root_s_alone_and_a_holder_is_named(forge, tmp_path, l
 
 def test_no_process_job_or_file_of_the_build_user_outlives_a_build(forge, open_tree, tmp_path, monkeypatch):
     # A release's Makefile may leave an at or cron job, or a process, to rewrite the next release.
-    from ansible_collections.ds4.fleet.plugins.module_utils import ds4_build_user
+    from ansible_collections.ds4.fleet.plugins.module_utils._engine import build_user as ds4_build_user
 
     # The shared directory where the build user can reach it (pytest's tmp_path is root's alone).
     cron, at, shared = tmp_path / "crontabs", tmp_path / "atjobs", open_tree["base"] / "shared-tmp"

@@ -1,11 +1,11 @@
-"""Release layout, stamps and plan (module_utils/ds4_release_plan.py) and the ds4_release_plan module."""
+"""Release layout, stamps and plan (module_utils/_engine/release_plan.py) and the ds4_release_plan module."""
 
 import json
 import os
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_plan import (
+from ansible_collections.ds4.fleet.plugins.module_utils._engine.release_plan import (
     ReleaseError,
     as_built,
     check_build_target,

@@ -1,8 +1,8 @@
 """The fleet's Prometheus files as the prometheus.prometheus role's variables
-(module_utils/ds4_prometheus.py)."""
+(module_utils/_fleet/prometheus.py)."""
 
 import pytest
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_prometheus import (
+from ansible_collections.ds4.fleet.plugins.module_utils._fleet.prometheus import (
     literal,
     role_vars,
     rules_problems,

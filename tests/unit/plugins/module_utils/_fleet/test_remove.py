@@ -1,4 +1,4 @@
-"""module_utils/ds4_remove.py: the one list of what the roles make on a Spark (held to the roles' tasks,
+"""module_utils/_fleet/remove.py: the one list of what the roles make on a Spark (held to the roles' tasks,
 templates and vars), the packages the removal may purge, and the last Spark serving behind a gateway."""
 
 import re
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.ds4.fleet.plugins.module_utils import ds4_remove
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_remove import (
+from ansible_collections.ds4.fleet.plugins.module_utils._fleet import remove as ds4_remove
+from ansible_collections.ds4.fleet.plugins.module_utils._fleet.remove import (
     BUILD_LOGS,
     EMPTY,
     FILE,
@@ -32,7 +32,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_remove import (
     within,
 )
 
-ROOT = Path(__file__).resolve().parents[4]
+ROOT = Path(__file__).resolve().parents[5]
 ROLES = ROOT / "roles"
 CATALOG = yaml.safe_load((ROLES / "ds4_common" / "defaults" / "main.yml").read_text())["ds4_model_catalog"]
 NAMES = catalog_names(CATALOG)
@@ -431,7 +431,7 @@ def netplan_dir(tmp_path):
 
 
 def test_the_removal_takes_off_the_netplan_file_the_pair_link_module_writes():
-    from ansible_collections.ds4.fleet.plugins.module_utils.ds4_link import NETPLAN_FILE
+    from ansible_collections.ds4.fleet.plugins.module_utils._pair.link import NETPLAN_FILE
 
     assert ds4_remove.NETPLAN_FILE == NETPLAN_FILE
     module = (ROOT / "plugins" / "modules" / "ds4_pair_link.py").read_text()

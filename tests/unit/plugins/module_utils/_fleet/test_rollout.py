@@ -3,7 +3,7 @@
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.ds4.fleet.plugins.filter.ds4_fleet import FilterModule
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_rollout import (
+from ansible_collections.ds4.fleet.plugins.module_utils._fleet.rollout import (
     RolloutError,
     over_share,
     upgrade_batches,

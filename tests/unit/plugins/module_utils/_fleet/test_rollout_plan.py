@@ -1,9 +1,9 @@
-"""module_utils/ds4_rollout.py: the switch plan from the Sparks that staged, and the gate after a batch."""
+"""module_utils/_fleet/rollout.py: the switch plan from the Sparks that staged, and the gate after a batch."""
 
 from __future__ import annotations
 
 import pytest
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_rollout import (
+from ansible_collections.ds4.fleet.plugins.module_utils._fleet.rollout import (
     RolloutError,
     batch_stop,
     switch_plan,

@@ -1,12 +1,12 @@
 """Where a site's own template is found, and an environment file as systemd reads it
-(module_utils/ds4_site_template.py, with the filters of plugins/filter/ds4_site.py)."""
+(module_utils/_fleet/site_template.py, with the filters of plugins/filter/ds4_site.py)."""
 
 from pathlib import Path
 
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.ds4.fleet.plugins.filter.ds4_site import site_template
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_site_template import (
+from ansible_collections.ds4.fleet.plugins.module_utils._fleet.site_template import (
     VARIABLES,
     SiteTemplateError,
     env_file_problems,
@@ -16,7 +16,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_site_template import
     site_dirs,
 )
 
-REPO = Path(__file__).resolve().parents[4]
+REPO = Path(__file__).resolve().parents[5]
 
 
 def test_a_playbook_in_playbooks_looks_beside_it_then_beside_its_folder():

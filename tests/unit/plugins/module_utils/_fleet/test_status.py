@@ -1,5 +1,5 @@
 """The fleet report on the controller: records that say where configuration and engine disagree
-(module_utils/ds4_fleet_status.py), and the table (module_utils/ds4_fleet_table.py)."""
+(module_utils/_fleet/status.py), and the table (module_utils/_fleet/table.py)."""
 
 import json
 import re
@@ -7,12 +7,12 @@ import re
 import pytest
 from ansible.plugins.loader import callback_loader
 from ansible_collections.ds4.fleet.plugins.filter.ds4_fleet import FilterModule
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_fleet_status import (
+from ansible_collections.ds4.fleet.plugins.module_utils._fleet.status import (
     StatusError,
     fleet_record,
     fleet_records,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_fleet_table import (
+from ansible_collections.ds4.fleet.plugins.module_utils._fleet.table import (
     human_context,
     human_duration,
     render_table,

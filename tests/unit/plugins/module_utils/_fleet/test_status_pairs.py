@@ -1,9 +1,9 @@
 """The fleet report with a pair of Sparks (ds4_pairs): one record and one row for the pair, with both
-members' state (module_utils/ds4_fleet_status.py, ds4_fleet_table.py)."""
+members' state (module_utils/_fleet/status.py, ds4_fleet_table.py)."""
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_fleet_status import fleet_records
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_fleet_table import render_table
-from test_ds4_fleet_status import fact, reading
+from ansible_collections.ds4.fleet.plugins.module_utils._fleet.status import fleet_records
+from ansible_collections.ds4.fleet.plugins.module_utils._fleet.table import render_table
+from test_status import fact, reading
 
 PAIRS = {
     "pair01": {

@@ -6,13 +6,13 @@ import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 from ansible_collections.ds4.fleet.plugins.filter.ds4_fleet import FilterModule
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_targets import (
+from ansible_collections.ds4.fleet.plugins.module_utils._fleet.targets import (
     UNCHANGED,
     TargetError,
     target_hosts,
 )
 
-REPO = Path(__file__).resolve().parents[4]
+REPO = Path(__file__).resolve().parents[5]
 SPARK_PLAYS = "{{ ds4_target_hosts | default('sparks') | ds4.fleet.target_hosts }}"
 CHANGING_PLAYS = "{{ ds4_target_hosts | default('sparks') | ds4.fleet.target_hosts(groups) }}"
 

@@ -1,4 +1,4 @@
-"""Host facts gathered (module_utils/ds4_host_facts.py): disks, systemd, the weights already there, every
+"""Host facts gathered (module_utils/_host/facts.py): disks, systemd, the weights already there, every
 fact at once over what real tools printed; then the module itself, run by Ansible, bare and over the GPU
 stand-ins. Each concern's own parsers are tested beside: test_ds4_gpu_facts.py, test_ds4_git_checkout.py,
 test_ds4_processes.py."""
@@ -11,8 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_gpu_facts import parse_meminfo_total
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_host_facts import (
+from ansible_collections.ds4.fleet.plugins.module_utils._host.facts import (
     HostFactsError,
     disk_free,
     find_gguf_files,
@@ -20,10 +19,11 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_host_facts import (
     gather_host_facts,
     parse_systemd_version,
 )
+from ansible_collections.ds4.fleet.plugins.module_utils._host.gpu import parse_meminfo_total
 from fake_proc import fake_proc, fake_ss
 
-REPO = Path(__file__).resolve().parents[4]
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+REPO = Path(__file__).resolve().parents[5]
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
 H200 = FIXTURES / "h200"
 GB10 = FIXTURES / "gb10"
 STANDIN_INSTALL = REPO / "tests" / "standins" / "gpu" / "install.py"

@@ -5,8 +5,8 @@ import os
 import stat
 
 import pytest
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_files import install
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import UnsafePath
+from ansible_collections.ds4.fleet.plugins.module_utils._host.files import install
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.no_follow import UnsafePath
 
 FILES = {"ds4-ready": (b"#!/bin/sh\necho ready\n", 0o755), "ds4_version.py": (b"VERSION = 1\n", 0o644)}
 

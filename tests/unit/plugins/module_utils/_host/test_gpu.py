@@ -1,10 +1,10 @@
 """GPU and CUDA facts over what real tools printed: a real H200 (captured), DGX Spark units (public
-reports), missing tools and garbled output (module_utils/ds4_gpu_facts.py)."""
+reports), missing tools and garbled output (module_utils/_host/gpu.py)."""
 
 from pathlib import Path
 
 import pytest
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_gpu_facts import (
+from ansible_collections.ds4.fleet.plugins.module_utils._host.gpu import (
     HostFactsError,
     cuda_facts,
     gpu_facts,
@@ -14,7 +14,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_gpu_facts import (
     parse_nvcc_version,
 )
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
 H200 = FIXTURES / "h200"
 GB10 = FIXTURES / "gb10"
 MIB = 1024 * 1024

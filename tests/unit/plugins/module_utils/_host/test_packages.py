@@ -1,9 +1,9 @@
-"""module_utils/ds4_packages.py: which packages dpkg-query does not show installed."""
+"""module_utils/_host/packages.py: which packages dpkg-query does not show installed."""
 
 from __future__ import annotations
 
 import pytest
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_packages import (
+from ansible_collections.ds4.fleet.plugins.module_utils._host.packages import (
     PackagesError,
     dpkg_query_argv,
     every_installed,

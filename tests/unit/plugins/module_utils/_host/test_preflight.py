@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_preflight import (
+from ansible_collections.ds4.fleet.plugins.module_utils._host.preflight import (
     UNKNOWN_SIZE_BYTES,
     judge,
     weights_need,
@@ -17,7 +17,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_preflight import (
 from ansible_collections.ds4.fleet.plugins.modules import ds4_preflight_check
 from module_runner import run_module
 
-REPO = Path(__file__).resolve().parents[4]
+REPO = Path(__file__).resolve().parents[5]
 # What ds4_host_facts returned on the real H200 machine (gguf_dir=/tmp/x).
 H200_FACTS = json.loads((REPO / "tests" / "unit" / "fixtures" / "h200" / "ds4_host_facts.json").read_text())
 CATALOG = yaml.safe_load((REPO / "roles" / "ds4_common" / "defaults" / "main.yml").read_text())
@@ -343,7 +343,7 @@ def test_the_real_h200_passes_forced_with_room(run):
 
 
 def _wanted(generation, speculation):
-    from ansible_collections.ds4.fleet.plugins.module_utils.ds4_catalog import model_files
+    from ansible_collections.ds4.fleet.plugins.module_utils._weights.catalog import model_files
 
     return model_files(CATALOG, generation, speculation)
 

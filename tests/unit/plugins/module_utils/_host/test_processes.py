@@ -1,4 +1,4 @@
-"""The engine's processes on a host (module_utils/ds4_processes.py): the servers outside ds4.service, read
+"""The engine's processes on a host (module_utils/_host/processes.py): the servers outside ds4.service, read
 from a fake /proc, and the process listening on the engine's port, as `ss` shows it."""
 
 import os
@@ -7,7 +7,7 @@ import socket
 import subprocess
 
 import pytest
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_processes import (
+from ansible_collections.ds4.fleet.plugins.module_utils._host.processes import (
     find_stray_servers,
     parse_ss_listeners,
     port_holder,
@@ -78,7 +78,7 @@ def test_port_holder_on_this_machine():
 
 
 def test_the_owners_of_the_engine_s_port_are_read_without_seeing_their_processes():
-    from ansible_collections.ds4.fleet.plugins.module_utils.ds4_processes import (
+    from ansible_collections.ds4.fleet.plugins.module_utils._host.processes import (
         listener_uids_command,
         parse_listener_uids,
     )

@@ -1,9 +1,9 @@
-"""module_utils/ds4_firewall.py: the engine firewall's allowed sources, and when the engine needs it."""
+"""module_utils/_net/firewall.py: the engine firewall's allowed sources, and when the engine needs it."""
 
 from __future__ import annotations
 
 import pytest
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_firewall import (
+from ansible_collections.ds4.fleet.plugins.module_utils._net.firewall import (
     FirewallError,
     beyond_loopback,
     firewall_sources,

@@ -1,4 +1,4 @@
-"""The gateway's runtime-API client (module_utils/ds4_haproxy.py) and module ds4_gateway_server, against a
+"""The gateway's runtime-API client (module_utils/_net/haproxy.py) and module ds4_gateway_server, against a
 small Unix-socket server that answers as HAProxy 2.6 does: its answers are the real ones captured in
 fixtures/haproxy/ (SOURCES.md), with the fields a test changes (status, sessions, admin state) set per row."""
 
@@ -7,8 +7,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from ansible_collections.ds4.fleet.plugins.module_utils import ds4_haproxy
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_haproxy import (
+from ansible_collections.ds4.fleet.plugins.module_utils._net import haproxy as ds4_haproxy
+from ansible_collections.ds4.fleet.plugins.module_utils._net.haproxy import (
     RuntimeApiError,
     admin_state,
     gateway_record,
@@ -24,7 +24,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_haproxy import (
 from ansible_collections.ds4.fleet.plugins.modules import ds4_gateway_server
 from module_runner import run_module
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "haproxy"
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "haproxy"
 STAT = (FIXTURES / "show-stat.csv").read_text()
 STATE = (FIXTURES / "show-servers-state.txt").read_text()
 

@@ -1,5 +1,5 @@
 """The site's proxy (ds4_proxy_env) reaches the modules that use the network through their own option,
-never the remote shell's command line: module_utils/ds4_proxy_env.py, the four modules that take it, and
+never the remote shell's command line: module_utils/_net/proxy_env.py, the four modules that take it, and
 a playbook at -vvv."""
 
 import json
@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_proxy_env import (
+from ansible_collections.ds4.fleet.plugins.module_utils._net.proxy_env import (
     PROXY_NAMES,
     ProxyEnvError,
     apply_proxy_env,
@@ -24,7 +24,7 @@ from ansible_collections.ds4.fleet.plugins.modules import (
 )
 from module_runner import run_module
 
-ROOT = Path(__file__).resolve().parents[4]
+ROOT = Path(__file__).resolve().parents[5]
 MARKER = "Px-4c1d9-PROXYPASS"
 COMMIT = "0e05c4f2672023b3d6aa0cba32b1aaa8465d10b3"
 SPARK = {"arch": "sm_121", "make_target": "cuda", "make_args": ["CUDA_ARCH=sm_121"]}
@@ -140,7 +140,7 @@ def test_another_variable_or_a_value_that_is_no_string_is_refused_before_anythin
 
 
 def test_the_settings_check_allows_the_names_the_modules_apply():
-    from ansible_collections.ds4.fleet.plugins.module_utils.ds4_settings import RULES
+    from ansible_collections.ds4.fleet.plugins.module_utils._run.settings import RULES
 
     rule = RULES["ds4_proxy_env"]
     assert all(rule({name: "x", name.upper(): "x"}) is None for name in PROXY_NAMES)

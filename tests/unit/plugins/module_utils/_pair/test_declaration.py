@@ -3,7 +3,7 @@
 import copy
 
 import pytest
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_pair import (
+from ansible_collections.ds4.fleet.plugins.module_utils._pair.declaration import (
     PairError,
     member_problems,
     pair_of,

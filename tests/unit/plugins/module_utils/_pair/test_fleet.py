@@ -1,8 +1,8 @@
-"""module_utils/ds4_pair_fleet.py: a pair as one unit on day two (upgrade, gateway, removal)."""
+"""module_utils/_pair/fleet.py: a pair as one unit on day two (upgrade, gateway, removal)."""
 
 from __future__ import annotations
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_pair_fleet import (
+from ansible_collections.ds4.fleet.plugins.module_utils._pair.fleet import (
     gateway_backends,
     left_out,
     pair_of_host,

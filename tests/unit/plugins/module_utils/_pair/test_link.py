@@ -5,8 +5,8 @@ import struct
 
 import pytest
 import yaml
-from ansible_collections.ds4.fleet.plugins.module_utils import ds4_link
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_link import (
+from ansible_collections.ds4.fleet.plugins.module_utils._pair import link as ds4_link
+from ansible_collections.ds4.fleet.plugins.module_utils._pair.link import (
     checksum,
     echo_request,
     interface_problems,

@@ -5,15 +5,15 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_catalog import (
+from ansible_collections.ds4.fleet.plugins.module_utils._pair.declaration import fit_problem, pair_split
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.catalog import (
     CatalogError,
     model_files,
     quantizations_of,
     validate_catalog,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_pair import fit_problem, pair_split
 
-DEFAULTS = Path(__file__).resolve().parents[4] / "roles" / "ds4_common" / "defaults" / "main.yml"
+DEFAULTS = Path(__file__).resolve().parents[5] / "roles" / "ds4_common" / "defaults" / "main.yml"
 Q4 = (
     "DeepSeek-V4-Flash-Q4KExperts-F16HC-F16Compressor-F16Indexer-Q8Attn-Q8Shared-Q8Out-"
     "chat-v2-imatrix-0731.gguf"

@@ -6,10 +6,8 @@ import copy
 import json
 
 import pytest
-from ansible_collections.ds4.fleet.plugins.module_utils import ds4_catalog, ds4_verify
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_catalog import CatalogError, reference_figures
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_metrics import parse_gpus
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_verify import (
+from ansible_collections.ds4.fleet.plugins.module_utils._perf import figures as ds4_verify
+from ansible_collections.ds4.fleet.plugins.module_utils._perf.figures import (
     VerifyError,
     judge,
     measure_figures,
@@ -21,6 +19,12 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_verify import (
     speculation_running,
     summary_of,
     unit_environment,
+)
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.metrics import parse_gpus
+from ansible_collections.ds4.fleet.plugins.module_utils._weights import catalog as ds4_catalog
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.catalog import (
+    CatalogError,
+    reference_figures,
 )
 from module_runner import run_module
 
@@ -93,7 +97,7 @@ def shipped_catalog():
 
     import yaml
 
-    defaults = pathlib.Path(__file__).resolve().parents[4] / "roles/ds4_common/defaults/main.yml"
+    defaults = pathlib.Path(__file__).resolve().parents[5] / "roles/ds4_common/defaults/main.yml"
     return yaml.safe_load(defaults.read_text())["ds4_model_catalog"]
 
 
@@ -480,7 +484,7 @@ def test_the_module_refuses_bad_settings_before_it_measures(spark, change, messa
 
 def test_an_engine_that_does_not_answer_is_said_and_nothing_is_verified(spark, monkeypatch):
     module, args, fact = spark
-    from ansible_collections.ds4.fleet.plugins.module_utils.ds4_drain import EngineUnreachable
+    from ansible_collections.ds4.fleet.plugins.module_utils._spark.drain import EngineUnreachable
 
     def refused(url):
         raise EngineUnreachable("http://127.0.0.1:8000/metrics could not be reached: refused")

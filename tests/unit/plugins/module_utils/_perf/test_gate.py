@@ -9,8 +9,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from ansible_collections.ds4.fleet.plugins.module_utils import ds4_perf
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_perf import (
+from ansible_collections.ds4.fleet.plugins.module_utils._perf import gate as ds4_perf
+from ansible_collections.ds4.fleet.plugins.module_utils._perf.gate import (
     PerfError,
     PerfSettingError,
     build_prompt,

@@ -1,4 +1,4 @@
-"""One run per Spark: module_utils/ds4_run_lock.py (the lease, on a clock only the test moves) and the
+"""One run per Spark: module_utils/_run/lock.py (the lease, on a clock only the test moves) and the
 controller side of the action (who has ended, the renewer's loop)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from ansible_collections.ds4.fleet.plugins.action.ds4_run_lock import (
     taken_over_message,
     this_run,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_run_lock import (
+from ansible_collections.ds4.fleet.plugins.module_utils._run.lock import (
     LockError,
     checked,
     describe,
@@ -221,7 +221,7 @@ def test_a_lock_directory_others_may_enter_is_refused(tmp_path):
 
 
 def test_a_guard_held_too_long_fails_naming_its_holder(lock, monkeypatch):
-    from ansible_collections.ds4.fleet.plugins.module_utils import ds4_run_lock
+    from ansible_collections.ds4.fleet.plugins.module_utils._run import lock as ds4_run_lock
 
     held(lock, A)
     monkeypatch.setattr(ds4_run_lock, "GUARD_WAIT", 0.3)

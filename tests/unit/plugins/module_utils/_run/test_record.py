@@ -1,4 +1,4 @@
-"""module_utils/ds4_applied.py and the module ds4_applied: the record of the last finished run, and whether
+"""module_utils/_run/record.py and the module ds4_applied: the record of the last finished run, and whether
 a Spark is still as it left it. Real files, links and directories in a temporary tree; the engine is a
 loopback HTTP server; systemctl is the module's run_command, given its real output format."""
 
@@ -6,8 +6,8 @@ import json
 import os
 
 import pytest
-from ansible_collections.ds4.fleet.plugins.module_utils import ds4_applied
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_applied import (
+from ansible_collections.ds4.fleet.plugins.module_utils._run import record as ds4_applied
+from ansible_collections.ds4.fleet.plugins.module_utils._run.record import (
     AppliedError,
     difference,
     fingerprint,
@@ -225,7 +225,7 @@ def test_an_engine_that_does_not_answer_takes_the_whole_run(tree, tmp_path, monk
 
 def test_a_weak_secret_is_not_in_the_plain_fingerprint_and_moves_only_the_keyed_one(tmp_path):
     # A 4-digit ds4_extra_env value was recovered from the plain sha256 in a fraction of a second.
-    from ansible_collections.ds4.fleet.plugins.module_utils.ds4_applied import keyed_fingerprint
+    from ansible_collections.ds4.fleet.plugins.module_utils._run.record import keyed_fingerprint
 
     (tmp_path / "galaxy.yml").write_text("name: fleet\n")
     names = {"ds4_extra_env"}
@@ -247,9 +247,9 @@ def test_a_weak_secret_is_not_in_the_plain_fingerprint_and_moves_only_the_keyed_
 
 def test_the_spark_keys_every_secret_setting_of_its_roles():
     import yaml
-    from ansible_collections.ds4.fleet.plugins.module_utils.ds4_redact import SECRETS
+    from ansible_collections.ds4.fleet.plugins.module_utils._common.redact import SECRETS
 
-    root = os.path.join(os.path.dirname(__file__), *[os.pardir] * 4)
+    root = os.path.join(os.path.dirname(__file__), *[os.pardir] * 5)
     with open(os.path.join(root, "roles/ds4_service/vars/main.yml")) as handle:
         secrets = yaml.safe_load(handle)["_ds4_applied_secrets"]
     no_log = set()

@@ -1,6 +1,6 @@
 """Every public variable of every role, against the values an operator's typo or a hostile file would give.
 
-module_utils/ds4_settings.py (with the roles' argument specs) is what the action ds4_settings_check runs
+module_utils/_run/settings.py (with the roles' argument specs) is what the action ds4_settings_check runs
 before anything on a host changes; tests/unit/plugins/action/test_ds4_settings_check.py runs the action
 itself in a playbook, and the site scenario every role's bad values through site.yml.
 """
@@ -13,8 +13,8 @@ import re
 
 import jinja2
 import pytest
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_redact import SECRET_BEARING
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_settings import (
+from ansible_collections.ds4.fleet.plugins.module_utils._common.redact import SECRET_BEARING
+from ansible_collections.ds4.fleet.plugins.module_utils._run.settings import (
     MASK,
     check,
     gateway_keys,

@@ -1,4 +1,4 @@
-"""Reading a Spark (module_utils/ds4_host_status.py and the module ds4_host_status): a release tree on disk,
+"""Reading a Spark (_service/host_status.py and the module ds4_host_status): a release tree on disk,
 systemctl answering as told, a small HTTP server as the engine."""
 
 import json
@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_host_status import read_host
+from ansible_collections.ds4.fleet.plugins.module_utils._service.host_status import read_host
 from ansible_collections.ds4.fleet.plugins.modules import ds4_host_status
 
 BASE = "DeepSeek-V4-Flash-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8-chat-v2-imatrix-0731.gguf"

@@ -1,4 +1,4 @@
-"""Launch settings -> environment file and ds4-server arguments: module_utils/ds4_launch.py and its module."""
+"""Launch settings -> environment file and ds4-server arguments: _service/launch.py and its module."""
 
 import hashlib
 import json
@@ -6,8 +6,8 @@ import stat
 import subprocess
 
 import pytest
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_digest import keyed
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_launch import (
+from ansible_collections.ds4.fleet.plugins.module_utils._common.digest import keyed
+from ansible_collections.ds4.fleet.plugins.module_utils._service.launch import (
     LaunchConfigError,
     launch_config,
 )

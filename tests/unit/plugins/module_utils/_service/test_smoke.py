@@ -5,7 +5,7 @@ import json
 import threading
 
 import pytest
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_smoke import SmokeError, smoke
+from ansible_collections.ds4.fleet.plugins.module_utils._service.smoke import SmokeError, smoke
 from local_http import Handler, local_http
 
 HOLD = "hold"  # no answer until the test ends: the client's time-out must fire

@@ -9,8 +9,8 @@ import subprocess
 import sys
 
 import pytest
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_processes import find_stray_servers, runs_server
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_takeover import (
+from ansible_collections.ds4.fleet.plugins.module_utils._host.processes import find_stray_servers, runs_server
+from ansible_collections.ds4.fleet.plugins.module_utils._service.takeover import (
     accepted_programs,
     matches,
     service_unit,

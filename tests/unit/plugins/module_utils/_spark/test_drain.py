@@ -6,7 +6,7 @@ import socket
 
 import pytest
 from ansible_collections.ds4.fleet.plugins.filter.ds4_engine import FilterModule as EngineFilters
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_drain import (
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.drain import (
     AGENT_DRAIN,
     AGENT_WATCHDOG,
     EngineUnreachable,

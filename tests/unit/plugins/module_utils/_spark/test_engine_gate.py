@@ -1,4 +1,4 @@
-"""The engine gate (module_utils/ds4_engine_gate.py and the script roles/ds4_gateway/files/ds4-engine-gate):
+"""The engine gate (_spark/engine_gate.py and the script roles/ds4_gateway/files/ds4-engine-gate):
 the gateways admitted to the engine's port only while ds4.service's own engine holds it.
 
 Canned /proc of a Spark: the engine (pid 200, uid 110, cgroup ds4.service) on 0.0.0.0:8000, and where asked
@@ -15,8 +15,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from ansible_collections.ds4.fleet.plugins.module_utils import ds4_listener
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_engine_gate import (
+from ansible_collections.ds4.fleet.plugins.module_utils._spark import listener as ds4_listener
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.engine_gate import (
     GateError,
     act,
     close_text,
@@ -27,7 +27,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_engine_gate import (
     read_config,
 )
 
-ROOT = Path(__file__).resolve().parents[4]
+ROOT = Path(__file__).resolve().parents[5]
 ENGINE_UID = 110
 NOBODY = 65534
 CONFIG = {
@@ -323,8 +323,8 @@ def installed(tmp_path):
     lib = tmp_path / "lib"
     lib.mkdir()
     shutil.copy2(ROOT / "roles/ds4_gateway/files/ds4-engine-gate", lib / "ds4-engine-gate")
-    for name in ("ds4_engine_gate.py", "ds4_listener.py"):
-        shutil.copy2(ROOT / "plugins/module_utils" / name, lib / name)
+    for name in ("engine_gate.py", "listener.py"):
+        shutil.copy2(ROOT / "plugins/module_utils/_spark" / name, lib / name)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "nft").write_text(f'#!/bin/sh\necho "$@" >> {tmp_path}/nft.log\ncat >> {tmp_path}/nft.log\n')

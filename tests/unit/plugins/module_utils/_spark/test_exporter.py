@@ -1,11 +1,11 @@
-"""node_exporter on a Spark (module_utils/ds4_exporter.py): where the managed one listens, a port another
+"""node_exporter on a Spark (module_utils/_spark/exporter.py): where the managed one listens, a port another
 program holds, and a site's own exporter's textfile directory (issue 29: a site's exporter is kept)."""
 
 import os
 import socket
 
 import pytest
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_exporter import (
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.exporter import (
     EXPORTER_PROGRAMS,
     ExporterError,
     default_route_address,

@@ -1,4 +1,4 @@
-"""Who answers on the engine's port (module_utils/ds4_listener.py): canned /proc/net/tcp and tcp6 of a host
+"""Who answers on the engine's port (module_utils/_spark/listener.py): canned /proc/net/tcp and tcp6 of a host
 where the engine (pid 200, uid 110) or a stranger (pid 300, nobody) listens, and a real stranger's socket
 for the root caller's read through the owner's credentials."""
 
@@ -7,8 +7,8 @@ import socket
 import subprocess
 
 import pytest
-from ansible_collections.ds4.fleet.plugins.module_utils import ds4_listener
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_listener import (
+from ansible_collections.ds4.fleet.plugins.module_utils._spark import listener as ds4_listener
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.listener import (
     holders,
     holders_as_owner,
     parse_listeners,

@@ -3,7 +3,7 @@ exposition format (version 0.0.4) before any of it is copied, so that one bad li
 node_exporter drop the whole file."""
 
 import pytest
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_metrics import (
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.metrics import (
     check_exposition,
     engine_series,
     gpu_command,

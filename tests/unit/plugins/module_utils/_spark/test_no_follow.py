@@ -1,4 +1,4 @@
-"""module_utils/ds4_no_follow.py: a run's own files are read, a missing one is None, a link is refused; a
+"""module_utils/_spark/no_follow.py: a run's own files are read, a missing one is None, a link is refused; a
 directory handed to a user and an adopted file are walked to without links and changed through descriptors."""
 
 import errno
@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import (
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.no_follow import (
     UnsafePath,
     disown,
     move_planned,

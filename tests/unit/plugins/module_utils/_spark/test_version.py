@@ -1,9 +1,9 @@
-"""Release tag ordering (module_utils/ds4_version.py) and the filters over it."""
+"""Release tag ordering (module_utils/_spark/version.py) and the filters over it."""
 
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.ds4.fleet.plugins.filter.ds4_versions import FilterModule
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_version import (
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.version import (
     compare_releases,
     is_newer,
     is_release_tag,

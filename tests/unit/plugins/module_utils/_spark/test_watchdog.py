@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_watchdog import (
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.watchdog import (
     decide,
     detection_bound,
     firewall_loaded,
@@ -28,11 +28,11 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_watchdog import (
 )
 from local_http import Handler, local_http
 
-ROOT = Path(__file__).resolve().parents[4]
+ROOT = Path(__file__).resolve().parents[5]
 SCRIPT = ROOT / "roles/ds4_service/files/ds4-watchdog"
 MODULES = [
-    ROOT / "plugins/module_utils" / name
-    for name in ("ds4_watchdog.py", "ds4_metrics.py", "ds4_drain.py", "ds4_no_follow.py", "ds4_listener.py")
+    ROOT / "plugins/module_utils/_spark" / name
+    for name in ("watchdog.py", "metrics.py", "drain.py", "no_follow.py", "listener.py")
 ]
 DEFAULTS = ROOT / "roles/ds4_service/defaults/main.yml"
 GPU_STANDIN = ROOT / "tests/standins/gpu/install.py"

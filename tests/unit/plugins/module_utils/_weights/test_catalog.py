@@ -7,7 +7,7 @@ import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 from ansible_collections.ds4.fleet.plugins.filter.ds4_models import FilterModule
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_catalog import (
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.catalog import (
     CatalogError,
     generation_of,
     model_files,
@@ -16,7 +16,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_catalog import (
     validate_catalog,
 )
 
-DEFAULTS = Path(__file__).resolve().parents[4] / "roles" / "ds4_common" / "defaults" / "main.yml"
+DEFAULTS = Path(__file__).resolve().parents[5] / "roles" / "ds4_common" / "defaults" / "main.yml"
 BASE_0731 = "DeepSeek-V4-Flash-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8-chat-v2-imatrix-0731.gguf"
 DRAFTER_0731 = "DSpark-drafter-Q2K-Q8-0731.gguf"
 BASE_LEGACY = "DeepSeek-V4-Flash-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8-chat-v2-imatrix.gguf"

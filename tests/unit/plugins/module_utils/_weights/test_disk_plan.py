@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_disk_plan import (
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.disk_plan import (
     GIB,
     POLICIES,
     DiskPlanError,
@@ -13,7 +13,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_disk_plan import (
     plan,
 )
 
-REPO = Path(__file__).resolve().parents[4]
+REPO = Path(__file__).resolve().parents[5]
 
 DIR = "/var/lib/ds4/gguf"
 HOME = "/home/op/gguf"

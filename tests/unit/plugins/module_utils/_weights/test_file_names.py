@@ -1,10 +1,10 @@
-"""The names of the files a weight file keeps beside it (module_utils/ds4_weight_files.py) and the filter
+"""The names of the files a weight file keeps beside it (module_utils/_weights/file_names.py) and the filter
 that gives roles the same names."""
 
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.ds4.fleet.plugins.filter.ds4_models import FilterModule
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_weight_files import (
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.file_names import (
     companion_names,
     held_name,
     part_name,

@@ -8,9 +8,11 @@ import time
 
 import pytest
 import requests
-from ansible_collections.ds4.fleet.plugins.module_utils import ds4_hub, ds4_hub_progress, ds4_hub_transfer
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import HubFile
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import (
+from ansible_collections.ds4.fleet.plugins.module_utils._weights import hub as ds4_hub
+from ansible_collections.ds4.fleet.plugins.module_utils._weights import progress as ds4_hub_progress
+from ansible_collections.ds4.fleet.plugins.module_utils._weights import transfer as ds4_hub_transfer
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.hub import HubFile
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.protocol import (
     FileRef,
     HubAuthError,
     HubMismatchError,

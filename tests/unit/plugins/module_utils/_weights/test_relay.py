@@ -1,4 +1,4 @@
-"""Peer distribution: a Spark serving its verified copies (module_utils/ds4_peer.py) and the hub client
+"""Peer distribution: a Spark serving its verified copies (module_utils/_weights/relay.py) and the hub client
 fetching from peers before the hub, verifying the same sha256."""
 
 import hashlib
@@ -12,11 +12,11 @@ import time
 import pytest
 import requests
 from ansible_collections.ds4.fleet.plugins.filter.ds4_peers import FilterModule
-from ansible_collections.ds4.fleet.plugins.module_utils import ds4_peer
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import HubFile
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import FileRef
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_records import PartState
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_peer import PeerServer, peer_url, plan
+from ansible_collections.ds4.fleet.plugins.module_utils._weights import relay as ds4_peer
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.hub import HubFile
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.protocol import FileRef
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.records import PartState
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.relay import PeerServer, peer_url, plan
 
 BASE = "DeepSeek-V4-Flash-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8-chat-v2-imatrix-0731.gguf"
 PIECE = 16 << 10

@@ -1,8 +1,8 @@
-"""module_utils/ds4_weights_report.py: the weights role's plan, outcome and cleanup lines."""
+"""module_utils/_weights/report.py: the weights role's plan, outcome and cleanup lines."""
 
 from __future__ import annotations
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_weights_report import (
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.report import (
     cleanup_lines,
     outcome_lines,
     plan_lines,

@@ -12,15 +12,16 @@ import time
 from pathlib import Path
 
 import pytest
-from ansible_collections.ds4.fleet.plugins.module_utils import ds4_hub_records, ds4_hub_transfer
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import HubFile
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import (
+from ansible_collections.ds4.fleet.plugins.module_utils._weights import records as ds4_hub_records
+from ansible_collections.ds4.fleet.plugins.module_utils._weights import transfer as ds4_hub_transfer
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.hub import HubFile
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.protocol import (
     FileRef,
     HubTransientError,
     NoSpaceError,
     new_session,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_records import PartState, part_bytes_done
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.records import PartState, part_bytes_done
 
 BASE = "DeepSeek-V4-Flash-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8-chat-v2-imatrix-0731.gguf"
 GATED = "ds4-standin-gated.gguf"
@@ -113,8 +114,8 @@ def test_a_killed_run_loses_at_most_one_range_per_connection(hub, hub_files, tmp
     hub.set_fault(BASE, hold_after=PIECE // 2)
     hub.set_network(conn_bps=64 << 10)
     script = (
-        "import sys; from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import HubFile;"
-        "from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import FileRef;"
+        "import sys; from ansible_collections.ds4.fleet.plugins.module_utils._weights.hub import HubFile;"
+        "from ansible_collections.ds4.fleet.plugins.module_utils._weights.protocol import FileRef;"
         f"HubFile(FileRef({hub.endpoint!r}, {want['repo']!r}, 'main', {BASE!r}), {str(tmp_path)!r},"
         f" piece={PIECE}, connections={connections}, timeout=3600).ensure()"
     )
