@@ -24,12 +24,12 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import re
 import shutil
 import tempfile
 from urllib.parse import urlsplit
 
 from ansible_collections.ds4.fleet.plugins.module_utils._common import redact as ds4_redact
+from ansible_collections.ds4.fleet.plugins.module_utils._common.commit import commit_id
 from ansible_collections.ds4.fleet.plugins.module_utils._engine.cuda_arch import arch_for_compute_cap
 from ansible_collections.ds4.fleet.plugins.module_utils._engine.git_remote import RemoteError, git_remote
 from ansible_collections.ds4.fleet.plugins.module_utils._engine.last_good import RECORD_PATH, recorded_release
@@ -61,8 +61,6 @@ PROGRAMS = ("ds4", "ds4-server", "ds4-bench")
 STAMP_IDENTITY = ("release", "commit", "build_target", "cuda_version")
 BUILD_TARGET_KEYS = ("arch", "make_target", "make_args")
 
-_COMMIT = re.compile(r"[0-9a-f]{40}")
-
 
 class ReleaseError(ValueError):
     """A release that cannot or must not be built; the message names the variable and the values."""
@@ -81,9 +79,10 @@ def check_commit(commit):
     """A pinned commit as 40 lowercase hex digits; None or '' for no pin."""
     if commit in (None, ""):
         return None
-    if not isinstance(commit, str) or not _COMMIT.fullmatch(commit.strip().lower()):
+    pinned = commit_id(commit.strip()) if isinstance(commit, str) else None
+    if pinned is None:
         raise ReleaseError(f"ds4_release_commit must be a full commit id, 40 hex digits; got {commit!r}")
-    return commit.strip().lower()
+    return pinned
 
 
 def check_build_target(target):

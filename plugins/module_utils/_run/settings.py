@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible_collections.ds4.fleet.plugins.module_utils._common import redact
+from ansible_collections.ds4.fleet.plugins.module_utils._common.commit import commit_id
 from ansible_collections.ds4.fleet.plugins.module_utils._engine.make_target import TARGETS as MAKE_TARGETS
 from ansible_collections.ds4.fleet.plugins.module_utils._net.firewall import beyond_loopback
 from ansible_collections.ds4.fleet.plugins.module_utils._net.proxy_env import PROXY_NAMES
@@ -73,7 +74,6 @@ _HOME = re.compile(r"/home/(?!root/)([a-z_][a-z0-9_-]*)/[^/].*")
 
 _PATH_CHARS = re.compile(r"/[A-Za-z0-9._+@/-]*")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_COMMIT = re.compile(r"([0-9a-fA-F]{40})?")
 _CUDA_ARCH = re.compile(r"(sm_[0-9]{2,3}[af]?)?")
 _COMPUTE_CAP = re.compile(r"[0-9]+\.[0-9]+")
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
@@ -140,6 +140,13 @@ def _matching(pattern, what):
         return None
 
     return rule
+
+
+def _release_commit(value):
+    """No pin, or a full commit id in either case (the release plan records it in lower case)."""
+    if value == "" or commit_id(value):
+        return None
+    return "empty or a full commit id, 40 hex digits"
 
 
 def path_problem(value):
@@ -483,7 +490,7 @@ RULES = {
     "ds4_release": _matching(
         RELEASE_TAG_RE, "an engine release tag: v and three or more numbers, like v0.6.5"
     ),
-    "ds4_release_commit": _matching(_COMMIT, "empty or a full commit id, 40 hex digits"),
+    "ds4_release_commit": _release_commit,
     "ds4_cuda_arch": _matching(_CUDA_ARCH, "empty or a CUDA arch like sm_121 or sm_90a"),
     "ds4_gguf_dir": _gguf_dir,
     "ds4_hf_endpoint": _url(("http", "https"), "an http or https URL"),

@@ -16,6 +16,7 @@ import time
 from urllib.parse import quote
 
 from ansible_collections.ds4.fleet.plugins.module_utils._common.bytes import describe_bytes
+from ansible_collections.ds4.fleet.plugins.module_utils._common.commit import is_pinned_revision
 from ansible_collections.ds4.fleet.plugins.module_utils._common.flock import (
     LOCK_DIR,
     LockBusy,
@@ -31,7 +32,6 @@ from ansible_collections.ds4.fleet.plugins.module_utils._weights.file_names impo
 from ansible_collections.ds4.fleet.plugins.module_utils._weights.progress import Progress
 from ansible_collections.ds4.fleet.plugins.module_utils._weights.protocol import (
     CATALOG_VAR,
-    COMMIT_RE,
     TRANSIENT_EXC,
     HubChangedError,
     HubError,
@@ -161,7 +161,7 @@ class HubFile:
         return (
             record.get("repo") == self.ref.repo
             and record.get("revision") == self.ref.revision
-            and bool(COMMIT_RE.match(self.ref.revision))
+            and is_pinned_revision(self.ref.revision)
         )
 
     def _target(self, meta):

@@ -30,7 +30,6 @@ MAX_REDIRECTS = 10
 BACKOFF_CAP = 60.0
 USER_AGENT = "ds4-fleet/ds4_hub_file"
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
-COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 # What a cut or stalled transfer raises: through requests (HEAD, GET) or straight from urllib3 (body reads).
 TRANSIENT_EXC = (
     (
