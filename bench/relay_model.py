@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A model of the fleet's weight fetch for N Sparks (up to 32), from the plan the role uses (ds4_peer.plan).
+"""A model of the fleet's weight fetch for N Sparks (up to 32), from the role's plan (_weights.relay.plan).
 
 Each Spark's sources come from _weights/relay.py's plan, the role's own, for N Sparks that all need
 the model (one file of --model-gb). A simple fluid model of the links then gives each Spark's finish:

@@ -1,7 +1,8 @@
 """Filters for peer distribution of the weights; the rule itself lives in module_utils/_weights/relay.py.
 
 - `ansible_play_hosts | ds4.fleet.weights_peer_plan(hostvars, port, relay, ds4_pairs)` -> who fetches which
-  file from where (ds4_peer.plan; `relay`: each Spark serving what it receives as it comes, else two waves),
+  file from where (_weights.relay.plan; `relay`: each Spark serving what it receives as it comes, else two
+  waves),
   from each host's `__ds4_weights_plan` and `_ds4_weights_peer_address` (its LAN address), and, for the
   members of a pair in `ds4_pairs`, their link addresses, on which they peer with each other alone.
 """

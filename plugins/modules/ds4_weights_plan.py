@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""Plan the weights before any byte moves: a thin shell over ds4_weights_survey and ds4_disk_plan."""
+"""Plan the weights before any byte moves: a thin shell over _weights.survey and _weights.disk_plan."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 An flock can be taken by anyone who can open the file, even read-only: a lock on a world-readable file (or
 on /run itself) lets any local user stall every run. So each lock is a file of root's alone (0600) in a
-directory of root's alone (0700, LOCK_DIR), opened without following a link (ds4_no_follow), and a wait
+directory of root's alone (0700, LOCK_DIR), opened without following a link (_spark.no_follow), and a wait
 for it is bounded: when it runs out, the error names each process that holds it (pid, user, command),
 read from /proc/locks.
 """

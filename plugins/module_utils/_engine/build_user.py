@@ -6,7 +6,7 @@ it builds, or files in the directories every user may write. The role denies the
 (/etc/cron.deny, /etc/at.deny); here, before and after every build, whatever of it remains goes: its
 processes are ended (ds4_release_build.end_processes_of), its crontab and at jobs removed from the spools,
 and its entries in the shared writable directories removed, walked without following a link
-(ds4_no_follow.remove). Before a build, what was found is named: the previous build left it.
+(_spark.no_follow.remove). Before a build, what was found is named: the previous build left it.
 """
 
 from __future__ import annotations

@@ -11,14 +11,14 @@ user, the clone (by root, whose environment alone holds the repository's credent
 user, except its .git, and make runs as that user in a tree only it may enter; then every process of
 the user is ended, the tree is made root's and writable by no one else, and the checks of the built
 programs run as that user again, read-only. Before and after each build, nothing of that user remains: no
-process, cron or at job, nor file in a shared directory (ds4_build_user.clear); what an earlier build
+process, cron or at job, nor file in a shared directory (_engine.build_user.clear); what an earlier build
 left is named in the log and the result. A failure at any step removes the
 staging directory and leaves every release, `current` and `previous` as they were. Every step's
 command and output go to one build log, whose last lines the error carries. Where a progress file is
 given, every step rewrites it at least every PROGRESS_EVERY seconds (the ds4_hub_wait action prints it).
 
 Builds on one host take turns through an flock on /run/ds4-fleet/build.lock, a file of root's alone that no
-other user can open to hold it (ds4_flock), which also makes it safe to clear what an interrupted build
+other user can open to hold it (_common.flock), which also makes it safe to clear what an interrupted build
 left behind; a build that waited BUILD_LOCK_WAIT for it fails naming the holder.
 """
 
@@ -527,7 +527,7 @@ def build_release(
     """Build RELEASE at COMMIT into ROOT/releases/RELEASE unless its stamp already matches; with
     BUILD_USER, the engine's code (make, the built programs) runs as that unprivileged user; with
     TAGS_RECORD, the commit the tag resolved to is recorded there; builds take turns through the build
-    lock in LOCK_DIR (ds4_flock's /run/ds4-fleet unless given).
+    lock in LOCK_DIR (_common.flock's /run/ds4-fleet unless given).
 
     Returns {'built': bool, 'state': release_state(), 'stamp': the release's stamp, 'log_path'}.
     Raises ReleaseError when the release is the running or rollback one and would need a rebuild, and

@@ -121,7 +121,7 @@ def parse_ls_remote(text, tag):
 
 
 def public_url(url):
-    """A repository URL as it may be printed, logged and stamped: ds4_redact's rule, its userinfo as ***.
+    """A repository URL as it may be printed, logged and stamped: _common.redact's rule, its userinfo as ***.
 
     `https://user:token@host/x.git` and `https://token@host/x.git` become `https://***@host/x.git`."""
     return ds4_redact.url(url)
@@ -206,7 +206,7 @@ def read_makefile(run, git, repo, tag, commit, root=None, base_env=None):
 
 def choose_target(run, git, repo, tag, commit, base, make_targets, compute_cap=None, root=None):
     """The make target RELEASE is built with ({'build_target', 'reason', 'without_spark_target'}):
-    ds4_make_target.choose() on its Makefile, read only where it decides (a GB10, or a target the
+    _engine.make_target.choose() on its Makefile, read only where it decides (a GB10, or a target the
     operator named in MAKE_TARGETS for BASE's arch). COMPUTE_CAP is the building host's GPU's."""
     base = check_build_target(base)
     if not isinstance(make_targets, dict):

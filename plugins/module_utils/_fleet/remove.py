@@ -136,7 +136,7 @@ def made(root, gguf_dir, kv_dir, build_log_dir, weight_names, weights=False, tex
         (FILE, "/var/lib/systemd/timers/stamp-ds4-update-check.timer", ()),
         (FILE, "/etc/logrotate.d/ds4", ()),
         (FILE, "/etc/ds4-engine.nft", ()),
-        # The engine gate's settings and its lock (ds4_engine_gate; the script goes with /usr/local/lib/ds4).
+        # The engine gate's settings and its lock (_spark.engine_gate; the script: /usr/local/lib/ds4).
         (FILE, "/etc/ds4-engine-gate.json", ()),
         (FILE, "/run/ds4-engine-gate.lock", ()),
         (TREE, "/etc/ds4", ()),

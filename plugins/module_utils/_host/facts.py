@@ -3,7 +3,7 @@ the engine's port, and the traces a run of the shell installer (ds4-on-spark's i
 
 gather_host_facts() gathers them all, running the tools through callables it is given, so the module
 stays thin and every fact is testable without Ansible. Each concern has its own file: the GPU and CUDA
-(ds4_gpu_facts), a git checkout (ds4_git_checkout), the engine's processes and port (ds4_processes);
+(_host.gpu), a git checkout (_engine.git_checkout), the engine's processes and port (_host.processes);
 here, the disks, systemd and the weight files already on the host.
 """
 

@@ -1,7 +1,7 @@
 """A set of files installed whole into one directory of root's, in one pass.
 
 Each file is compared with what lies at its name (read without following a link) and, where its content,
-mode or owner differ, written beside its name and renamed over it (ds4_no_follow.replace_file): a link
+mode or owner differ, written beside its name and renamed over it (_spark.no_follow.replace_file): a link
 put at the name is replaced, never written through. This is what ansible.builtin.copy does file by file,
 in two module runs each (a stat, then a copy or a file); the service role installs its seven host
 programs this way in one run, on every run that converges a Spark.

@@ -15,7 +15,7 @@ import os
 import re
 from urllib.parse import unquote, urlsplit
 
-# The standard names, in lower case; each may also be given in upper case (ds4_settings holds
+# The standard names, in lower case; each may also be given in upper case (_run.settings holds
 # ds4_proxy_env to the same names).
 PROXY_NAMES = ("http_proxy", "https_proxy", "no_proxy", "all_proxy")
 _VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -1,5 +1,5 @@
 """Is this Spark as fast as the engine's authors say it should be? Measured against the published figures
-(ds4_catalog.reference_figures), with what the GPU and the host say when it is not.
+(_weights.catalog.reference_figures), with what the GPU and the host say when it is not.
 
 Measurement (`measure_figures`): the reference workloads over the engine's HTTP API, each timed as the
 speed gate times one (ds4_perf.stream_once, run_figures; a nonce in every prompt, the best run counts):
@@ -255,7 +255,7 @@ def speculation_running(argv: list[str], env: dict) -> str:
 
 
 def env_file_values(text: str) -> dict[str, str]:
-    """The variables of an EnvironmentFile= as systemd reads the ones ds4_launch.env_file_line writes:
+    """The variables of an EnvironmentFile= as systemd reads the ones _service.launch.env_file_line writes:
     `NAME=value`, the value bare, or double-quoted with \\ escapes, or single-quoted as it stands; blank
     lines and lines starting with # or ; are comments."""
     values = {}
@@ -312,7 +312,7 @@ def figures_row(
     measured: dict, reference: dict | None, speculation: str, scale: float, min_ratio: float
 ) -> list:
     """One row per figure: {figure, label, measured, reference, ratio, verdict}. A pair's reference
-    (ds4_catalog.pair_reference_figures) has a row for each figure it publishes alone, its decode held to
+    (_weights.catalog.pair_reference_figures) has a row for each figure it publishes alone, its decode held to
     the one it publishes whatever the speculation."""
     decode_figure = DECODE_FIGURE.get(speculation, "decode_2k")
     # A pair's reference: the figures it publishes, alone.

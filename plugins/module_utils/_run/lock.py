@@ -24,8 +24,8 @@ is gone) and its lock is taken over without waiting for the lease.
 
 Every change of the file (create, renew, take over, release) happens under an flock of a guard beside it,
 so two runs that find the same lease run out cannot both take it; a new record is written whole beside
-the file and renamed over it (ds4_no_follow.replace_file), so a reader never sees half of it. The file,
-its guard and their directory are root's alone (ds4_flock: no other user can open them to hold the guard,
+the file and renamed over it (_spark.no_follow.replace_file), so a reader never sees half of it. The file,
+its guard and their directory are root's alone (_common.flock: no other user can open them to hold the guard,
 as anyone could hold /run), and a guard held longer than GUARD_WAIT fails naming its holder.
 """
 

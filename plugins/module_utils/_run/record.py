@@ -88,7 +88,7 @@ def collection_digest(root):
 def fingerprint(values, collection_root, secret_names=()):
     """The inputs of a run in one digest: every public setting as the play templates it, and the
     collection's own files. The settings named in SECRET_NAMES are left out, and a URL's userinfo
-    (ds4_redact.URLS): a plain sha256 over a weak secret and settings one can read elsewhere gives the
+    (_common.redact.URLS): a plain sha256 over a weak secret and settings one can read elsewhere gives the
     secret away to a few guesses. The secrets reach the Spark's record by keyed digest alone
     (keyed_fingerprint)."""
     plain = {
@@ -105,7 +105,7 @@ def fingerprint(values, collection_root, secret_names=()):
 
 def keyed_fingerprint(fingerprint_, secrets, key):
     """The fingerprint a Spark records and compares: the run's FINGERPRINT and its SECRETS (setting ->
-    value) under the Spark's digest key (ds4_digest.keyed), never a plain digest of a secret."""
+    value) under the Spark's digest key (_common.digest.keyed), never a plain digest of a secret."""
     return f"{fingerprint_}+{keyed(json.dumps(secrets, sort_keys=True, default=str), key)}"
 
 

@@ -10,7 +10,7 @@ every public variable of the roles a play uses, before anything on a host change
 `options` are the argument specs' options (name -> type, elements, choices, no_log, ...), `values` the
 play's values by name. A value its spec refuses is reported as such; the others, converted to their
 types, go through the rules here: a rule runs only for variables present, and a rule between variables
-only when all of them are. Every message names the variable, shows the value through ds4_redact (nothing
+only when all of them are. Every message names the variable, shows the value through _common.redact (nothing
 of a secret-bearing setting, whatever its type; a URL without its userinfo) and says what would be
 accepted.
 """
@@ -100,7 +100,7 @@ _HOST_LABEL = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
 
 
 def show(name, value, secret_names=()):
-    """The value as a message shows it: ds4_redact's rule, the one every message of a setting follows."""
+    """The value as a message shows it: _common.redact's rule, the one every message of a setting follows."""
     return redact.shown(name, value, secret_names)
 
 
@@ -205,7 +205,7 @@ def _managed_dir(value):
 
 # node_exporter's textfile directory: the package's (/var/lib/prometheus/node-exporter), or a site's below
 # the roots a handed directory may lie in. The root-run watchdog writes in it (never through a link:
-# ds4_no_follow.write_at), and the role makes it when it manages the exporter.
+# _spark.no_follow.write_at), and the role makes it when it manages the exporter.
 TEXTFILE_ROOTS = ("/var/lib/prometheus", *HANDED_ROOTS)
 
 
@@ -433,7 +433,7 @@ def _controller_dir(value):
 
 
 def _template_name(value):
-    # Where the file is, the settings check finds with the playbook's directory (ds4_site_template).
+    # Where the file is, the settings check finds with the playbook's directory (_fleet.site_template).
     if isinstance(value, str) and value.strip() == value and value and not _CONTROL.search(value):
         return None
     return "the name or the path of a template on the controller, on one line"
@@ -536,7 +536,7 @@ RULES = {
     "ds4_weights_peer_interface": _matching(
         re.compile(r"[A-Za-z0-9_.:-]{0,15}"), "empty or an interface name such as enp1s0f0np0"
     ),
-    # ds4_service (the launch settings themselves are ds4_launch's: see launch_problems)
+    # ds4_service (the launch settings themselves are _service.launch's: see launch_problems)
     "ds4_kv_disk_dir": _kv_disk_dir,
     "ds4_start_timeout": _between(1, what="a whole number of seconds"),
     "ds4_stop_timeout": _between(1, what="a whole number of seconds"),
@@ -567,7 +567,7 @@ RULES = {
     "ds4_watchdog_interval": _between(1, what="a whole number of seconds"),
     "ds4_watchdog_failures": _between(1, what="a whole number of failed probes"),
     "ds4_watchdog_timeout": _between(1, what="a whole number of seconds"),
-    # ds4_service: a pair's link (ds4_link.setting_problems judges them together again in ds4_pair_link)
+    # ds4_service: a pair's link (_pair.link.setting_problems judges them together again in ds4_pair_link)
     "ds4_pair_link_interface": _matching(
         re.compile(r"|[A-Za-z0-9][A-Za-z0-9_.:-]{0,14}"), "empty or an interface name such as enP2p1s0f1np1"
     ),
@@ -638,8 +638,9 @@ RULES = {
     "ds4_verify_json": _optional_controller_path,
 }
 
-# The launch settings, by ds4_launch's name for each: ds4_launch validates them (it also runs on the host).
-# The generation and speculation are the catalog's to judge (_catalog): the launch takes its defaults.
+# The launch settings, by _service.launch's name for each: _service.launch validates them (it also runs on
+# the host).
+# The generation and speculation are the catalog's to judge (_weights.catalog): the launch takes its defaults.
 LAUNCH_SETTINGS = {
     "ds4_ctx": "ctx",
     "ds4_host": "host",
@@ -815,7 +816,7 @@ def gateway_problems(values, keys_file_text, is_file, sparks, addresses=None):
 
 
 def launch_problems(values):
-    """ds4_launch's refusals of the launch settings present, each naming its public variable."""
+    """_service.launch's refusals of the launch settings present, each naming its public variable."""
     settings = {key: values[name] for name, key in LAUNCH_SETTINGS.items() if name in values}
     if not settings:
         return []
@@ -862,7 +863,7 @@ def problems(values, secret_names=()):
     out += _catalog(values)
     out += _pairs(values)
     out += launch_problems(values)
-    # Two rules may say the same of one value (a path ds4_launch and the confinement both refuse).
+    # Two rules may say the same of one value (a path _service.launch and the confinement both refuse).
     return list(dict.fromkeys(out))
 
 

@@ -13,7 +13,7 @@ the roles derive are named after what they come from):
 | dspark_model | required for dspark | drafter GGUF of the same generation (absolute) |
 | mtp_model | required for mtp | legacy MTP GGUF (absolute) |
 | speculation | dspark | dspark, mtp or plain (the catalog says which a generation has files for) |
-| model_generation | 0731 | a generation of ds4_model_catalog (ds4_catalog checks which) |
+| model_generation | 0731 | a generation of ds4_model_catalog (_weights.catalog checks which) |
 | ctx | 524288 | context length, tokens |
 | host / port | 127.0.0.1 / 8000 | listen address |
 | kv_disk_dir | /var/lib/ds4/kv | disk-persisted KV banks; '' leaves `--kv-disk-dir` out (engine: off) |
@@ -278,7 +278,7 @@ def validate(settings):
 def _models(s, out, errors):
     """The generation, the speculation and the model files it needs."""
     # Which generations exist, and which speculation each has files for, is the catalog's to say
-    # (ds4_catalog, data in ds4_model_catalog): the launch only needs the files it is given.
+    # (_weights.catalog, data in ds4_model_catalog): the launch only needs the files it is given.
     generation = s["model_generation"]
     if not isinstance(generation, str) or not generation:
         hint = ""
@@ -417,7 +417,7 @@ def launch_config(settings, key=None):
     Returns a dict: settings (validated, defaults filled), env (name -> value), env_lines,
     env_content (the text of /etc/ds4/ds4.env, without a header), binary, args, exec_start, and
     public: settings, env, env_lines and args with each extra_env value replaced by its digest under
-    `key` (ds4_digest.keyed: the Spark's key; without one, a key of this call alone, whose digests
+    `key` (_common.digest.keyed: the Spark's key; without one, a key of this call alone, whose digests
     compare with no other call's), for whatever is shown or kept where others read it (a diff, the
     speed records).
     """

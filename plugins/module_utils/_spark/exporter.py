@@ -93,7 +93,7 @@ def port_clash(
 ) -> str | None:
     """Why node_exporter cannot listen on PORT, or None. Only the distribution's exporter may hold it.
 
-    HOLDER is ds4_processes.port_holder's facts of its listener and PROGRAM that process's executable.
+    HOLDER is _host.processes.port_holder's facts of its listener and PROGRAM that process's executable.
     Where the kernel hides the socket's process even from root (a container without CAP_SYS_PTRACE), the
     listener is the exporter when the distribution's unit's main process (UNIT_PROCESS: {'program', 'uid'},
     its command line's program) runs it as the socket's owner (UID)."""

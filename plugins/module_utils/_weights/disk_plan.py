@@ -243,7 +243,7 @@ def _adopt(source, dest, action, nbytes, is_partial):
         "action": action,
         "bytes": nbytes,
         "partial": is_partial,
-        # What the survey found there (ds4_no_follow.move_planned moves only that file).
+        # What the survey found there (_spark.no_follow.move_planned moves only that file).
         "dev": source.get("dev"),
         "ino": source.get("ino"),
     }

@@ -1,10 +1,10 @@
 """The files a weight file keeps beside it in its directory: the one place that spells their names.
 
-- `<name>.part`: the download in progress, written at the offsets its ranges come from (ds4_hub)
-- `.<name>.part.json`: the byte ranges of the part that are on disk for certain (ds4_hub_records.PartState)
+- `<name>.part`: the download in progress, written at the offsets its ranges come from (_weights.hub)
+- `.<name>.part.json`: the byte ranges of the part that are on disk for certain (_weights.records.PartState)
 - `.<name>.part.held.json`: the byte ranges written so far, synced or not, that a relay may serve while the
-  part still fills (ds4_peer); rewritten several times a second, meaningless once the fetch has ended
-- `.<name>.verified.json`: the verification record, keyed by size, mtime, inode and device (ds4_hub_records)
+  part still fills (_weights.relay); rewritten several times a second, meaningless once the fetch has ended
+- `.<name>.verified.json`: the verification record, keyed by size, mtime, inode and device (_weights.records)
 - `.<name>.progress.json`: what a fetch is doing, for ds4_hub_wait to print
 
 Removing a weight file takes all of them with it. Roles reach these names through the filter

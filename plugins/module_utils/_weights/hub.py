@@ -1,9 +1,9 @@
 """Bring one hub file to a verified state on disk (module ds4_hub_file).
 
-The file is fetched into `<file>.part` over several connections (ds4_hub_transfer), hashed as it comes,
+The file is fetched into `<file>.part` over several connections (_weights.transfer), hashed as it comes,
 synced and renamed into place only once its size and sha256 match; nothing unverified is ever under the
-file's name. A record beside it (ds4_hub_records) spares the next run from hashing it again; progress goes
-to a JSON file that a poller reads (ds4_hub_progress). The protocol is in ds4_hub_protocol.
+file's name. A record beside it (_weights.records) spares the next run from hashing it again; progress goes
+to a JSON file that a poller reads (_weights.progress). The protocol is in _weights.protocol.
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ class HubFile:
         self.connections, self.piece, self.hash_window = connections, piece, hash_window
         # Grow the connections up to `connections` while the rate gains from them (Ramp); off: all at once.
         self.ramp = ramp
-        # Base URLs of Sparks serving their verified copies (ds4_peer), tried in order before the hub.
+        # Base URLs of Sparks serving their verified copies (_weights.relay), tried in order before the hub.
         self.peers = list(peers)
         self._token = token
         self.session = session or new_session(token)
@@ -348,7 +348,7 @@ class HubFile:
     def _fill_part(self, meta, state):
         """Fill the part under an exclusive lock, never through a link, and give it its owner and mode
         through the same descriptor before it takes the file's name; the transfer's outcome and the
-        part's stat. The lock is a file of root's alone (ds4_flock), not the part: any user may open a
+        part's stat. The lock is a file of root's alone (_common.flock), not the part: any user may open a
         part of another owner's 0644 and hold an flock on it, and no fetch of that file would ever run."""
         lock_name = "part-" + hashlib.sha256(self.part.encode()).hexdigest()[:16] + ".lock"
         lock_path = os.path.join(LOCK_DIR, lock_name)
@@ -416,7 +416,7 @@ class HubFile:
             return self._fill_from_hub(fd, meta, state)
         except (HubError, OSError) as e:
             self.progress.report("failed", state.bytes_done, error=str(e))
-            # A relay serving this part (ds4_peer) stops waiting for bytes that will not come (a part
+            # A relay serving this part (_weights.relay) stops waiting for bytes that will not come (a part
             # discarded took its list with it: the relay has seen it go).
             if os.path.exists(self.part):
                 with contextlib.suppress(OSError):

@@ -233,10 +233,10 @@ class PartState:
         )
 
     def publish(self, ranges, ended=False):
-        """Tell a relay serving this part (ds4_peer) which bytes it may send (`held_path`, ds4_weight_files'
-        `held`): written, if not yet synced, by this process (`pid`); `ended` once the fetch gave up. Not
-        synced itself: it means nothing after a crash, and the server serves from it only while that
-        process lives."""
+        """Tell a relay serving this part (_weights.relay) which bytes it may send (`held_path`,
+        _weights.file_names' `held`): written, if not yet synced, by this process (`pid`); `ended` once the
+        fetch gave up. Not synced itself: it means nothing after a crash, and the server serves from it only
+        while that process lives."""
         if self.held_path:
             doc = {
                 "sha256": self.sha256,

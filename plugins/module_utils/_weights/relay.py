@@ -1,8 +1,8 @@
 """Serve verified weight files to the other Sparks of a run: read-only, to listed peers only, for a while.
 
-A Spark that holds a verified copy of a file (its record beside it matches it, ds4_hub_records) answers
+A Spark that holds a verified copy of a file (its record beside it matches it, _weights.records) answers
 `GET|HEAD /<file>` with `Range` support, `ETag: "<sha256>"` and `X-Linked-Size`, so that its peers fetch it
-with the same client as from the hub's storage (ds4_hub_transfer) and verify the same sha256 against the
+with the same client as from the hub's storage (_weights.transfer) and verify the same sha256 against the
 hub's and the catalog's: a peer can slow a fetch down, never hand over a wrong byte. The server is bound
 to one address (the peers' network), refuses any client not in its list before reading a request, serves
 nothing but files with a matching record (no listing, no other path, nothing written), shares one rate cap
@@ -30,10 +30,10 @@ from ansible_collections.ds4.fleet.plugins.module_utils._weights.records import 
 
 CHUNK = 1 << 20
 # A relay serving a file it still receives says so in this header of a 503 when it does not hold the asked
-# bytes yet (ds4_hub_transfer asks again shortly, without counting a retry).
+# bytes yet (_weights.transfer asks again shortly, without counting a retry).
 RELAY_HEADER = "X-Ds4-Relay"
 # A relay holds a request for bytes it does not have yet up to RELAY_WAIT seconds (well under the
-# receiver's read timeout, ds4_hub.PEER_TIMEOUT), looking every RELAY_POLL; a fetch that has not begun is
+# receiver's read timeout, _weights.hub.PEER_TIMEOUT), looking every RELAY_POLL; a fetch that has not begun is
 # waited for up to RELAY_START after the server started (Ansible starts it on a loaded Spark meanwhile).
 RELAY_WAIT = 2.0
 RELAY_POLL = 0.05

@@ -1,6 +1,6 @@
 """What the host has, for the disk plan: sizes of the catalog's files, parts, free space, open files.
 
-Reads only; ds4_disk_plan.plan() decides. Only file names the catalog lists are ever looked at.
+Reads only; _weights.disk_plan.plan() decides. Only file names the catalog lists are ever looked at.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def open_paths(proc="/proc"):
 
 
 def survey(gguf_dir, wanted, other, size_of, adopt_dirs=(), in_use=(), proc="/proc"):
-    """The keyword arguments of ds4_disk_plan.plan() for this host.
+    """The keyword arguments of _weights.disk_plan.plan() for this host.
 
     wanted    catalog entries (model_files); a null size is taken from the file's verification record
               or, failing that, from `size_of(entry)` (the hub's metadata)

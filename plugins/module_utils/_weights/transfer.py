@@ -71,7 +71,7 @@ RAMP_FIRST_WINDOW = 0.25
 RAMP_SLACK = 1.1
 # How often the transfer's own thread looks at the rate (and the progress), in seconds.
 TICK = 0.1
-# A relay's "not yet" (ds4_peer.RELAY_HEADER) is asked again after NOT_YET_POLL seconds (the relay has
+# A relay's "not yet" (_weights.relay.RELAY_HEADER) is asked again after NOT_YET_POLL seconds (the relay has
 # already held the request up to a bound while the bytes might come).
 NOT_YET_POLL = 0.05
 # Bytes ahead of the hash kept in memory; beyond it, bytes are hashed from the part.
@@ -353,7 +353,7 @@ class Transfer:
 
     def _publish(self):
         """Say which bytes are written (listed or still in a piece under way), for a relay serving them
-        while the part fills (ds4_peer); only when that changed, at most once a tick."""
+        while the part fills (_weights.relay); only when that changed, at most once a tick."""
         with self._lock:
             held = merge([*self.state.done, *(list(w) for w in self._writing if w and w[1] > w[0])])
         if held != self._held:

@@ -234,7 +234,7 @@ def test_the_spark_target_is_built_and_stamped_with_its_reason(forge, tmp_path):
     assert (stamp["make_target"], stamp["make_target_reason"]) == ("cuda-spark", "why")
     assert stamp["build_target"] == SPARK_TARGET and built["built"]
     assert "== make cuda-spark: why\n" in (tmp_path / "logs" / "build-v0.6.5.log").read_text()
-    # Its stand-in programs carry native GB10 code (sm_121a counts as well: ds4_cubin.is_native_for).
+    # Its stand-in programs carry native GB10 code (sm_121a counts as well: _engine.cubin.is_native_for).
     assert stamp["sass_archs"]["ds4-server"][0].startswith("sm_121")
     # v0.6.8's cuda-spark passes an empty arch: built as named, refused by the native-code check.
     with pytest.raises(BuildError, match=r"holds no native code \(SASS\) for sm_121: .* sm_75 only"):

@@ -216,7 +216,7 @@ def test_the_running_engines_speculation_as_the_contract_reads_its_flags(argv, e
 
 
 def test_the_units_environment_stands_for_an_engine_environment_root_may_not_read():
-    """What ds4_launch writes in the env file, read back as systemd reads it, Environment= on top; an
+    """What _service.launch writes in the env file, read back as systemd reads it, Environment= on top; an
     unreadable file gives nothing rather than an error."""
     files = {
         "/etc/ds4/ds4.env": "# managed\nDS4_CONT_DSPARK=1\nDS4_DSPARK_MODEL=/var/lib/ds4/gguf/d.gguf\n"
