@@ -60,8 +60,8 @@ def test_the_check_finds_a_missing_row_a_missing_test_and_a_row_without_either()
     ]
     renamed = text.replace("::test_weights_need`", "::test_weights_needed`")
     assert problems(renamed, sandbox_variables()) == [
-        "ds4_weights_space_bytes: tests/unit/plugins/module_utils/test_ds4_preflight.py::test_weights_needed"
-        " does not exist"
+        "ds4_weights_space_bytes: tests/unit/plugins/module_utils/_host/test_preflight.py"
+        "::test_weights_needed does not exist"
     ]
     bare = text.replace("| not yet: `infinity` needs", "| `infinity` needs")
     assert problems(bare, sandbox_variables()) == [
