@@ -3,10 +3,11 @@
 model_generation(filename, catalog=None)
     "0731" or "legacy" for a GGUF name or path; without a catalog, the collection's default catalog
     answers. Fails for a name it cannot place.
-model_files(catalog, generation, speculation, quantization=None, extra=None)
+model_files(catalog, generation, speculation, quantization=None, extra=None, lineage="fork")
     The catalog entries (plus role and generation) that ds4_speculation needs on ds4_model_generation,
-    base first, the base that of ds4_quantization (from the catalog or ds4_extra_quantizations); fails
-    for impossible pairs such as mtp on 0731 and for a quantization without a known file.
+    base first, the base that of ds4_quantization (from the catalog or ds4_extra_quantizations), the
+    speculation file that of the engine's lineage (upstream: dspark_support); fails for impossible pairs
+    such as mtp on 0731 and for a quantization without a known file.
 weight_file_path(name, directory, kind="file")
     The path of a weight file, or of a file beside it on its account (part, ranges, record, progress):
     the names are module_utils/_weights/file_names.py's.
@@ -47,9 +48,9 @@ def model_generation(filename, catalog=None):
     return generation
 
 
-def model_files_filter(catalog, generation, speculation, quantization=None, extra=None):
+def model_files_filter(catalog, generation, speculation, quantization=None, extra=None, lineage="fork"):
     try:
-        return model_files(catalog, generation, speculation, quantization, extra)
+        return model_files(catalog, generation, speculation, quantization, extra, lineage)
     except CatalogError as e:
         raise AnsibleFilterError(f"model_files: {e}") from e
 

@@ -33,7 +33,9 @@ options:
     type: raw
     required: true
   dspark_model:
-    description: Drafter GGUF of the same generation; required when O(speculation=dspark).
+    description:
+      - Drafter GGUF of the same generation; required when O(speculation=dspark).
+      - Upstream (O(lineage=upstream)) takes its DSpark support GGUF here.
     type: raw
   mtp_model:
     description: Legacy MTP GGUF; required when O(speculation=mtp).
@@ -42,6 +44,15 @@ options:
     description: V(dspark), V(mtp) (legacy generation only) or V(plain) (C(--no-spec)).
     type: raw
     default: dspark
+  lineage:
+    description:
+      - The engine's lineage, V(fork) or V(upstream) (C(ds4_engine_lineage), the filter
+        C(ds4.fleet.engine_lineage)).
+      - The fork's V(dspark) is C(DS4_CONT_DSPARK=1 DS4_DSPARK_MODEL=FILE) with its drafter; upstream's is
+        C(--dspark --mtp-model FILE) with its DSpark support GGUF, and takes no V(mtp). Upstream's own flags
+        in O(extra_args) are refused on the fork.
+    type: raw
+    default: fork
   model_generation:
     description: V(0731) or V(legacy). Quote V('0731') in YAML, where a bare 0731 is a number.
     type: raw

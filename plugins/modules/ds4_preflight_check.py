@@ -84,6 +84,13 @@ options:
     description: C(ds4_speculation).
     type: str
     default: dspark
+  lineage:
+    description:
+      - The engine's lineage, C(fork) or C(upstream) (the filter C(ds4.fleet.engine_lineage)).
+      - Its speculation file is wanted (upstream's DSpark support GGUF in place of the fork's drafter).
+    type: str
+    choices: [fork, upstream]
+    default: fork
   old_weights:
     description: C(ds4_old_weights); unless C(keep), the other generation's files count as space to reclaim.
     type: str
@@ -172,7 +179,9 @@ def estimate_weights(params, host):
     catalog, generation = params["catalog"], params["generation"]
     if catalog is None:
         raise ValueError("ds4_model_catalog is not given; wanted it, or ds4_weights_space_bytes")
-    wanted = model_files(catalog, generation, params["speculation"], params["quantization"], params["extra"])
+    wanted = model_files(
+        catalog, generation, params["speculation"], params["quantization"], params["extra"], params["lineage"]
+    )
     other = [entry["name"] for entry in other_generation_files(catalog, generation)]
     return weights_need(
         wanted,
@@ -211,6 +220,7 @@ def main():
             "catalog": {"type": "dict"},
             "generation": {"type": "str", "default": "0731"},
             "speculation": {"type": "str", "default": "dspark"},
+            "lineage": {"type": "str", "default": "fork", "choices": ["fork", "upstream"]},
             "quantization": {"type": "str"},
             "extra": {"type": "dict", "default": {}},
             "pairs": {"type": "dict", "default": {}},

@@ -27,9 +27,11 @@ description:
   - A credential in O(repo) (C(https://user:token@host/...)) is given to git only in its environment; it
     is in no command line, and the clone, the build log and the stamp record the URL without it.
   - Records the commit the tag resolved to in O(tags_record), which M(ds4.fleet.ds4_release_plan) holds
-    later runs to.
-  - A failed build leaves every release as it was and fails with a message that holds the last lines of
-    the build log and its path (C(LOG_DIR/build-RELEASE.log)).
+    later runs to. A release pinned by commit (C(g<12 hex>), C(NAME-g<12 hex>)) is fetched by that
+    commit alone and checked out detached; its name carries the commit, so nothing is recorded.
+  - A failed build leaves every release as it was and fails with a message that names the release and
+    its commit, the line of the build log where the failed step starts, the log's path
+    (C(LOG_DIR/build-RELEASE.log)) and its last lines.
 version_added: 0.1.0
 attributes:
   check_mode:
@@ -55,6 +57,21 @@ options:
     description:
       - Why the release is built with that make target, for its stamp
         (RV(ds4.fleet.ds4_release_plan#module:make_target_reason)).
+    type: str
+    default: ""
+  lineage:
+    description:
+      - The engine's lineage, V(fork) or V(upstream) (the filter C(ds4.fleet.engine_lineage)), recorded in
+        the stamp.
+      - A built C(ds4-server) whose C(--help) shows the other lineage fails the build, naming
+        C(ds4_engine_lineage).
+    type: str
+    choices: [fork, upstream]
+    default: fork
+  branch:
+    description:
+      - For a release pinned by commit, the branch it follows (C(ds4_engine_branch)), recorded in the stamp
+        for the update check, which asks that branch's head.
     type: str
     default: ""
   log_dir:
@@ -139,7 +156,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils._engine.release_plan imp
     TAGS_RECORD,
     ReleaseError,
     check_commit,
-    check_release_tag,
+    check_release,
     release_state,
     remote_of,
 )
@@ -185,6 +202,8 @@ def _build(module, release, commit, state, path):
             build_user=p["build_user"],
             tags_record=p["tags_record"],
             make_target_reason=p["make_target_reason"],
+            lineage=p["lineage"],
+            branch=p["branch"],
         )
     except BuildError as exc:
         module.fail_json(msg=str(exc), path=path, log_path=exc.log_path)
@@ -208,6 +227,8 @@ def main():
             "build_user": {"type": "str"},
             "tags_record": {"type": "path", "default": TAGS_RECORD},
             "make_target_reason": {"type": "str", "default": ""},
+            "lineage": {"type": "str", "default": "fork", "choices": ["fork", "upstream"]},
+            "branch": {"type": "str", "default": ""},
             "proxy_env": {"type": "dict", "default": {}, "no_log": True},
         },
         supports_check_mode=True,
@@ -219,7 +240,7 @@ def main():
         module.no_log_values.update(remote_of(p["repo"]).secrets)
         # The clone (its environment is built from os.environ) goes through the proxy.
         apply_proxy_env(p["proxy_env"], no_log_values=module.no_log_values)
-        release = check_release_tag(p["release"])
+        release = check_release(p["release"], p["commit"])
         commit = check_commit(p["commit"])
         if commit is None:
             raise ReleaseError("the commit the release tag resolved to is required")

@@ -12,6 +12,10 @@ description:
   - Refuses as well a tag that resolves to a commit other than the one this host recorded when it built
     the release (O(tags_record), else the release's build stamp), naming both, unless
     O(accept_moved_tag) is set or O(commit) pins the new commit.
+  - A release pinned by commit alone (O(release) C(g<12 hex>) or C(NAME-g<12 hex>), for a source without
+    tags) needs O(commit), whose first 12 hex digits it carries; the module proves O(repo) holds that
+    commit with a shallow fetch of it into a scratch repository, and with O(branch), that the commit is on
+    that branch, returning the branch's head and how many commits it has moved past the commit.
   - A credential in O(repo) (C(https://user:token@host/...)) is given to git only in its environment,
     never on its command line, and is masked in everything the module returns.
   - Decides the make target from the release's own Makefile at that commit (read from git, never run),
@@ -29,7 +33,23 @@ description:
 version_added: 0.1.0
 options:
   commit:
-    description: The 40-hex commit the tag must resolve to; empty for no pin.
+    description:
+      - The 40-hex commit the tag must resolve to; empty for no pin.
+      - For a release pinned by commit, the commit itself (required).
+    type: str
+    default: ""
+  lineage:
+    description:
+      - The engine's lineage, V(fork) or V(upstream) (the filter C(ds4.fleet.engine_lineage)).
+      - A release pinned by commit whose source at the commit shows the other lineage (only the fork serves
+        C(/v1/stats); upstream's server takes C(--mtp-model)) is refused, naming C(ds4_engine_lineage).
+    type: str
+    choices: [fork, upstream]
+    default: fork
+  branch:
+    description:
+      - For a release pinned by commit, the branch of O(repo) it follows (C(main)); empty for none.
+      - The commit must be on it; RV(branch_ahead) says how far its head has moved past the commit.
     type: str
     default: ""
   accept_moved_tag:
@@ -95,6 +115,22 @@ moved:
   description: Whether the tag now resolves to another commit than the recorded one (accepted).
   returned: success
   type: bool
+pinned_by_commit:
+  description: Whether the release is pinned by commit alone, without a tag.
+  returned: success
+  type: bool
+lineage:
+  description: The engine's lineage, as given.
+  returned: success
+  type: str
+branch_head:
+  description: The head of O(branch) now, or null without a branch.
+  returned: success
+  type: str
+branch_ahead:
+  description: How many commits O(branch) has beyond the pinned commit (0 when it is its head), or null.
+  returned: success
+  type: int
 path:
   description: The release's directory.
   returned: success
@@ -176,21 +212,28 @@ kept:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._engine.lineage import (  # noqa: E402
+    LineageError,
+    check_source,
+    source_lineage,
+)
 from ansible_collections.ds4.fleet.plugins.module_utils._engine.release_plan import (  # noqa: E402
     TAGS_RECORD,
     ReleaseError,
     as_built,
     check_commit,
-    check_release_tag,
+    check_release,
     choose_target,
     plan_release,
     recorded_commit,
     remote_of,
+    resolve_commit,
     resolve_release,
     verify_pin,
     verify_unmoved,
 )
 from ansible_collections.ds4.fleet.plugins.module_utils._net.proxy_env import ProxyEnvError, apply_proxy_env  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.version import is_release_tag  # noqa: E402
 
 
 def main():
@@ -199,6 +242,8 @@ def main():
             "root": {"type": "path", "required": True},
             "release": {"type": "str", "required": True},
             "commit": {"type": "str", "default": ""},
+            "branch": {"type": "str", "default": ""},
+            "lineage": {"type": "str", "default": "fork", "choices": ["fork", "upstream"]},
             "accept_moved_tag": {"type": "bool", "default": False},
             "tags_record": {"type": "path", "default": TAGS_RECORD},
             "repo": {"type": "str", "required": True},
@@ -223,13 +268,24 @@ def main():
         module.no_log_values.update(remote_of(p["repo"]).secrets)
         # git ls-remote (run_command starts from os.environ) goes through the proxy.
         apply_proxy_env(p["proxy_env"], no_log_values=module.no_log_values)
-        release = check_release_tag(p["release"])
+        release = check_release(p["release"], p["commit"])
         pinned = check_commit(p["commit"])
         git = module.get_bin_path("git", required=True)
-        commit = resolve_release(module.run_command, git, p["repo"], release)
-        verify_pin(release, p["repo"], commit, pinned)
-        recorded, where = recorded_commit(p["root"], release, p["tags_record"])
-        verify_unmoved(release, p["repo"], commit, recorded, where, pinned, p["accept_moved_tag"])
+        by_commit = not is_release_tag(release)
+        followed = {"branch_head": None, "branch_ahead": None}
+        recorded = None
+        if by_commit:
+            # No tag to resolve: the commit itself must be in the repository (and on the followed branch).
+            followed = resolve_commit(module.run_command, git, p["repo"], pinned, p["branch"])
+            commit = pinned
+            # Known from the settings before anything changes, and held to the source at the commit.
+            shown = source_lineage(followed["marks"])
+            check_source(p["lineage"], shown, release, commit, "its source at that commit")
+        else:
+            commit = resolve_release(module.run_command, git, p["repo"], release)
+            verify_pin(release, p["repo"], commit, pinned)
+            recorded, where = recorded_commit(p["root"], release, p["tags_record"])
+            verify_unmoved(release, p["repo"], commit, recorded, where, pinned, p["accept_moved_tag"])
         target = choose_target(
             module.run_command,
             git,
@@ -245,12 +301,16 @@ def main():
             p["root"], release, commit, target["build_target"], p["cuda_version"], p["keep"], p["log_dir"]
         )
         target = as_built(target, plan)
-    except (ReleaseError, ProxyEnvError) as exc:
+    except (ReleaseError, ProxyEnvError, LineageError) as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(
         changed=False,
         recorded_commit=recorded,
         moved=bool(recorded and recorded != commit),
+        pinned_by_commit=by_commit,
+        lineage=p["lineage"],
+        branch_head=followed["branch_head"],
+        branch_ahead=followed["branch_ahead"],
         build_target=target["build_target"],
         make_target_reason=target["reason"],
         without_spark_target=target["without_spark_target"],

@@ -28,6 +28,13 @@ options:
     description: The speculation mode (C(ds4_speculation)).
     type: str
     required: true
+  lineage:
+    description:
+      - The engine's lineage, C(fork) or C(upstream) (the filter C(ds4.fleet.engine_lineage)).
+      - Its speculation file is wanted (upstream's DSpark support GGUF in place of the fork's drafter).
+    type: str
+    choices: [fork, upstream]
+    default: fork
   quantization:
     description: The base model's quantization (C(ds4_quantization)); omitted, the generation's base one.
     type: str
@@ -186,6 +193,7 @@ def main():
             catalog=dict(type="dict", required=True),
             generation=dict(type="str", required=True),
             speculation=dict(type="str", required=True),
+            lineage=dict(type="str", default="fork", choices=["fork", "upstream"]),
             quantization=dict(type="str"),
             extra=dict(type="dict", default={}),
             gguf_dir=dict(type="path", default="/var/lib/ds4/gguf"),
@@ -219,7 +227,9 @@ def main():
         return size
 
     try:
-        wanted = model_files(p["catalog"], p["generation"], p["speculation"], p["quantization"], p["extra"])
+        wanted = model_files(
+            p["catalog"], p["generation"], p["speculation"], p["quantization"], p["extra"], p["lineage"]
+        )
         other = [f["name"] for f in other_generation_files(p["catalog"], p["generation"])]
         host = survey(p["gguf_dir"], wanted, other, size_of, p["adopt_dirs"], p["in_use"])
         skipped = host.pop("skipped")

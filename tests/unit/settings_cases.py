@@ -107,7 +107,20 @@ SECONDS = ["soon", -1, 0, True, []]
 BAD = {
     # ds4_common
     "ds4_root": BAD_DIR,
-    "ds4_release": ["", "0.6.5", "v0.6", "v0.6.5\n", "v0.6.5;id", "v01.6.5", "latest", 65],
+    "ds4_release": [
+        "",
+        "0.6.5",
+        "v0.6",
+        "v0.6.5\n",
+        "v0.6.5;id",
+        "v01.6.5",
+        "latest",
+        65,
+        "g67bd55c",
+        "G67bd55c0a1b2",
+        "a/b-g67bd55c0a1b2",
+        "-g67bd55c0a1b2",
+    ],
     "ds4_release_commit": ["abc", "a" * 40 + "\n", "g" * 40, "a" * 41],
     "ds4_cuda_arch": ["sm121", "sm_121\n", "compute_121", "sm_1210"],
     "ds4_gguf_dir": [*BAD_DIR, *HANDED_DIR],
@@ -197,6 +210,8 @@ BAD = {
     "ds4_port": [0, 70000, -1, "http", "8000\n", True],
     "ds4_proxy_env": ["http://proxy", {"HTTP": "x"}, {"https_proxy": "http://a b"}, {"https_proxy": "x\n"}],
     # ds4_engine
+    "ds4_engine_lineage": ["dwarfstar", "Fork", " fork", 1],
+    "ds4_engine_branch": ["-main", "a..b", "main\n", "x y", 5],
     "ds4_engine_repo": ["", " ", "https://github.com/Entrpi/ds4.git\n", " https://x/ds4.git"],
     "ds4_releases_keep": [1, 0, *WHOLE],
     "ds4_engine_build_jobs": [-1, *WHOLE],

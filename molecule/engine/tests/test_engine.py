@@ -135,9 +135,13 @@ def test_a_failed_build_leaves_the_running_release_intact_and_reports_the_log(ho
     assert result["results"][0]["log_path"] == log
     message = result["msg"]
     assert message.startswith(
-        "engine release v0.6.7: building release v0.6.7 failed: `/usr/bin/make cuda-spark -j"
+        f"engine release v0.6.7: building release v0.6.7 (commit {TAGS['v0.6.7']}) failed: "
+        "`/usr/bin/make cuda-spark -j"
     ), message
-    assert f"lines of the build log {log}:\n" in message
+    lines = host.file(log).content_string.splitlines()
+    step = next(n for n, line in enumerate(lines, 1) if line.startswith("== $ /usr/bin/make cuda-spark"))
+    assert f"the failed step starts at line {step} of the build log {log}." in message
+    assert "lines of the build log:\n" in message
     assert "error: this release does not build" in message.split(log, 1)[1]
     assert host.file(log).contains("error: this release does not build")
     assert not host.file(f"{RELEASES}/v0.6.7").exists and hidden(host) == []
@@ -335,12 +339,88 @@ def test_a_release_whose_makefile_drops_the_arch_is_refused_and_the_running_one_
     assert task == WAIT
     message = result["msg"]
     assert message.startswith(
-        "engine release v0.6.9: building release v0.6.9 failed: the built ds4 holds no native code (SASS) "
-        "for sm_121: `cuobjdump --list-elf` lists cubins for sm_75 only."
+        f"engine release v0.6.9: building release v0.6.9 (commit {TAGS['v0.6.9']}) failed: the built ds4 "
+        "holds no native code (SASS) for sm_121: `cuobjdump --list-elf` lists cubins for sm_75 only."
     ), message
     # What was found, in the build log's tail the message carries.
-    assert "ELF file    1: ds4_cuda.sm_75.cubin" in message.split(f"{LOGS}/build-v0.6.9.log:\n", 1)[1]
+    assert "ELF file    1: ds4_cuda.sm_75.cubin" in message.split("lines of the build log:\n", 1)[1]
     assert not host.file(f"{RELEASES}/v0.6.9").exists and hidden(host) == []
     assert {tag: stamp(host, tag) for tag in before} == before
     assert host.file(f"{ROOT}/current").linked_to == f"{RELEASES}/v0.6.5"
     assert host.run(f"{ROOT}/current/ds4-server --version").stdout.startswith("ds4-server v0.6.5 ")
+
+
+def test_a_release_pinned_by_commit_alone_is_built_beside_refused_and_failed_as_a_tag_is(host):
+    """The fork's history pinned by commit, no tag named: its name carries the commit, its lineage is held
+    to its source, a commit the forge lacks and one that does not build change nothing."""
+    commit = TAGS["v0.6.3"]
+    name = f"sandbox-g{commit[:12]}"
+    pinned = (
+        "-e",
+        f"ds4_release={name}",
+        "-e",
+        f"ds4_release_commit={commit}",
+        "-e",
+        "ds4_engine_branch=main",
+    )
+    activate(host, "v0.6.5", "v0.5.6")
+    # 1. A commit release follows upstream unless told: the fork's source (it serves /v1/stats) is refused.
+    # (plain: the sandbox's catalog has no upstream DSpark support file, which the settings check would
+    # refuse first, naming ds4_model_catalog.)
+    run = play(*pinned, "-e", "ds4_speculation=plain")
+    task, result = failure(run)
+    assert task == "Resolve the release tag and plan the build"
+    assert result["msg"].startswith(
+        f"ds4_engine_lineage makes release {name} (commit {commit}) upstream's, but its source at that "
+        "commit is fork's"
+    ), result["msg"]
+    assert not host.file(f"{RELEASES}/{name}").exists and not host.file(f"{LOGS}/build-{name}.log").exists
+    # 2. Declared the fork's: built beside the running release, named by its commit everywhere.
+    run = play(*pinned, "-e", "ds4_engine_lineage=fork")
+    assert run.rc == 0, run
+    said = run.result("Say what this run does with the engine releases").msg
+    assert said.startswith(f"{name} (commit {commit}, pinned by commit, main is "), said
+    assert " commits ahead, at " in said.split("main is ", 1)[1]
+    built = stamp(host, name)
+    assert (built["release"], built["commit"], built["lineage"], built["branch"]) == (
+        name,
+        commit,
+        "fork",
+        "main",
+    )
+    assert host.check_output(f"git -C {RELEASES}/{name} rev-parse HEAD") == commit
+    assert host.file(f"{ROOT}/current").linked_to == f"{RELEASES}/v0.6.5"
+    # 3. Again: nothing to do.
+    run = play(*pinned, "-e", "ds4_engine_lineage=fork")
+    assert run.rc == 0 and all(r.data["results"][0]["built"] is False for r in run.of("spark01", WAIT)), run
+    # 4. A commit the forge does not hold: refused before anything changes.
+    absent = "0" * 40
+    run = play(
+        "-e",
+        f"ds4_release=g{absent[:12]}",
+        "-e",
+        f"ds4_release_commit={absent}",
+        "-e",
+        "ds4_engine_lineage=fork",
+    )
+    task, result = failure(run)
+    assert task == "Resolve the release tag and plan the build"
+    assert result["msg"].startswith(
+        f"commit {absent} (ds4_release_commit) is not in {REPO} (ds4_engine_repo)"
+    )
+    assert not host.file(f"{RELEASES}/g{absent[:12]}").exists and hidden(host) == []
+    # 5. A commit that does not build: the running release serves on; the commit and the log line are named.
+    broken = TAGS["v0.6.7"]
+    run = play(
+        "-e",
+        f"ds4_release=g{broken[:12]}",
+        "-e",
+        f"ds4_release_commit={broken}",
+        "-e",
+        "ds4_engine_lineage=fork",
+    )
+    task, result = failure(run)
+    assert task == WAIT and f"building release g{broken[:12]} (commit {broken}) failed: " in result["msg"]
+    assert "the failed step starts at line " in result["msg"]
+    assert not host.file(f"{RELEASES}/g{broken[:12]}").exists and hidden(host) == []
+    assert host.file(f"{ROOT}/current").linked_to == f"{RELEASES}/v0.6.5"

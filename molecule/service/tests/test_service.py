@@ -100,6 +100,7 @@ def test_the_unit_supervises_as_a_slow_loading_gpu_server_needs(host):
         "TimeoutStopUSec",
         "KillSignal",
         "KillMode",
+        "OOMScoreAdjust",
         "LimitMEMLOCK",
         "MemoryMax",
         "SyslogIdentifier",
@@ -113,6 +114,8 @@ def test_the_unit_supervises_as_a_slow_loading_gpu_server_needs(host):
     assert props["RestartUSec"] == "1s" and props["StartLimitBurst"] == "3"
     assert props["TimeoutStartUSec"] == "1min" and props["TimeoutStopUSec"] == "30s"
     assert props["KillSignal"] == "15" and props["KillMode"] == "mixed"
+    # The engine raises its own to 1000 (CUDA backend); the unit says so from the start.
+    assert props["OOMScoreAdjust"] == "1000"
     # The sandbox's container limit (inventory/sandbox/group_vars/all.yml); a Spark gets infinity.
     assert props["LimitMEMLOCK"] == str(8 * 1024 * 1024)
     assert props["MemoryMax"] == "infinity"

@@ -26,7 +26,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils._spark.no_follow import 
     read_text,
     replace_file,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils._spark.version import is_release_tag
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.version import is_release_name
 
 RECORD_PATH = "/var/lib/ds4-fleet/last-good.json"
 RECORD_VERSION = 1
@@ -69,8 +69,8 @@ def make_record(root, release, files, *, model_generation="", speculation=""):
     """The record of RELEASE under ROOT, which has just passed its smoke test, and of the launch FILES
     (paths) it runs on as they are now. A file that does not exist is left out, and is left as it is by
     a rollback, as the copies kept before this record were."""
-    if not is_release_tag(release):
-        raise LastGoodError(f"{release!r} is not a release tag: no last-good record is made of it")
+    if not is_release_name(release):
+        raise LastGoodError(f"{release!r} is not a release name: no last-good record is made of it")
     found = {path: _launch_file(path) for path in files}
     return {
         "version": RECORD_VERSION,
@@ -97,7 +97,7 @@ def read_record(path=RECORD_PATH):
     if (
         not isinstance(record, dict)
         or record.get("version") != RECORD_VERSION
-        or not is_release_tag(record.get("release"))
+        or not is_release_name(record.get("release"))
         or not isinstance(record.get("release_dir"), str)
         or not isinstance(record.get("files"), dict)
     ):

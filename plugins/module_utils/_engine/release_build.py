@@ -42,6 +42,12 @@ from ansible_collections.ds4.fleet.plugins.module_utils._engine.cubin import (
     check_program,
     cuobjdump_for,
 )
+from ansible_collections.ds4.fleet.plugins.module_utils._engine.lineage import (
+    FORK,
+    LineageError,
+    check_source,
+    help_lineage,
+)
 from ansible_collections.ds4.fleet.plugins.module_utils._engine.release_plan import (
     PROGRAMS,
     RELEASES_DIR,
@@ -56,6 +62,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils._engine.release_plan imp
     remote_of,
 )
 from ansible_collections.ds4.fleet.plugins.module_utils._net.proxy_env import without_proxy
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.version import is_release_tag
 
 LOCK_NAME = "build.lock"
 # A build takes minutes, an hour on a slow host: a longer hold is no build of ours.
@@ -369,10 +376,7 @@ def _remove_leftovers(releases):
             shutil.rmtree(os.path.join(releases, name), ignore_errors=True)
 
 
-def _build_in(staging, log, *, release, commit, repo, build_target, nvcc, jobs, git, make, account):
-    """Clone, build and check RELEASE in STAGING; returns (make command, version output or None,
-    {program: the archs of its cubins}). With ACCOUNT, the engine's code runs as that user only."""
-    remote = remote_of(repo)
+def _clone_tag(staging, log, git, remote, release, repo):
     clone = [
         git,
         "-c",
@@ -389,6 +393,30 @@ def _build_in(staging, log, *, release, commit, repo, build_target, nvcc, jobs, 
     rc = log.run(clone, cwd="/", env=remote.env(log.env))
     if rc != 0:
         raise _StepFailed(f"cloning tag {release} of {public_url(repo)} failed (git exited {rc})")
+
+
+def _fetch_commit(staging, log, git, remote, commit, repo):
+    """A release pinned by commit: that commit alone, fetched into a new repository and checked out
+    detached (a tagless source has no ref to clone by; a shallow fetch by id is what GitHub serves)."""
+    steps = [
+        ([git, "init", "--quiet", staging], None),
+        ([git, "-C", staging, "fetch", "--depth", "1", "--no-tags", remote.url, commit], remote.env(log.env)),
+        ([git, "-C", staging, "-c", "advice.detachedHead=false", "checkout", "--quiet", "FETCH_HEAD"], None),
+    ]
+    for argv, env in steps:
+        rc = log.run(argv, cwd="/", env=env)
+        if rc != 0:
+            raise _StepFailed(f"fetching commit {commit} of {public_url(repo)} failed (git exited {rc})")
+
+
+def _build_in(staging, log, *, release, commit, repo, build_target, nvcc, jobs, git, make, account, lineage):
+    """Clone, build and check RELEASE in STAGING; returns (make command, version output or None,
+    {program: the archs of its cubins}). With ACCOUNT, the engine's code runs as that user only."""
+    remote = remote_of(repo)
+    if not is_release_tag(release):
+        _fetch_commit(staging, log, git, remote, commit, repo)
+    else:
+        _clone_tag(staging, log, git, remote, release, repo)
     rc, head = log.capture([git, "-C", staging, "rev-parse", "HEAD"], cwd=staging)
     head = head.strip().lower()
     if rc != 0 or head != commit:
@@ -411,7 +439,7 @@ def _build_in(staging, log, *, release, commit, repo, build_target, nvcc, jobs, 
     if rc != 0:
         raise _StepFailed(f"`{' '.join(argv)}` exited {rc}")
     try:
-        return (argv, *_check_programs(staging, log, build_target, nvcc, account))
+        return (argv, *_check_programs(staging, log, build_target, nvcc, account, (lineage, release, commit)))
     finally:
         if account is not None:
             end_processes_of(account)
@@ -424,15 +452,22 @@ def _is_regular_file(path):
         return False
 
 
-def _check_programs(staging, log, build_target, nvcc, account):
+def _check_programs(staging, log, build_target, nvcc, account, wanted_lineage):
     for program in PROGRAMS:
         path = os.path.join(staging, program)
         # A link would let whatever it points at, outside the sealed tree, change the engine later.
         if not (_is_regular_file(path) and os.access(path, os.X_OK)):
             raise _StepFailed(f"the build did not produce the executable {program}")
-        rc = log.run([path, "--help"], cwd=staging, timeout=CHECK_TIMEOUT, account=account)
+        rc, text = log.capture([path, "--help"], cwd=staging, timeout=CHECK_TIMEOUT, account=account)
         if rc != 0:
             raise _StepFailed(f"the built {program} --help exited {rc}")
+        if program == "ds4-server":
+            # The server's flags say which engine it is: the launch writes that lineage's flags.
+            lineage, release, commit = wanted_lineage
+            try:
+                check_source(lineage, help_lineage(text), release, commit, "its built ds4-server --help")
+            except LineageError as exc:
+                raise _StepFailed(str(exc)) from None
     sass = {}
     for program in PROGRAMS:
         try:
@@ -464,7 +499,8 @@ def _swap_in(staging, target, release):
         os.rename(staging, target)
 
 
-def _build_and_stamp(staging, log, wanted, now, make_target_reason="", **build):
+def _build_and_stamp(staging, log, wanted, now, make_target_reason="", branch="", **build):
+    # The lineage is recorded, not part of the identity: the same commit is one engine whatever it is called.
     """Build into `staging` and write its stamp there: the wanted build, and what the build made."""
     make_command, version_output, sass = _build_in(staging, log, **build)
     stamp = dict(
@@ -478,6 +514,9 @@ def _build_and_stamp(staging, log, wanted, now, make_target_reason="", **build):
         # not part of the identity: the target itself is, in build_target.
         make_target=wanted["build_target"]["make_target"],
         make_target_reason=make_target_reason,
+        lineage=build["lineage"],
+        # The branch a release pinned by commit follows: the update check asks its head.
+        branch=branch,
         # What cuobjdump found: the native GPU code each program carries.
         sass_archs=sass,
     )
@@ -493,11 +532,25 @@ def _build_and_stamp(staging, log, wanted, now, make_target_reason="", **build):
     return stamp
 
 
-def _build_failed(release, exc, log_path):
+def failed_step_line(path):
+    """The line of the build log where its last step's command was written (each is, before it runs):
+    where the failed step starts. None when the log holds no step."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return None
+    return next((n for n in range(len(lines), 0, -1) if lines[n - 1].startswith("== $ ")), None)
+
+
+def _build_failed(release, commit, exc, log_path):
     tail = log_tail(log_path)
+    line = failed_step_line(log_path)
+    where = f"the failed step starts at line {line} of the build log" if line else "see the build log"
     return BuildError(
-        f"building release {release} failed: {exc}. The running release and every other release "
-        f"are untouched. Last {len(tail)} lines of the build log {log_path}:\n" + "\n".join(tail),
+        f"building release {release} (commit {commit}) failed: {exc}; {where} {log_path}. The running "
+        f"release and every other release are untouched. Last {len(tail)} lines of the build log:\n"
+        + "\n".join(tail),
         log_path,
         tail,
     )
@@ -523,6 +576,8 @@ def build_release(
     tags_record=None,
     make_target_reason="",
     lock_dir=None,
+    lineage=FORK,
+    branch="",
 ):
     """Build RELEASE at COMMIT into ROOT/releases/RELEASE unless its stamp already matches; with
     BUILD_USER, the engine's code (make, the built programs) runs as that unprivileged user; with
@@ -571,6 +626,7 @@ def build_release(
                     state["wanted"],
                     now,
                     make_target_reason,
+                    branch=branch if not is_release_tag(release) else "",
                     release=release,
                     commit=commit,
                     repo=repo,
@@ -580,6 +636,7 @@ def build_release(
                     git=git,
                     make=make,
                     account=account,
+                    lineage=lineage,
                 )
                 try:
                     # The last look before the swap: an activation may have made it current meanwhile.
@@ -589,7 +646,7 @@ def build_release(
                 log.note(f"checks passed; moving {staging} to {state['path']}")
         except _StepFailed as exc:
             shutil.rmtree(staging, ignore_errors=True)
-            raise _build_failed(release, exc, log_path) from None
+            raise _build_failed(release, commit, exc, log_path) from None
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
@@ -599,7 +656,7 @@ def build_release(
         _swap_in(staging, state["path"], release)
         # What the tag resolved to, kept after the release is pruned: a later run refuses the tag if it
         # resolves elsewhere (ds4_release_plan.verify_unmoved).
-        if tags_record:
+        if tags_record and is_release_tag(release):
             record_tag(tags_record, release, commit, now)
     return {"built": True, "state": state, "stamp": stamp, "log_path": log_path, "cleared": cleared}
 

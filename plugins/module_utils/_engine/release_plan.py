@@ -2,8 +2,10 @@
 
 Layout under the root (ds4_root, /opt/ds4):
 
-    releases/<tag>/              one built release: the engine's tree as built, with ds4, ds4-server and
-                                 ds4-bench at its top and the build stamp .ds4-build.json
+    releases/<name>/             one built release (a tag, or a release pinned by commit: g<12 hex>,
+                                 NAME-g<12 hex>; module_utils/_spark/version.py): the engine's tree as
+                                 built, with ds4, ds4-server and ds4-bench at its top and the build
+                                 stamp .ds4-build.json
     releases/.build-<tag>/       a build in progress; renamed to releases/<tag> only once its checks pass
     current  -> releases/<tag>   the release the service runs        } both maintained by the activation
     previous -> releases/<tag>   the release current replaced         } step; read here, never written
@@ -33,6 +35,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils._common.commit import co
 from ansible_collections.ds4.fleet.plugins.module_utils._engine.cuda_arch import arch_for_compute_cap
 from ansible_collections.ds4.fleet.plugins.module_utils._engine.git_remote import RemoteError, git_remote
 from ansible_collections.ds4.fleet.plugins.module_utils._engine.last_good import RECORD_PATH, recorded_release
+from ansible_collections.ds4.fleet.plugins.module_utils._engine.lineage import MARKS
 from ansible_collections.ds4.fleet.plugins.module_utils._engine.make_target import (
     SPARK_TARGET,
     MakeTargetError,
@@ -41,8 +44,12 @@ from ansible_collections.ds4.fleet.plugins.module_utils._engine.make_target impo
 )
 from ansible_collections.ds4.fleet.plugins.module_utils._spark.no_follow import replace_file
 from ansible_collections.ds4.fleet.plugins.module_utils._spark.version import (
+    SHORT_COMMIT,
+    is_commit_release,
+    is_release_name,
     is_release_tag,
     releases_to_prune,
+    short_commit,
     sort_releases,
 )
 
@@ -67,12 +74,33 @@ class ReleaseError(ValueError):
 
 
 def check_release_tag(tag):
-    if not is_release_tag(tag):
+    return check_release(tag, None)
+
+
+def check_release(name, commit):
+    """ds4_release as given: a tag, or the name of the release ds4_release_commit pins without one."""
+    if is_release_tag(name):
+        return name
+    if not is_commit_release(name):
         raise ReleaseError(
             f"ds4_release must be an engine release tag: v and three or more numbers, like v0.6.5 or "
-            f"v0.6.5.1; got {tag!r}"
+            f"v0.6.5.1; or, for a source without tags, g and the first {SHORT_COMMIT} hex digits of "
+            f"ds4_release_commit, behind a name of yours if you like (dwarfstar-g67bd55c0a1b2); got {name!r}"
         )
-    return tag
+    pinned = check_commit(commit)
+    if pinned is None:
+        raise ReleaseError(
+            f"ds4_release {name} names a release pinned by commit, but ds4_release_commit is empty: set it "
+            f"to the full commit, 40 hex digits, that begins {short_commit(name)}"
+        )
+    if not pinned.startswith(short_commit(name)):
+        label = name[: -(SHORT_COMMIT + 2)]
+        wanted = f"{label}-g{pinned[:SHORT_COMMIT]}" if label else f"g{pinned[:SHORT_COMMIT]}"
+        raise ReleaseError(
+            f"ds4_release {name} does not name ds4_release_commit {pinned}: a release pinned by commit "
+            f"carries the commit's first {SHORT_COMMIT} hex digits ({wanted})"
+        )
+    return name
 
 
 def check_commit(commit):
@@ -165,12 +193,88 @@ def resolve_release(run, git, repo, tag, base_env=None):
     return commit
 
 
+def _scratch_fetch(run, git, remote, env, scratch, refspec, *options):
+    rc, _out, err = run([git, "init", "--quiet", "--bare", scratch])
+    if rc == 0:
+        fetch = [git, "--git-dir", scratch, "fetch", "--quiet", *options, "--no-tags", remote.url]
+        rc, _out, err = run([*fetch, refspec], environ_update=env)
+    return rc, err
+
+
+def resolve_commit(run, git, repo, commit, branch="", base_env=None):
+    """Prove that REPO holds COMMIT (a release pinned by commit), before anything changes; with BRANCH, that
+    the commit is on it, and by how many commits the branch's head has moved past it.
+
+    Returns {'commit', 'branch_head', 'branch_ahead', 'marks'} (the branch's None without one; marks: which
+    of ds4_lineage.MARKS the source at the commit holds). RUN as resolve_release's.
+    """
+    remote = remote_of(repo)
+    env = remote.config_env(os.environ if base_env is None else base_env)
+    shown = public_url(repo)
+    scratch = tempfile.mkdtemp(prefix="ds4-commit-")
+    try:
+        rc, err = _scratch_fetch(run, git, remote, env, scratch, commit, "--depth", "1")
+        if rc != 0:
+            raise ReleaseError(
+                f"commit {commit} (ds4_release_commit) is not in {shown} (ds4_engine_repo), or that "
+                f"repository cannot be reached: git fetch exited {rc}: {redact(err.strip(), repo)[-500:]}"
+            )
+        # What the source says of its lineage, read (never run) at the commit.
+        marks = [arg for mark in MARKS for arg in ("-e", mark)]
+        rc, out, _err = run([git, "--git-dir", scratch, "grep", "-F", "-o", "-h", *marks, commit])
+        found = sorted(set(out.split()) & set(MARKS)) if rc == 0 else []
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    result = {"commit": commit, "branch_head": None, "branch_ahead": None, "marks": found}
+    if not branch:
+        return result
+    rc, out, err = run([git, "ls-remote", "--heads", remote.url, f"refs/heads/{branch}"], environ_update=env)
+    if rc != 0:
+        raise ReleaseError(
+            f"cannot list the branches of {shown} (ds4_engine_repo): git ls-remote exited {rc}: "
+            f"{redact((err or out).strip(), repo)[-500:]}"
+        )
+    listed = (line.strip().partition("\t") for line in out.splitlines())
+    head = next((sha.lower() for sha, _tab, ref in listed if ref == f"refs/heads/{branch}"), None)
+    if head is None:
+        raise ReleaseError(f"branch {branch} (ds4_engine_branch) does not exist in {shown} (ds4_engine_repo)")
+    result["branch_head"] = head
+    if head == commit:
+        result["branch_ahead"] = 0
+        return result
+    # The branch's commits without their trees: enough to place the pinned commit on it and count.
+    scratch = tempfile.mkdtemp(prefix="ds4-branch-")
+    try:
+        rc, err = _scratch_fetch(
+            run, git, remote, env, scratch, f"+refs/heads/{branch}:refs/heads/followed", "--filter=tree:0"
+        )
+        if rc != 0:
+            raise ReleaseError(
+                f"cannot fetch branch {branch} (ds4_engine_branch) of {shown}: git fetch exited {rc}: "
+                f"{redact(err.strip(), repo)[-500:]}"
+            )
+        rc, _out, _err = run([git, "--git-dir", scratch, "merge-base", "--is-ancestor", commit, "followed"])
+        if rc != 0:
+            raise ReleaseError(
+                f"commit {commit} (ds4_release_commit) is not on branch {branch} (ds4_engine_branch) of "
+                f"{shown}, whose head is {head}: pin a commit of that branch, or follow the branch it is on"
+            )
+        rc, out, err = run([git, "--git-dir", scratch, "rev-list", "--count", f"{commit}..followed"])
+        if rc != 0 or not out.strip().isdigit():
+            raise ReleaseError(f"cannot count the commits of branch {branch} after {commit}: {err.strip()}")
+        result["branch_ahead"] = int(out.strip())
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return result
+
+
 def read_makefile(run, git, repo, tag, commit, root=None, base_env=None):
-    """The text of the Makefile at the top of COMMIT, the commit TAG resolved to; None when it has none.
+    """The text of the Makefile at the top of COMMIT, the commit TAG resolved to (or the commit a release
+    pinned by commit names); None when it has none.
 
     Read from git, never run: from the .git of ROOT/releases/TAG when that clone holds COMMIT (root's
-    own, never handed to the build user), else from a shallow fetch of the tag into a scratch repository
-    that is removed after. RUN(argv, environ_update=) -> (rc, stdout, stderr).
+    own, never handed to the build user), else from a shallow fetch of the tag (or the commit) into a
+    scratch repository that is removed after. RUN(argv, environ_update=) -> (rc, stdout, stderr).
     """
     if root:
         local = os.path.join(root, RELEASES_DIR, tag, ".git")
@@ -185,10 +289,10 @@ def read_makefile(run, git, repo, tag, commit, root=None, base_env=None):
         rc, _out, err = run([git, "init", "--quiet", "--bare", scratch])
         if rc == 0:
             fetch = [git, "--git-dir", scratch, "fetch", "--quiet", "--depth", "1", "--no-tags", remote.url]
-            rc, _out, err = run([*fetch, f"refs/tags/{tag}"], environ_update=env)
+            rc, _out, err = run([*fetch, _ref(tag, commit)], environ_update=env)
         if rc != 0:
             raise ReleaseError(
-                f"cannot fetch release tag {tag} of {public_url(repo)} (ds4_engine_repo) to read its "
+                f"cannot fetch release {tag} of {public_url(repo)} (ds4_engine_repo) to read its "
                 f"Makefile before the build: git exited {rc}: {redact(err.strip(), repo)[-500:]}"
             )
         rc, fetched, _err = run([git, "--git-dir", scratch, "rev-parse", "FETCH_HEAD^{commit}"])
@@ -202,6 +306,11 @@ def read_makefile(run, git, repo, tag, commit, root=None, base_env=None):
         return out if rc == 0 else None
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _ref(release, commit):
+    """What git fetches for RELEASE: its tag, or the commit itself for a release pinned by commit."""
+    return f"refs/tags/{release}" if is_release_tag(release) else commit
 
 
 def choose_target(run, git, repo, tag, commit, base, make_targets, compute_cap=None, root=None):
@@ -308,13 +417,13 @@ def linked_release(root, name):
     info["target"] = os.readlink(path)
     target = os.path.realpath(path)
     releases = os.path.realpath(os.path.join(root, RELEASES_DIR))
-    if os.path.dirname(target) == releases and is_release_tag(os.path.basename(target)):
+    if os.path.dirname(target) == releases and is_release_name(os.path.basename(target)):
         info["release"] = os.path.basename(target)
     return info
 
 
 def list_releases(root):
-    """(tags, foreign): directories of ROOT/releases named as release tags, and any other visible entries,
+    """(tags, foreign): directories of ROOT/releases named as releases, and any other visible entries,
     which the role reports and never touches. Hidden entries (builds in progress) are neither."""
     try:
         names = sorted(os.listdir(os.path.join(root, RELEASES_DIR)))
@@ -325,7 +434,7 @@ def list_releases(root):
         if name.startswith("."):
             continue
         path = os.path.join(root, RELEASES_DIR, name)
-        if is_release_tag(name) and os.path.isdir(path) and not os.path.islink(path):
+        if is_release_name(name) and os.path.isdir(path) and not os.path.islink(path):
             tags.append(name)
         else:
             foreign.append(name)
@@ -451,9 +560,12 @@ def plan_release(
     """
     state = release_state(root, release, commit, build_target, cuda_version, last_good_record)
     present, foreign = list_releases(root)
-    after = sort_releases(set(present) | {release})
+    built_at = built_times(root, present)
+    # The wanted release, not built yet, is the newest of the releases pinned by commit.
+    built_at.setdefault(release, "~")
+    after = sort_releases(set(present) | {release}, built_at)
     protect = [state["current"]["release"], state["previous"]["release"], state["last_good"], release]
-    prune = releases_to_prune(after, keep, protect)
+    prune = releases_to_prune(after, keep, protect, built_at)
     prune_paths = []
     for tag in prune:
         prune_paths += [os.path.join(root, RELEASES_DIR, tag), build_log_path(log_dir, tag)]
@@ -465,6 +577,16 @@ def plan_release(
         prune_paths=prune_paths,
         kept=[tag for tag in after if tag not in prune],
     )
+
+
+def built_times(root, names):
+    """{name: built_at} of the releases pinned by commit among NAMES, from their stamps: their only order."""
+    times = {}
+    for name in names:
+        if is_commit_release(name):
+            stamp, _warning = read_stamp(os.path.join(root, RELEASES_DIR, name))
+            times[name] = str((stamp or {}).get("built_at") or "")
+    return times
 
 
 def build_log_path(log_dir, release):

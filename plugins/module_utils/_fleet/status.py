@@ -25,7 +25,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils._perf.gate import (
     ROLLED_BACK,
     same_release,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils._spark.version import is_newer
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.version import is_commit_release, is_newer
 
 
 class StatusError(ValueError):
@@ -63,7 +63,11 @@ def _update(fact: dict, release: str | None) -> dict:
     if not latest and isinstance(check.get("last_ok"), dict):
         latest, checked_at = check["last_ok"].get("latest"), check["last_ok"].get("checked_at")
     available = None
-    if latest and release:
+    if is_commit_release(release):
+        # No order among commits: the check's own verdict, while the release it judged still runs.
+        if check.get("running") == release and check.get("status") == "ok":
+            available = bool(check.get("update_available"))
+    elif latest and release:
         try:
             available = is_newer(latest, release)
         except ValueError:

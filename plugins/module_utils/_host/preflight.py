@@ -32,7 +32,12 @@ FORCED = f"going on because {FORCE_VAR} is true"
 NOT_FORCEABLE = f"({FORCE_VAR} does not skip this check)"
 # The installer's own budgets for a missing base and drafter (engine-contract.md); the legacy MTP head is
 # about 3.6 GiB.
-UNKNOWN_SIZE_BYTES = {"base": 94489280512, "dspark": 8589934592, "mtp": 4294967296}
+UNKNOWN_SIZE_BYTES = {
+    "base": 94489280512,
+    "dspark": 8589934592,
+    "mtp": 4294967296,
+    "dspark_support": 8589934592,
+}
 _CAP = re.compile(r"\d{1,2}\.\d")
 
 

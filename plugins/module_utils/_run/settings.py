@@ -27,12 +27,18 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible_collections.ds4.fleet.plugins.module_utils._common import redact
 from ansible_collections.ds4.fleet.plugins.module_utils._common.commit import commit_id
+from ansible_collections.ds4.fleet.plugins.module_utils._engine import lineage as ds4_lineage
 from ansible_collections.ds4.fleet.plugins.module_utils._engine.make_target import TARGETS as MAKE_TARGETS
 from ansible_collections.ds4.fleet.plugins.module_utils._net.firewall import beyond_loopback
 from ansible_collections.ds4.fleet.plugins.module_utils._net.proxy_env import PROXY_NAMES
 from ansible_collections.ds4.fleet.plugins.module_utils._pair import declaration
 from ansible_collections.ds4.fleet.plugins.module_utils._service import launch as ds4_launch
-from ansible_collections.ds4.fleet.plugins.module_utils._spark.version import RELEASE_TAG_RE
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.version import (
+    SHORT_COMMIT,
+    is_commit_release,
+    is_release_name,
+    short_commit,
+)
 from ansible_collections.ds4.fleet.plugins.module_utils._weights import catalog as ds4_catalog
 
 MASK = redact.MASK
@@ -74,6 +80,8 @@ _HOME = re.compile(r"/home/(?!root/)([a-z_][a-z0-9_-]*)/[^/].*")
 
 _PATH_CHARS = re.compile(r"/[A-Za-z0-9._+@/-]*")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# A git branch name without the characters git refuses in one (and no leading dash: never an option).
+_BRANCH = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}")
 _CUDA_ARCH = re.compile(r"(sm_[0-9]{2,3}[af]?)?")
 _COMPUTE_CAP = re.compile(r"[0-9]+\.[0-9]+")
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
@@ -274,6 +282,40 @@ def _url(schemes, what):
     return rule
 
 
+def _release(value):
+    if is_release_name(value):
+        return None
+    return (
+        "an engine release tag: v and three or more numbers, like v0.6.5; or, for a release pinned by "
+        f"ds4_release_commit alone, g and its first {SHORT_COMMIT} hex digits, behind a name of yours if you "
+        "like (dwarfstar-g67bd55c0a1b2)"
+    )
+
+
+def _branch(value):
+    if value == "" or (isinstance(value, str) and _BRANCH.fullmatch(value) and ".." not in value):
+        return None
+    return "empty or a branch name of the engine's repository, such as main"
+
+
+def _commit_release(values):
+    """A release pinned by commit carries its commit's first digits: the name and the pin must agree."""
+    release, commit = values.get("ds4_release"), values.get("ds4_release_commit")
+    if not is_commit_release(release) or not isinstance(commit, str):
+        return []
+    if not commit:
+        return [
+            f"ds4_release {release} names a release pinned by commit: ds4_release_commit must be its full "
+            f'commit, 40 hex digits, beginning {short_commit(release)}; got ""'
+        ]
+    if commit_id(commit) and not commit.lower().startswith(short_commit(release)):
+        return [
+            f"ds4_release {release} must carry the first {SHORT_COMMIT} hex digits of ds4_release_commit "
+            f"({commit.lower()[:SHORT_COMMIT]}); got {json.dumps(release)}"
+        ]
+    return []
+
+
 def _engine_repo(value):
     if not isinstance(value, str) or not value.strip() or _CONTROL.search(value) or value != value.strip():
         return "a git URL or an absolute path, without spaces at its ends or control characters"
@@ -322,7 +364,7 @@ def _compute_caps(value):
 
 
 def _unknown_sizes(value):
-    what = "a mapping of base, dspark and mtp to whole numbers of bytes, 0 or more"
+    what = "a mapping of base, dspark, mtp and dspark_support to whole numbers of bytes, 0 or more"
     if not isinstance(value, dict):
         return what
     for key, item in value.items():
@@ -487,9 +529,7 @@ def _task_file(value):
 RULES = {
     # ds4_common
     "ds4_root": _managed_dir,
-    "ds4_release": _matching(
-        RELEASE_TAG_RE, "an engine release tag: v and three or more numbers, like v0.6.5"
-    ),
+    "ds4_release": _release,
     "ds4_release_commit": _release_commit,
     "ds4_cuda_arch": _matching(_CUDA_ARCH, "empty or a CUDA arch like sm_121 or sm_90a"),
     "ds4_gguf_dir": _gguf_dir,
@@ -502,6 +542,10 @@ RULES = {
     "ds4_run_lock_lease": _between(10, 86400, "a whole number of seconds"),
     # ds4_engine
     "ds4_engine_repo": _engine_repo,
+    "ds4_engine_branch": _branch,
+    "ds4_engine_lineage": lambda value: (
+        None if value in ("", *ds4_lineage.LINEAGES) else "empty, fork or upstream"
+    ),
     "ds4_releases_keep": _between(2, what="a whole number (the running and the rollback release at least)"),
     "ds4_engine_build_jobs": _between(0, what="a whole number of jobs, 0 for every CPU,"),
     "ds4_engine_build_log_dir": _managed_dir,
@@ -738,13 +782,25 @@ def _token_transport(values, secret_names):
     ]
 
 
+def _lineage(values):
+    """The engine's lineage the settings make (ds4_engine_lineage, else the kind of ds4_release); the fork's
+    when they cannot say (a bad value is refused by its own rule)."""
+    try:
+        return ds4_lineage.effective(values.get("ds4_engine_lineage", ""), values.get("ds4_release"))
+    except ds4_lineage.LineageError:
+        return ds4_lineage.FORK
+
+
 def _catalog(values):
     names = ("ds4_model_catalog", "ds4_model_generation", "ds4_speculation")
     if not all(n in values for n in names):
         return []
     try:
         ds4_catalog.model_files(
-            *(values[n] for n in names), values.get("ds4_quantization"), values.get("ds4_extra_quantizations")
+            *(values[n] for n in names),
+            values.get("ds4_quantization"),
+            values.get("ds4_extra_quantizations"),
+            _lineage(values),
         )
     except ds4_catalog.CatalogError as exc:
         return [str(exc)]
@@ -820,6 +876,7 @@ def launch_problems(values):
     settings = {key: values[name] for name, key in LAUNCH_SETTINGS.items() if name in values}
     if not settings:
         return []
+    settings["lineage"] = _lineage(values)
     # The paths the roles derive themselves are sound here; only the operator's settings are judged.
     settings.update(release_dir="/r", base_model="/b.gguf", dspark_model="/d.gguf", mtp_model="/m.gguf")
     try:
@@ -855,6 +912,7 @@ def problems(values, secret_names=()):
         if what:
             out.append(f"{name} must be {what}; got {show(name, values[name], secret_names)}")
     out += _confined_dirs(values)
+    out += _commit_release(values)
     out += _weights_home(values)
     out += _start_limit(values)
     out += _unguarded_engine(values)

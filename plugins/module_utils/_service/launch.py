@@ -10,9 +10,10 @@ the roles derive are named after what they come from):
 |---|---|---|
 | release_dir | required | directory holding `ds4-server` (absolute) |
 | base_model | required | base GGUF (absolute) |
-| dspark_model | required for dspark | drafter GGUF of the same generation (absolute) |
+| dspark_model | required for dspark | drafter GGUF of its generation (absolute); upstream's support GGUF |
 | mtp_model | required for mtp | legacy MTP GGUF (absolute) |
 | speculation | dspark | dspark, mtp or plain (the catalog says which a generation has files for) |
+| lineage | fork | fork or upstream (_engine.lineage): how dspark is passed, and which flags exist |
 | model_generation | 0731 | a generation of ds4_model_catalog (_weights.catalog checks which) |
 | ctx | 524288 | context length, tokens |
 | host / port | 127.0.0.1 / 8000 | listen address |
@@ -55,6 +56,7 @@ import re
 from typing import Any
 
 from ansible_collections.ds4.fleet.plugins.module_utils._common import digest as ds4_digest
+from ansible_collections.ds4.fleet.plugins.module_utils._engine import lineage as ds4_lineage
 
 DEFAULTS: dict[str, Any] = {
     "release_dir": None,
@@ -62,6 +64,7 @@ DEFAULTS: dict[str, Any] = {
     "dspark_model": None,
     "mtp_model": None,
     "speculation": "dspark",
+    "lineage": "fork",
     "model_generation": "0731",
     "ctx": 524288,
     "host": "127.0.0.1",
@@ -114,6 +117,7 @@ MANAGED_FLAGS = {
     "--no-mtp": "set ds4_speculation",
     "--no-dspark": "set ds4_speculation",
     "--no-spec": "set ds4_speculation",
+    "--mtp-model": "set ds4_speculation (upstream's DSpark support file comes from ds4_model_catalog)",
     "--no-update-check": "the engine's own update check is already off",
     "--check-update": "it makes ds4-server exit instead of serving",
     "--version": "it makes ds4-server exit instead of serving",
@@ -269,6 +273,7 @@ def validate(settings):
     out["lock_file"] = _abs_path(s["lock_file"], "lock_file", errors)
     out["extra_env"] = _extra_env(s["extra_env"], errors)
     out["extra_args"] = _extra_args(s["extra_args"], errors)
+    errors += ds4_lineage.extra_args_problems(out["lineage"], out["extra_args"])
 
     if errors:
         raise LaunchConfigError(errors)
@@ -291,6 +296,15 @@ def _models(s, out, errors):
     if speculation not in SPECULATIONS:
         errors.append(f"ds4_speculation must be one of {', '.join(SPECULATIONS)}: {speculation!r}")
     out["speculation"] = speculation
+    lineage = s["lineage"]
+    if lineage not in ds4_lineage.LINEAGES:
+        errors.append(f"{ds4_lineage.VARIABLE} must be fork or upstream: {lineage!r}")
+    elif lineage == ds4_lineage.UPSTREAM and speculation == "mtp":
+        errors.append(
+            "ds4_speculation mtp (the legacy MTP head) is the fork's launch: "
+            f"{ds4_lineage.VARIABLE} upstream takes dspark or plain"
+        )
+    out["lineage"] = lineage
     out["dspark_model"] = out["mtp_model"] = None
     if speculation == "dspark":
         out["dspark_model"] = _abs_path(
@@ -358,7 +372,7 @@ def _dist(settings, out, errors):
 def server_env(cfg):
     """The environment of ds4-server, in file order: managed names first, then extra_env by name."""
     env = {"DS4_NO_UPDATE_CHECK": "1", "DS4_LOCK_FILE": cfg["lock_file"]}
-    if cfg["speculation"] == "dspark":
+    if cfg["speculation"] == "dspark" and cfg["lineage"] == ds4_lineage.FORK:
         env["DS4_CONT_DSPARK"] = "1"
         env["DS4_DSPARK_MODEL"] = cfg["dspark_model"]
     elif cfg["speculation"] == "mtp":
@@ -377,7 +391,10 @@ def server_args(cfg):
         args += ["--kv-disk-dir", cfg["kv_disk_dir"], "--kv-disk-space-mb", str(cfg["kv_disk_space_mb"])]
     if cfg["mem_floor_gb"] is not None:
         args += ["--mem-floor-gb", str(cfg["mem_floor_gb"])]
-    if cfg["speculation"] == "mtp":
+    if cfg["speculation"] == "dspark" and cfg["lineage"] == ds4_lineage.UPSTREAM:
+        # Upstream's DSpark is a switch; its support GGUF rides on --mtp-model (not the fork's drafter).
+        args += ["--dspark", "--mtp-model", cfg["dspark_model"]]
+    elif cfg["speculation"] == "mtp":
         args += ["--mtp", cfg["mtp_model"]]
     elif cfg["speculation"] == "plain":
         args.append("--no-spec")

@@ -31,6 +31,7 @@ from typing import Any
 METRIC = "ds4_requests_inflight"
 METRICS_PATH = "/metrics"
 STATS_PATH = "/v1/stats"
+MODELS_PATH = "/v1/models"
 # The smallest request that crosses a pair's route: one token of a one-word prompt. The engine contract
 # names no report of the route; only a request says whether the worker is there.
 ROUTE_PATH = "/v1/completions"
@@ -186,6 +187,13 @@ def read_metrics(base_url: str, timeout: float = 5.0, agent: str = AGENT_DRAIN) 
     """The engine's /metrics: (HTTP status, text); EngineUnreachable when it does not answer at all."""
     status, body = _get(base_url.rstrip("/") + METRICS_PATH, timeout, agent=agent)
     return status, body.decode("utf-8", "replace")
+
+
+def read_models(base_url: str, timeout: float = 5.0, agent: str = AGENT_WATCHDOG) -> int:
+    """The HTTP status of the engine's /v1/models, the one path every lineage serves (upstream serves no
+    /metrics nor /v1/stats); EngineUnreachable when it does not answer at all."""
+    status, _body = _get(base_url.rstrip("/") + MODELS_PATH, timeout, agent=agent)
+    return status
 
 
 def read_route(base_url: str, timeout: float = 5.0, agent: str = AGENT_WATCHDOG) -> tuple[int, str]:

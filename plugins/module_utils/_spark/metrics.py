@@ -425,6 +425,7 @@ def render(
     out = Writer()
     fact = fact if isinstance(fact, dict) else {}
     _configured(out, fact)
+    _engine_metrics(out, fact)
     _update_check(out, fact.get("update") if isinstance(fact.get("update"), dict) else None)
     _unit(out, unit, verdict)
     _watchdog(out, watchdog, watchdog_enabled)
@@ -454,10 +455,22 @@ def _configured(out: Writer, fact: dict) -> None:
                 "commit": fact.get("commit") or "",
                 "generation": fact.get("generation") or "",
                 "speculation": fact.get("speculation") or "",
+                "lineage": fact.get("lineage") or "fork",
                 "base_model": models.get("base", ""),
                 "models": ",".join(f"{role}={name}" for role, name in sorted(models.items())),
             },
         )
+
+
+def _engine_metrics(out: Writer, fact: dict) -> None:
+    # Upstream serves no /metrics: its series are absent because they are not served, not because it is
+    # down; a dashboard or an alert reads this before it reads their absence.
+    out.add(
+        "engine_metrics_served",
+        "gauge",
+        "1 where the engine serves its own /metrics (the fork); 0 where it serves none (upstream).",
+        fact.get("lineage") != "upstream",
+    )
 
 
 def _update_check(out: Writer, update: dict | None) -> None:

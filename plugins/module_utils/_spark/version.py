@@ -1,4 +1,4 @@
-"""Ordering of ds4 engine release tags (`v0.6.5`, `v0.5.6.1`).
+"""Ordering of ds4 engine release tags (`v0.6.5`, `v0.5.6.1`), and the names of releases pinned by commit.
 
 Self-contained on purpose: besides serving the modules and filters, this file is installed on each
 host beside the `ds4-update-check` script, which imports it with nothing else of the collection
@@ -12,6 +12,14 @@ apart from the optional `v`.
 Order: part by part, numerically; when one tag is a prefix of the other, the longer one is newer.
 So v0.5.6.1 > v0.5.6, v0.5.6.0 > v0.5.6 as well, and v0.10.0 > v0.9.9. (The engine's own check reads
 only three numbers and never sees v0.5.6.1 as newer than v0.5.6; this ordering fixes that.)
+
+A release pinned by commit alone (upstream antirez/ds4 has no tags) is named `g` and the first 12 hex
+digits of its commit, as `git describe` writes one, behind the operator's own name for it if any:
+`g67bd55c0a1b2`, `dwarfstar-g67bd55c0a1b2`. No tag ends so, so a name is one or the other. Commits have
+no version order: such releases sort after every tag (an operator moves from the fork's tags to a commit,
+not back), and among themselves by when this host built them (BUILT_AT, from their build stamps). Whether
+a commit is newer than another is the git history's question, answered where the repository is reached
+(module_utils/_engine/release_plan.py, the update check), never here.
 """
 
 from __future__ import annotations
@@ -25,6 +33,41 @@ _RELEASE_RE = re.compile(rf"v?({_NUMBERS})")
 # A release as the collection names it (ds4_release, a release directory): the `v` is required, because
 # the tag is also a directory name and one release must have one directory.
 RELEASE_TAG_RE = re.compile(rf"v{_NUMBERS}")
+
+
+SHORT_COMMIT = 12
+# The operator's own name: lowercase letters, digits, dots and underscores, in words joined by dashes;
+# at most 40 characters (a directory name, a label of the metrics).
+COMMIT_RELEASE_RE = re.compile(r"(?:([a-z0-9][a-z0-9._]{0,39}(?:-[a-z0-9._]{1,39}){0,7})-)?g([0-9a-f]{12})")
+
+
+def is_commit_release(name):
+    """True for the name of a release pinned by commit (g67bd55c0a1b2, dwarfstar-g67bd55c0a1b2)."""
+    return (
+        isinstance(name, str)
+        and len(name) <= 64
+        and COMMIT_RELEASE_RE.fullmatch(name) is not None
+        and ".." not in name
+    )
+
+
+def is_release_name(name):
+    """True for any release a host may hold: a tag with its `v`, or a release pinned by commit."""
+    return is_release_tag(name) or is_commit_release(name)
+
+
+def commit_release_name(commit, label=""):
+    """The release name of COMMIT (40 hex digits), with the operator's own LABEL for it if given."""
+    name = f"{label}-g{commit[:SHORT_COMMIT]}" if label else f"g{commit[:SHORT_COMMIT]}"
+    if not re.fullmatch(r"[0-9a-f]{40}", commit or "") or not is_commit_release(name):
+        raise ValueError(f"no release name for commit {commit!r} with name {label!r}")
+    return name
+
+
+def short_commit(name):
+    """The 12 hex digits a commit release's name carries; None for a tag or anything else."""
+    match = COMMIT_RELEASE_RE.fullmatch(name) if is_commit_release(name) else None
+    return match.group(2) if match else None
 
 
 def is_release_tag(name):
@@ -59,9 +102,22 @@ def _tag_list(value, name):
     return list(value)
 
 
-def sort_releases(tags):
-    """The tags oldest first; equal versions (`v0.6.5`, `0.6.5`) keep their given order."""
-    return sorted(_tag_list(tags, "tags"), key=parse_release)
+def _order(name, built_at):
+    # Tags first, by version; then releases pinned by commit, by when this host built them (unknown first).
+    if is_commit_release(name):
+        return (1, (), str((built_at or {}).get(name) or ""))
+    return (0, parse_release(name), "")
+
+
+def _identity(name):
+    # v0.6.5 and 0.6.5 are one release; a commit release is its name.
+    return name if is_commit_release(name) else parse_release(name)
+
+
+def sort_releases(tags, built_at=None):
+    """The releases oldest first: tags by version, then releases pinned by commit by BUILT_AT ({name:
+    ISO time}); equal versions (`v0.6.5`, `0.6.5`) keep their given order."""
+    return sorted(_tag_list(tags, "tags"), key=lambda name: _order(name, built_at))
 
 
 def is_newer(candidate, running):
@@ -80,17 +136,17 @@ def _count(value, name):
     raise ValueError(f"{name} must be a whole number of 0 or more: {value!r}")
 
 
-def releases_to_prune(present, keep, protect=()):
+def releases_to_prune(present, keep, protect=(), built_at=None):
     """The releases in `present` that may be removed, oldest first.
 
     Kept: the newest `keep` releases by version order, and every release equal in version to one in
     `protect` (the running release and the rollback one) whatever its age, so at most
     `keep + len(protect)` remain. Empty entries in `protect` (no previous release yet) are ignored.
-    Every entry of `present` must be a release tag: a stray directory name is an error, not a
-    silent keep or a silent removal.
+    Every entry of `present` must be a release name: a stray directory name is an error, not a
+    silent keep or a silent removal. Releases pinned by commit are the newest, ordered by BUILT_AT.
     """
     keep = _count(keep, "keep")
-    protected = {parse_release(tag) for tag in _tag_list(protect, "protect") if tag not in (None, "")}
-    ordered = sort_releases(_tag_list(present, "present"))
-    kept = {parse_release(tag) for tag in ordered[max(len(ordered) - keep, 0) :]} | protected
-    return [tag for tag in ordered if parse_release(tag) not in kept]
+    protected = {_identity(tag) for tag in _tag_list(protect, "protect") if tag not in (None, "")}
+    ordered = sort_releases(_tag_list(present, "present"), built_at)
+    kept = {_identity(tag) for tag in ordered[max(len(ordered) - keep, 0) :]} | protected
+    return [tag for tag in ordered if _identity(tag) not in kept]

@@ -29,7 +29,11 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.ds4.fleet.plugins.module_utils._spark.version import is_release_tag, parse_release
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.version import (
+    is_commit_release,
+    is_release_tag,
+    parse_release,
+)
 
 CATALOG_VAR = "ds4_model_catalog"
 GENERATION_VAR = "ds4_model_generation"
@@ -39,9 +43,13 @@ QUANTIZATION_VAR = "ds4_quantization"
 BASE_QUANTIZATION = "q2"
 EXTRA_QUANT_VAR = "ds4_extra_quantizations"
 
-ROLES = ("base", "dspark", "mtp")
-# The files each speculation mode loads, in the order the launcher passes them.
+# dspark_support: upstream's DSpark support GGUF (`--dspark --mtp-model FILE`), where the fork loads its
+# drafter (dspark); module_utils/_engine/lineage.py says which lineage takes which.
+ROLES = ("base", "dspark", "mtp", "dspark_support")
+# The files each speculation mode loads, in the order the launcher passes them (the fork's; upstream's
+# in model_files).
 SPECULATION_ROLES = {"dspark": ("base", "dspark"), "mtp": ("base", "mtp"), "plain": ("base",)}
+LINEAGE_VAR = "ds4_engine_lineage"
 # The installer's own rule: a name containing "-0731" is of the 0731 generation.
 GEN_0731 = "0731"
 _0731_MARK = "-0731"
@@ -334,10 +342,25 @@ def generation_of(filename, catalog=None):
     return None
 
 
-def model_files(catalog, generation, speculation, quantization=None, extra=None):
+def _roles(speculation, lineage):
+    # Upstream speculates by drafter with its support GGUF, not the fork's drafter; the legacy MTP head is
+    # the fork's launcher's (upstream's --mtp-model is the support file's flag): not offered there.
+    if lineage == "upstream" and speculation == "mtp":
+        raise CatalogError(
+            f"{SPECULATION_VAR} 'mtp' (the legacy MTP head) is the fork's: {LINEAGE_VAR} upstream speculates "
+            "with dspark (its DSpark support file) or none (plain)"
+        )
+    if lineage == "upstream" and speculation == "dspark":
+        return ("base", "dspark_support")
+    return SPECULATION_ROLES[speculation]
+
+
+def model_files(catalog, generation, speculation, quantization=None, extra=None, lineage="fork"):
     """The files `generation` run with `speculation` needs, base first, each a copy with role and generation;
     the base is that of `quantization` (None: the catalog's base, files.base), from the catalog or the
-    operator's `extra` (ds4_extra_quantizations), and carries its `quantization` key.
+    operator's `extra` (ds4_extra_quantizations), and carries its `quantization` key. `lineage` (fork,
+    upstream) picks the speculation file: the fork's drafter (dspark) or upstream's support GGUF
+    (dspark_support).
 
     Refuses (CatalogError) an unknown generation, mode or quantization, a quantization published without a
     file name nobody gave, and a mode the generation has no file for (mtp on 0731, which has no MTP head).
@@ -356,11 +379,13 @@ def model_files(catalog, generation, speculation, quantization=None, extra=None)
         )
     files = catalog[generation]["files"]
     chosen = []
-    for role in SPECULATION_ROLES[speculation]:
+    for role in _roles(speculation, lineage):
         if role not in files:
+            whose = f" on {LINEAGE_VAR} {lineage}" if role == "dspark_support" else ""
             raise CatalogError(
-                f"{SPECULATION_VAR} {speculation!r} needs a {role} file, and {GENERATION_VAR} {generation!r} "
-                f"has none in {CATALOG_VAR}; choose one of: {', '.join(speculations_of(catalog, generation))}"
+                f"{SPECULATION_VAR} {speculation!r}{whose} needs a {role} file, and {GENERATION_VAR} "
+                f"{generation!r} has none in {CATALOG_VAR}; choose one of: "
+                f"{', '.join(speculations_of(catalog, generation))}"
             )
         chosen.append(dict(files[role], role=role, generation=generation))
     key, entry = quantization_entry(catalog, generation, quantization, extra)
@@ -399,6 +424,9 @@ def reference_figures(catalog, generation, release):
             f"{GENERATION_VAR} {generation!r} is not a generation of {CATALOG_VAR} "
             f"(known: {', '.join(catalog)})"
         )
+    if is_commit_release(release):
+        # Figures are published by release tag: a commit has no place among them, so none is inherited.
+        return None
     wanted = parse_release(release)
     published = catalog[generation].get("reference") or {}
     earlier = [tag for tag in published if parse_release(tag) <= wanted]

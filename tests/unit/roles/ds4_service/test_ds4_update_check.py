@@ -442,3 +442,52 @@ def test_runs_as_installed_through_its_shebang_and_a_link(host, feed):
         "update available: v0.6.5 (running v0.6.3)\n",
         "",
     )
+
+
+def _git(repo, *args):
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
+    done = subprocess.run(
+        ["git", "-C", str(repo), *args], env=env, capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
+
+
+def test_a_release_pinned_by_commit_follows_its_branch_head(host, tmp_path):
+    repo = tmp_path / "upstream"
+    repo.mkdir()
+    _git(repo, "init", "--quiet", "--initial-branch=main")
+    _git(repo, "commit", "--quiet", "--allow-empty", "-m", "one")
+    pinned = _git(repo, "rev-parse", "HEAD")
+    name = f"dwarfstar-g{pinned[:12]}"
+    build = host / "opt/ds4/current/.ds4-build.json"
+    stamp = {"release": name, "commit": pinned, "engine_repo": f"file://{repo}", "branch": "main"}
+    build.write_text(json.dumps(stamp), encoding="utf-8")
+    # The feed of tags is never read for it: an unreachable one changes nothing.
+    code, out, state = run(host, url="http://127.0.0.1:9/LATEST")
+    assert code == 0 and out == [f"up to date: main@{pinned[:12]} (running {name})"]
+    assert (state["status"], state["latest"], state["update_available"]) == (
+        "ok",
+        f"main@{pinned[:12]}",
+        False,
+    )
+    _git(repo, "commit", "--quiet", "--allow-empty", "-m", "two")
+    head = _git(repo, "rev-parse", "HEAD")
+    code, out, state = run(host, url="http://127.0.0.1:9/LATEST")
+    assert code == 0 and out == [f"update available: main@{head[:12]} (running {name})"]
+    assert state["update_available"] and state["available_since"] == state["checked_at"]
+    # Without a branch there is nothing to compare; a branch gone is the source's problem, not the host's.
+    build.write_text(json.dumps(dict(stamp, branch="")), encoding="utf-8")
+    code, out, state = run(host, url="http://127.0.0.1:9/LATEST")
+    assert code == 0 and out == [f"pinned by commit, no branch followed: nothing to compare (running {name})"]
+    assert (state["status"], state["update_available"]) == ("ok", False)
+    build.write_text(json.dumps(dict(stamp, branch="next")), encoding="utf-8")
+    code, out, state = run(host, url="http://127.0.0.1:9/LATEST")
+    assert code == 0 and out == [f"update check failed: branch next does not exist in file://{repo}"]
+    assert (state["status"], state["update_available"]) == ("error", False)

@@ -107,6 +107,17 @@ def test_a_run_killed_after_the_switch_leaves_the_last_good_release_as_the_targe
     assert restore_files(record) == [], "a second restore finds everything in place"
 
 
+def test_a_broken_commit_rolls_back_to_the_last_good_commit_release(spark):
+    passed(spark, "dwarfstar-g67bd55c0a1b2", "DS4_CTX=65536\n")
+    built(spark["root"], "g0123456789ab")
+    switch(spark["root"], "g0123456789ab")
+    assert rollback_target(read_record(spark["record"]), spark["root"]) == {
+        "release": "dwarfstar-g67bd55c0a1b2",
+        "release_dir": str(spark["root"] / "releases" / "dwarfstar-g67bd55c0a1b2"),
+        "reason": None,
+    }
+
+
 def test_only_what_passed_replaces_the_record(spark):
     passed(spark, "v0.6.5", "A\n")
     passed(spark, "v0.6.5.2", "B\n")

@@ -70,7 +70,7 @@ def forge(tmp_path_factory):
     }
 
 
-def build(forge, root, tag, target=SPARK, cuda="13.0", commit=None):
+def build(forge, root, tag, target=SPARK, cuda="13.0", commit=None, lineage="fork"):
     return build_release(
         root=str(root),
         release=tag,
@@ -85,6 +85,7 @@ def build(forge, root, tag, target=SPARK, cuda="13.0", commit=None):
         make="make",
         env=os.environ,
         now=NOW,
+        lineage=lineage,
     )
 
 
@@ -126,6 +127,10 @@ def test_two_releases_side_by_side_then_nothing_to_do(forge, tmp_path):
         "make_command": f"make cuda CUDA_ARCH=sm_121 -j2 NVCC={forge['nvcc']}",
         "make_target": "cuda",
         "make_target_reason": "",
+        # What the built ds4-server's --help showed it is (held to ds4_engine_lineage).
+        "lineage": "fork",
+        # A tag follows no branch; a release pinned by commit records ds4_engine_branch here.
+        "branch": "",
         # What the stand-in cuobjdump found in each program.
         "sass_archs": {"ds4": ["sm_121"], "ds4-server": ["sm_121"], "ds4-bench": ["sm_121"]},
     }
@@ -207,12 +212,71 @@ def test_a_failed_build_changes_nothing_and_reports_the_log(forge, tmp_path):
     assert any("error: this release does not build" in line for line in error.log_tail)
     message = str(error)
     assert message.startswith(
-        f"building release v0.6.7 failed: `make cuda CUDA_ARCH=sm_121 -j2 NVCC={forge['nvcc']}` exited"
+        f"building release v0.6.7 (commit {forge['tags']['v0.6.7']}) failed: "
+        f"`make cuda CUDA_ARCH=sm_121 -j2 NVCC={forge['nvcc']}` exited"
     )
-    assert f"Last {len(error.log_tail)} lines of the build log {log}:\n" in message
+    lines = Path(log).read_text().splitlines()
+    step = next(n for n, line in enumerate(lines, 1) if line.startswith("== $ make cuda "))
+    assert f"the failed step starts at line {step} of the build log {log}." in message
+    assert f"Last {len(error.log_tail)} lines of the build log:\n" in message
     assert not (tmp_path / "releases" / "v0.6.7").exists() and hidden(tmp_path) == []
     assert stamp_of(tmp_path, "v0.6.5") == before
     assert os.readlink(tmp_path / "current") == "releases/v0.6.5"
+
+
+def test_a_release_pinned_by_commit_builds_beside_a_tag_and_names_its_commit(forge, tmp_path):
+    build(forge, tmp_path, "v0.6.5")
+    os.symlink("releases/v0.6.5", tmp_path / "current")
+    commit = forge["tags"]["v0.6.3"]
+    name = f"dwarfstar-g{commit[:12]}"
+    result = build(forge, tmp_path, name, commit=commit)
+    assert result["built"]
+    assert (stamp_of(tmp_path, name)["release"], stamp_of(tmp_path, name)["commit"]) == (name, commit)
+    assert (
+        subprocess.run(
+            ["git", "-C", str(tmp_path / "releases" / name), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        == commit
+    )
+    assert "version=v0.6.3" in (tmp_path / "releases" / name / "RELEASE").read_text()
+    assert os.readlink(tmp_path / "current") == "releases/v0.6.5"
+    assert not build(forge, tmp_path, name, commit=commit)["built"]
+
+
+def test_a_broken_commit_leaves_the_running_release_and_names_the_commit_and_the_log_line(forge, tmp_path):
+    build(forge, tmp_path, "v0.6.5")
+    os.symlink("releases/v0.6.5", tmp_path / "current")
+    commit = forge["tags"]["v0.6.7"]
+    name = f"g{commit[:12]}"
+    with pytest.raises(BuildError) as failed:
+        build(forge, tmp_path, name, commit=commit)
+    message = str(failed.value)
+    log = tmp_path / "logs" / f"build-{name}.log"
+    step = next(n for n, line in enumerate(log.read_text().splitlines(), 1) if line.startswith("== $ make "))
+    assert message.startswith(f"building release {name} (commit {commit}) failed: `make cuda")
+    assert f"the failed step starts at line {step} of the build log {log}." in message
+    assert not (tmp_path / "releases" / name).exists() and hidden(tmp_path) == []
+    assert os.readlink(tmp_path / "current") == "releases/v0.6.5"
+
+
+def test_a_built_server_of_the_other_lineage_fails_the_build_naming_the_variable(forge, tmp_path):
+    commit = forge["tags"]["v0.6.5"]
+    name = f"g{commit[:12]}"
+    with pytest.raises(BuildError) as failed:
+        build(forge, tmp_path, name, commit=commit, lineage="upstream")
+    assert str(failed.value).startswith(
+        f"building release {name} (commit {commit}) failed: ds4_engine_lineage makes release {name} (commit "
+        f"{commit}) upstream's, but its built ds4-server --help is fork's"
+    )
+    assert not (tmp_path / "releases" / name).exists() and hidden(tmp_path) == []
+
+
+def test_a_commit_the_repository_lacks_fails_its_fetch(forge, tmp_path):
+    with pytest.raises(BuildError, match=r"fetching commit 0{40} of file://.* failed \(git exited 128\)"):
+        build(forge, tmp_path, "g" + "0" * 12, commit="0" * 40)
+    assert hidden(tmp_path) == []
 
 
 def test_a_release_whose_spark_target_drops_the_arch_builds_native_code_all_the_same(forge, tmp_path):
@@ -249,8 +313,8 @@ def test_a_build_without_native_code_for_the_arch_is_refused_before_it_can_be_us
         build(forge, tmp_path, "v0.6.9")
     message = str(failed.value)
     assert message.startswith(
-        "building release v0.6.9 failed: the built ds4 holds no native code (SASS) for sm_121: "
-        "`cuobjdump --list-elf` lists cubins for sm_75 only."
+        f"building release v0.6.9 (commit {forge['tags']['v0.6.9']}) failed: the built ds4 holds no native "
+        "code (SASS) for sm_121: `cuobjdump --list-elf` lists cubins for sm_75 only."
     ), message
     log = (tmp_path / "logs" / "build-v0.6.9.log").read_text()
     # The log shows what was asked and what was found; the error carries its tail.
@@ -400,7 +464,7 @@ def test_module_builds_once_and_reports_failures(monkeypatch, forge, tmp_path):
     assert (result["changed"], result["built"], result["msg"]) == (False, False, "v0.6.5.1 is up to date")
     result = _run_module(_args(forge, tmp_path, "v0.6.7"))
     assert result["failed"] and result["log_path"] == str(tmp_path / "logs" / "build-v0.6.7.log")
-    assert result["msg"].startswith("building release v0.6.7 failed")
+    assert result["msg"].startswith(f"building release v0.6.7 (commit {forge['tags']['v0.6.7']}) failed")
 
 
 # A uid no account or process of this machine has: end_processes_of kills every process of the build

@@ -2,6 +2,7 @@
 
 import json
 import os
+import subprocess
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
@@ -10,6 +11,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils._engine.release_plan imp
     as_built,
     check_build_target,
     check_commit,
+    check_release,
     check_release_tag,
     linked_release,
     list_releases,
@@ -20,6 +22,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils._engine.release_plan imp
     record_tag,
     recorded_commit,
     release_state,
+    resolve_commit,
     resolve_release,
     stamp_changes,
     verify_pin,
@@ -441,3 +444,139 @@ def test_a_changed_target_rebuilds_but_keeps_the_running_release_as_built(tmp_pa
     # Another arch is a change the running release cannot take: refused, as before.
     with pytest.raises(ReleaseError, match="never rebuilds"):
         release_state(tmp_path, "v0.6.5", C1, H200, "13.0", tmp_path / "none.json")
+
+
+def _git(repo, *args):
+    env = {
+        **os.environ,
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
+    done = subprocess.run(
+        ["git", "-C", str(repo), *args], env=env, capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def tagless(tmp_path_factory):
+    """A source without tags: main with three commits, and a side branch off the first."""
+    repo = tmp_path_factory.mktemp("upstream") / "ds4"
+    repo.mkdir()
+    _git(repo, "init", "--quiet", "--initial-branch=main")
+    commits = []
+    for n in range(3):
+        (repo / "Makefile").write_text(SPARK_MAKEFILE + f"# {n}\n")
+        # From the second commit on, the server takes upstream's --mtp-model: its source says upstream.
+        (repo / "server.c").write_text('"--mtp-model", /* support GGUF */\n' if n else "int main;\n")
+        _git(repo, "add", "Makefile", "server.c")
+        _git(repo, "commit", "--quiet", "-m", f"commit {n}")
+        commits.append(_git(repo, "rev-parse", "HEAD"))
+    _git(repo, "checkout", "--quiet", "-b", "side", commits[0])
+    _git(repo, "commit", "--quiet", "--allow-empty", "-m", "side")
+    side = _git(repo, "rev-parse", "HEAD")
+    return {"url": f"file://{repo}", "main": commits, "side": side}
+
+
+def _real_run(argv, environ_update=None):
+    done = subprocess.run(argv, env={**os.environ, **(environ_update or {})}, capture_output=True, text=True)
+    return done.returncode, done.stdout, done.stderr
+
+
+def test_commit_release_names_must_carry_their_commit():
+    commit = "67bd55c0a1b2" + "0" * 28
+    assert check_release("g67bd55c0a1b2", commit) == "g67bd55c0a1b2"
+    assert check_release("dwarfstar-g67bd55c0a1b2", commit.upper()) == "dwarfstar-g67bd55c0a1b2"
+    with pytest.raises(
+        ReleaseError,
+        match=r"^ds4_release g67bd55c0a1b2 names a release pinned by commit, "
+        r"but ds4_release_commit is empty: set it .* begins 67bd55c0a1b2$",
+    ):
+        check_release("g67bd55c0a1b2", "")
+    with pytest.raises(
+        ReleaseError,
+        match=r"^ds4_release dwarfstar-g67bd55c0a1b2 does not name "
+        rf"ds4_release_commit {C1}: .*\(dwarfstar-g111111111111\)$",
+    ):
+        check_release("dwarfstar-g67bd55c0a1b2", C1)
+    with pytest.raises(
+        ReleaseError, match=r"^ds4_release must be .* \(dwarfstar-g67bd55c0a1b2\); got 'main'"
+    ):
+        check_release("main", C1)
+
+
+def test_a_commit_in_the_repository_and_on_the_followed_branch_is_placed_on_it(tagless):
+    first, _second, head = tagless["main"]
+    assert resolve_commit(_real_run, "git", tagless["url"], head) == {
+        "commit": head,
+        "branch_head": None,
+        "branch_ahead": None,
+        "marks": ["--mtp-model"],
+    }
+    assert resolve_commit(_real_run, "git", tagless["url"], first)["marks"] == []
+    assert resolve_commit(_real_run, "git", tagless["url"], head, "main")["branch_ahead"] == 0
+    placed = resolve_commit(_real_run, "git", tagless["url"], first, "main")
+    assert (placed["branch_head"], placed["branch_ahead"]) == (head, 2)
+
+
+def test_a_commit_the_repository_lacks_or_off_the_branch_is_refused(tagless):
+    with pytest.raises(
+        ReleaseError,
+        match=rf"^commit {C1} \(ds4_release_commit\) is not in file://\S+ "
+        r"\(ds4_engine_repo\), or that repository cannot be reached: git fetch exited 128",
+    ):
+        resolve_commit(_real_run, "git", tagless["url"], C1)
+    with pytest.raises(
+        ReleaseError,
+        match=rf"^commit {tagless['side']} \(ds4_release_commit\) is not on "
+        r"branch main \(ds4_engine_branch\)",
+    ):
+        resolve_commit(_real_run, "git", tagless["url"], tagless["side"], "main")
+    with pytest.raises(ReleaseError, match=r"^branch next \(ds4_engine_branch\) does not exist in file://"):
+        resolve_commit(_real_run, "git", tagless["url"], tagless["main"][0], "next")
+
+
+def test_module_plans_a_release_pinned_by_commit_without_a_tag(monkeypatch, tmp_path, tagless):
+    first, _second, head = tagless["main"]
+    printed = []
+    monkeypatch.setattr("builtins.print", lambda text, **_: printed.append(text))
+    monkeypatch.setattr("sys.exit", lambda code=0: (_ for _ in ()).throw(_Exit(code)))
+    name = f"dwarfstar-g{first[:12]}"
+    args = _args(tmp_path, release=name, commit=first, branch="main", repo=tagless["url"], build_target=SPARK)
+    with patch_module_args(args), pytest.raises(_Exit):
+        ds4_release_plan.main()
+    result = json.loads(printed[-1])
+    assert "failed" not in result, result
+    assert (result["release"], result["commit"], result["pinned_by_commit"]) == (name, first, True)
+    assert (result["branch_head"], result["branch_ahead"], result["build"]) == (head, 2, True)
+    assert result["build_target"]["make_target"] == "cuda-spark"
+    assert result["path"] == str(tmp_path / "releases" / name)
+    with patch_module_args(dict(args, commit=C1, release="g111111111111")), pytest.raises(_Exit):
+        ds4_release_plan.main()
+    result = json.loads(printed[-1])
+    assert result["failed"] and result["msg"].startswith(f"commit {C1} (ds4_release_commit) is not in ")
+    assert not (tmp_path / "releases").exists()
+
+
+def test_module_refuses_a_commit_whose_source_is_of_the_other_lineage(monkeypatch, tmp_path, tagless):
+    head = tagless["main"][2]
+    printed = []
+    monkeypatch.setattr("builtins.print", lambda text, **_: printed.append(text))
+    monkeypatch.setattr("sys.exit", lambda code=0: (_ for _ in ()).throw(_Exit(code)))
+    args = _args(tmp_path, release=f"g{head[:12]}", commit=head, repo=tagless["url"], build_target=H200)
+    with patch_module_args(dict(args, lineage="fork")), pytest.raises(_Exit):
+        ds4_release_plan.main()
+    result = json.loads(printed[-1])
+    assert result["failed"] and result["msg"] == (
+        f"ds4_engine_lineage makes release g{head[:12]} (commit {head}) fork's, but its source at that "
+        "commit is upstream's: it takes --mtp-model and serves no /v1/stats, as only upstream does. Set "
+        "ds4_engine_lineage: upstream, or pin a release of the fork (ds4_release, ds4_release_commit, "
+        "ds4_engine_repo)"
+    )
+    with patch_module_args(dict(args, lineage="upstream")), pytest.raises(_Exit):
+        ds4_release_plan.main()
+    result = json.loads(printed[-1])
+    assert "failed" not in result and result["lineage"] == "upstream", result

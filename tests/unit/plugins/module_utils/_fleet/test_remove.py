@@ -60,8 +60,9 @@ def covered(path, entries):
 
 
 def test_the_catalog_names_every_model_file_once():
-    assert len(NAMES) == len(set(NAMES)) == 5
+    assert len(NAMES) == len(set(NAMES)) == 6
     assert "DSpark-drafter-Q2K-Q8-0731.gguf" in NAMES
+    assert "DeepSeek-V4-Flash-DSpark-support-0731.gguf" in NAMES
     with pytest.raises(RemoveError, match="no plain file name"):
         catalog_names({"x": {"files": {"base": {"name": "../etc/passwd"}}}})
 

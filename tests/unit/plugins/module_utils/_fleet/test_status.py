@@ -78,6 +78,20 @@ def test_a_record_tells_what_runs_and_compares_the_latest_release_with_it():
     assert record["update"]["available"] is True
 
 
+def test_a_release_pinned_by_commit_takes_the_check_s_verdict_on_its_followed_branch():
+    name = "dwarfstar-g67bd55c0a1b2"
+    moved = {"status": "ok", "running": name, "latest": "main@0123456789ab", "update_available": True}
+    record = fleet_record("spark01", reading(name), fact(release=name, update=moved))
+    assert record["release"] == name and record["update"]["available"] is True
+    assert record["update"]["latest"] == "main@0123456789ab"
+    # A verdict about another release (the one that ran before an upgrade) says nothing of this one.
+    stale = dict(moved, running="g111111111111")
+    assert (
+        fleet_record("spark01", reading(name), fact(release=name, update=stale))["update"]["available"]
+        is None
+    )
+
+
 def test_an_update_check_that_failed_falls_back_to_its_last_good_result():
     update = {
         "status": "error",

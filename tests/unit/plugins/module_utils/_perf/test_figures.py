@@ -79,6 +79,8 @@ def test_a_release_without_figures_inherits_the_nearest_earlier_and_says_so():
     assert (ref["release"], ref["inherited"], ref["figures"]) == ("v0.6.3", True, {"prefill_2k": 999})
     assert ref["note"] == "v0.6.5.1 has no published figures of its own; those of v0.6.3 stand for it"
     assert reference_figures(catalog(two), "0731", "v0.6.2")["release"] == "v0.5.0"
+    # A release pinned by commit has no place in the tags' order: it inherits nothing.
+    assert reference_figures(catalog(two), "0731", "dwarfstar-g67bd55c0a1b2") is None
 
 
 def test_no_figures_before_the_first_published_nor_for_a_generation_without_any():

@@ -81,8 +81,9 @@ def test_all_bad_values_are_reported_in_one_pass():
         (
             "ds4_release",
             "v0.6.5\n",
-            "ds4_release must be an engine release tag: v and three or more numbers, like v0.6.5; "
-            'got "v0.6.5\\n"',
+            "ds4_release must be an engine release tag: v and three or more numbers, like v0.6.5; or, for "
+            "a release pinned by ds4_release_commit alone, g and its first 12 hex digits, behind a name of "
+            'yours if you like (dwarfstar-g67bd55c0a1b2); got "v0.6.5\\n"',
         ),
         ("ds4_port", 70000, "ds4_port must be a port number from 1 to 65535: 70000"),
         ("ds4_port", "http", 'ds4_port must be a whole number; got "http"'),
@@ -401,3 +402,35 @@ def test_the_textfile_directory_the_root_run_watchdog_writes_in_is_confined(valu
 @pytest.mark.parametrize("value", ["/var/lib/prometheus/node-exporter", "/srv/site-textfile"])
 def test_the_package_s_or_a_site_s_textfile_directory_is_accepted(value):
     assert check(OPTIONS, dict(DEFAULTS, ds4_node_exporter_textfile_dir=value)) == []
+
+
+def test_a_release_pinned_by_commit_must_carry_its_commit():
+    commit = "67bd55c0a1b2" + "0" * 28
+    assert (
+        check(OPTIONS, dict(DEFAULTS, ds4_release="dwarfstar-g67bd55c0a1b2", ds4_release_commit=commit)) == []
+    )
+    assert check(OPTIONS, dict(DEFAULTS, ds4_release="g67bd55c0a1b2", ds4_release_commit="")) == [
+        "ds4_release g67bd55c0a1b2 names a release pinned by commit: ds4_release_commit must be its full "
+        'commit, 40 hex digits, beginning 67bd55c0a1b2; got ""'
+    ]
+    assert check(OPTIONS, dict(DEFAULTS, ds4_release="g111111111111", ds4_release_commit=commit)) == [
+        "ds4_release g111111111111 must carry the first 12 hex digits of ds4_release_commit (67bd55c0a1b2); "
+        'got "g111111111111"'
+    ]
+
+
+def test_a_lineage_mismatch_is_refused_naming_the_variables():
+    upstream = dict(DEFAULTS, ds4_release="g67bd55c0a1b2", ds4_release_commit="67bd55c0a1b2" + "0" * 28)
+    assert check(OPTIONS, upstream) == []
+    assert check(OPTIONS, dict(upstream, ds4_model_generation="legacy", ds4_speculation="mtp")) == [
+        "ds4_speculation 'mtp' (the legacy MTP head) is the fork's: ds4_engine_lineage upstream speculates "
+        "with dspark (its DSpark support file) or none (plain)"
+    ]
+    fork_with_upstream_flag = dict(DEFAULTS, ds4_extra_args=["--power", "100"])
+    assert check(OPTIONS, fork_with_upstream_flag) == [
+        "ds4_extra_args has --power, upstream's own flag(s), but ds4_engine_lineage makes this Spark run the "
+        "fork, whose ds4-server refuses them as unknown options: remove them, or run upstream "
+        "(ds4_engine_lineage: upstream with a release pinned by commit)"
+    ]
+    assert check(OPTIONS, dict(upstream, ds4_extra_args=["--power", "100"])) == []
+    assert check(OPTIONS, dict(fork_with_upstream_flag, ds4_engine_lineage="upstream")) == []

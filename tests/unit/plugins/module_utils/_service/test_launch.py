@@ -19,6 +19,7 @@ DRAFTER = "/var/lib/ds4/models/DSpark-drafter-Q2K-Q8-0731.gguf"
 LEGACY_BASE = "/var/lib/ds4/models/DeepSeek-V4-Flash-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8-chat-v2-imatrix.gguf"
 LEGACY_DRAFTER = "/var/lib/ds4/models/DSpark-drafter-Q2K-Q8.gguf"
 MTP = "/var/lib/ds4/models/DeepSeek-V4-Flash-MTP-Q4K-Q8_0-F32.gguf"
+SUPPORT = "/var/lib/ds4/models/DeepSeek-V4-Flash-DSpark-support-0731.gguf"
 
 MINIMAL = {"release_dir": "/opt/ds4/current", "base_model": BASE, "dspark_model": DRAFTER}
 LEGACY = {
@@ -49,6 +50,29 @@ def settings(base=None, **changes):
             ],
             ["--cuda", "-m", BASE, "-c", "524288", *COMMON_ARGS, *DISK_AND_FLOOR],
             id="0731-dspark-defaults",
+        ),
+        pytest.param(
+            settings(lineage="upstream", dspark_model=SUPPORT),
+            ["DS4_NO_UPDATE_CHECK=1", "DS4_LOCK_FILE=/run/ds4/ds4.lock"],
+            [
+                "--cuda",
+                "-m",
+                BASE,
+                "-c",
+                "524288",
+                *COMMON_ARGS,
+                *DISK_AND_FLOOR,
+                "--dspark",
+                "--mtp-model",
+                SUPPORT,
+            ],
+            id="0731-dspark-upstream",
+        ),
+        pytest.param(
+            settings(lineage="upstream", speculation="plain", dspark_model=None),
+            ["DS4_NO_UPDATE_CHECK=1", "DS4_LOCK_FILE=/run/ds4/ds4.lock"],
+            ["--cuda", "-m", BASE, "-c", "524288", *COMMON_ARGS, *DISK_AND_FLOOR, "--no-spec"],
+            id="0731-plain-upstream",
         ),
         pytest.param(
             settings(speculation="plain", dspark_model=None),
@@ -133,6 +157,7 @@ def test_settings_are_returned_normalised():
         "dspark_model": DRAFTER,
         "mtp_model": None,
         "speculation": "dspark",
+        "lineage": "fork",
         "model_generation": "0731",
         "ctx": 65536,
         "host": "127.0.0.1",
@@ -456,3 +481,27 @@ def test_the_distributed_flags_are_the_pair_declarations_alone(flag):
         LaunchConfigError, match=f"ds4_extra_args must not contain '{flag}': declare the pair"
     ):
         launch_config(settings(extra_args=[flag, "x"]))
+
+
+def test_each_lineage_refuses_what_its_engine_does_not_take():
+    with pytest.raises(LaunchConfigError) as refused:
+        launch_config(settings(extra_args=["--power", "100", "--think-level=high", "--batched-session", "8"]))
+    assert refused.value.errors == [
+        "ds4_extra_args has --batched-session, --power, --think-level, upstream's own flag(s), but "
+        "ds4_engine_lineage makes this Spark run the fork, whose ds4-server refuses them as unknown options: "
+        "remove them, or run upstream (ds4_engine_lineage: upstream with a release pinned by commit)"
+    ]
+    assert launch_config(settings(lineage="upstream", dspark_model=SUPPORT, extra_args=["--power", "100"]))[
+        "args"
+    ][-2:] == ["--power", "100"]
+    with pytest.raises(LaunchConfigError) as refused:
+        launch_config(settings(LEGACY, lineage="upstream", speculation="mtp"))
+    assert refused.value.errors == [
+        "ds4_speculation mtp (the legacy MTP head) is the fork's launch: ds4_engine_lineage upstream takes "
+        "dspark or plain"
+    ]
+    for lineage in ("fork", "upstream"):
+        with pytest.raises(LaunchConfigError, match=r"ds4_extra_args must not contain '--mtp-model'"):
+            launch_config(settings(lineage=lineage, extra_args=["--mtp-model", DRAFTER]))
+    with pytest.raises(LaunchConfigError, match=r"ds4_engine_lineage must be fork or upstream: 'dwarf'"):
+        launch_config(settings(lineage="dwarf"))

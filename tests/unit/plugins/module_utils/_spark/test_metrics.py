@@ -430,3 +430,26 @@ def test_the_textfile_carries_the_last_verification_against_the_published_figure
     # Never verified, or a fact that is not a verification: no series.
     assert "verify" not in render(**common)
     assert "verify" not in render(**common, verify={"verdict": "ok"})
+
+
+@pytest.mark.parametrize(("lineage", "served"), [("fork", 1), ("upstream", 0), (None, 1)])
+def test_the_textfile_says_whether_the_engine_serves_its_own_metrics(lineage, served):
+    fact = {"release": "g67bd55c0a1b2", "commit": "67bd55c0a1b2" + "0" * 28, "models": {}}
+    if lineage:
+        fact["lineage"] = lineage
+    text = render(
+        fact=fact,
+        weights=[],
+        unit={},
+        watchdog={},
+        watchdog_enabled=True,
+        verdict="ok",
+        engine_text="",
+        free_bytes=None,
+        next_bytes=None,
+        now=1.0,
+        gpus=None,
+    )
+    assert check_exposition(text)[1] == []
+    assert f"ds4_spark_engine_metrics_served {served}" in text.splitlines()
+    assert f'lineage="{lineage or "fork"}"' in text and 'release="g67bd55c0a1b2"' in text

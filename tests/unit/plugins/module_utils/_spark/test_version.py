@@ -4,11 +4,15 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.ds4.fleet.plugins.filter.ds4_versions import FilterModule
 from ansible_collections.ds4.fleet.plugins.module_utils._spark.version import (
+    commit_release_name,
     compare_releases,
+    is_commit_release,
     is_newer,
+    is_release_name,
     is_release_tag,
     parse_release,
     releases_to_prune,
+    short_commit,
     sort_releases,
 )
 
@@ -168,3 +172,52 @@ def test_filters_name_the_bad_value():
         FILTERS["release_sort"](["v0.6.5", "main"])
     with pytest.raises(AnsibleFilterError, match=r"not a release tag .*: 'v0.6'"):
         FILTERS["release_newer"]("v0.6", "v0.6.5")
+
+
+COMMIT = "67bd55c0a1b2c3d4e5f60718293a4b5c6d7e8f90"
+
+
+def test_a_release_pinned_by_commit_is_named_after_it_and_never_a_tag():
+    assert commit_release_name(COMMIT) == "g67bd55c0a1b2"
+    assert commit_release_name(COMMIT, "dwarfstar") == "dwarfstar-g67bd55c0a1b2"
+    assert commit_release_name(COMMIT, "tp-2026.10") == "tp-2026.10-g67bd55c0a1b2"
+    for name in ("g67bd55c0a1b2", "dwarfstar-g67bd55c0a1b2", "tp-2026.10-g67bd55c0a1b2"):
+        assert is_commit_release(name) and is_release_name(name) and not is_release_tag(name)
+        assert short_commit(name) == "67bd55c0a1b2"
+    assert is_release_name("v0.6.5") and short_commit("v0.6.5") is None
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "g67bd55c",
+        "g67bd55c0a1b2c",
+        "G67bd55c0a1b2",
+        "-g67bd55c0a1b2",
+        "a/b-g67bd55c0a1b2",
+        "..-g67bd55c0a1b2",
+        "Dwarf-g67bd55c0a1b2",
+        "x" * 60 + "-g67bd55c0a1b2",
+        "67bd55c0a1b2",
+        None,
+    ],
+)
+def test_names_that_are_not_commit_releases(name):
+    assert not is_commit_release(name) and not is_release_name(name)
+
+
+def test_commit_releases_sort_after_tags_by_when_they_were_built():
+    built = {"a-g111111111111": "2026-12-02T00:00:00Z", "g222222222222": "2026-12-01T00:00:00Z"}
+    assert sort_releases(["a-g111111111111", "v0.6.5", "g222222222222", "v0.5.6"], built) == [
+        "v0.5.6",
+        "v0.6.5",
+        "g222222222222",
+        "a-g111111111111",
+    ]
+    present = ["v0.5.6", "v0.6.5", "g222222222222", "a-g111111111111"]
+    assert releases_to_prune(present, 2, [], built) == ["v0.5.6", "v0.6.5"]
+    assert releases_to_prune(present, 2, ["v0.5.6"], built) == ["v0.6.5"]
+    assert releases_to_prune(present, 2, ["g222222222222"], {**built, "g222222222222": "2026-11-01"}) == [
+        "v0.5.6",
+        "v0.6.5",
+    ]

@@ -817,3 +817,44 @@ def test_script_watches_a_worker_by_its_unit_alone(host, engine):
     assert samples['ds4_spark_pair_member{role="worker"}'] == 1 and samples["ds4_spark_engine_up"] == 1
     assert "ds4_spark_pair_route_complete" not in samples and "ds4_requests_inflight" not in samples
     assert Engine.posts == [] and kills(host) == []
+
+
+class UpstreamEngine(Handler):
+    """Upstream's server: /v1/models alone; no /metrics, /v1/stats or /health (unknown paths are 404)."""
+
+    paths: list = []
+    hung = threading.Event()
+    release = threading.Event()
+
+    def do_GET(self):  # noqa: N802 - the name http.server calls
+        UpstreamEngine.paths.append(self.path)
+        if self.hung.is_set():
+            self.release.wait(5)
+            return
+        if self.path == "/v1/models":
+            self.answer(200, b'{"object":"list","data":[{"id":"deepseek-v4-flash"}]}')
+        else:
+            self.answer(404, b'{"error":{"message":"unknown endpoint","type":"invalid_request_error"}}')
+
+
+@pytest.fixture
+def upstream():
+    UpstreamEngine.paths = []
+    UpstreamEngine.hung.clear()
+    UpstreamEngine.release.clear()
+    with local_http(UpstreamEngine) as url:
+        yield url
+        UpstreamEngine.release.set()
+
+
+def test_script_asks_an_upstream_engine_only_what_it_serves(host, upstream):
+    code, out, text = watch(host, upstream, "--lineage", "upstream")
+    assert code == 0 and out == ["ds4.service (pid 4242) answers"]
+    assert UpstreamEngine.paths == ["/v1/models"]
+    samples = series(text)
+    assert samples["ds4_spark_engine_up"] == 1 and "ds4_requests_inflight" not in samples
+    UpstreamEngine.hung.set()
+    for _ in range(3):
+        code, out, _ = watch(host, upstream, "--lineage", "upstream")
+    assert "is hung: it did not answer 3 probes in a row" in out[0]
+    assert kills(host) == ["kill --signal=SIGKILL ds4.service"]

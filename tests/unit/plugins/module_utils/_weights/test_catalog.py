@@ -48,7 +48,15 @@ def test_shipped_catalog_matches_the_contract(catalog):
     assert validate_catalog(catalog) is catalog
     assert set(catalog) == {"0731", "legacy"}
     new, old = catalog["0731"]["files"], catalog["legacy"]["files"]
-    assert set(new) == {"base", "dspark"} and set(old) == {"base", "dspark", "mtp"}
+    assert set(new) == {"base", "dspark", "dspark_support"} and set(old) == {"base", "dspark", "mtp"}
+    # Upstream's speculation file, in the base's repository; the hub's metadata decides size and hash.
+    assert new["dspark_support"] == {
+        "name": "DeepSeek-V4-Flash-DSpark-support-0731.gguf",
+        "repo": "antirez/deepseek-v4-gguf",
+        "revision": "main",
+        "size": None,
+        "sha256": None,
+    }
     assert (new["base"]["name"], new["base"]["size"]) == (BASE_0731, 86_720_111_488)
     assert new["base"]["sha256"] == "ca22ae2f838e14077c22bc1c1417b71b45b5e5a3687bd96c2ac6e17fdb6261c0"
     assert (new["dspark"]["name"], new["dspark"]["size"]) == (DRAFTER_0731, 6_971_241_504)
