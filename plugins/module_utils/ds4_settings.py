@@ -61,8 +61,10 @@ MANAGED_DIRS = ("ds4_root", "ds4_gguf_dir", "ds4_kv_disk_dir", "ds4_engine_build
 # dedicated mount; the weights also below the home of ds4_weights_owner (/home/NAME, never root's).
 HANDED_ROOTS = ("/var/lib/ds4", "/srv", "/data", "/mnt")
 # Roots shared with other services (/srv/www, a mount's other data): what is handed lies in a directory
-# named for ds4 (a component containing "ds4", such as /srv/ds4/kv or /mnt/nvme/ds4-kv).
+# named for ds4 directly below the root (/srv/ds4/kv, /mnt/ds4-nvme). Issue 55: a component containing
+# "ds4" anywhere took /srv/www/html/ds4-kv and /mnt/backups/ds4, inside another service's tree.
 SHARED_ROOTS = ("/srv", "/data", "/mnt")
+_DS4_NAMED = re.compile(r"ds4(?:[-_.][A-Za-z0-9._-]*)?")
 # What the roles keep for root inside those roots: the running service's snapshot for a rollback, the
 # update check's and the watchdog's state (_ds4_update_state, _ds4_watchdog_state).
 ROOT_KEPT = ("/var/lib/ds4/rollback", "/var/lib/ds4/update-check.json", "/var/lib/ds4/watchdog.json")
@@ -183,9 +185,12 @@ def handed_dir_problem(value, home=False):
         if value == kept or value.startswith(kept + "/"):
             return f"a directory of its own, not {kept}, which the roles keep for root"
     for root in SHARED_ROOTS:
-        if value.startswith(root + "/") and "ds4" not in value[len(root) :]:
+        if value.startswith(root + "/") and not _DS4_NAMED.fullmatch(value[len(root) + 1 :].split("/")[0]):
             shared = ", ".join(SHARED_ROOTS[:-1]) + " or " + SHARED_ROOTS[-1]
-            return f"below {shared}, a directory named for ds4 (such as /srv/ds4/...), not another's tree"
+            return (
+                f"a directory named for ds4 directly below {shared} (such as /srv/ds4/... or "
+                "/mnt/ds4-nvme/...), not another's tree"
+            )
     return None
 
 

@@ -363,7 +363,8 @@ def test_a_spark_name_haproxy_would_read_otherwise_is_refused():
     "changes",
     [
         {"ds4_kv_disk_dir": "/srv/ds4/kv", "ds4_gguf_dir": "/srv/ds4/gguf"},
-        {"ds4_kv_disk_dir": "/mnt/nvme/ds4-kv", "ds4_gguf_dir": "/data/ds4/gguf"},
+        {"ds4_kv_disk_dir": "/mnt/ds4-nvme/kv", "ds4_gguf_dir": "/data/ds4/gguf"},
+        {"ds4_kv_disk_dir": "/srv/ds4_kv", "ds4_gguf_dir": "/mnt/ds4.models/gguf"},
         {"ds4_gguf_dir": "/home/spark/gguf", "ds4_weights_owner": "spark"},
     ],
 )
@@ -375,8 +376,14 @@ def test_a_directory_below_an_allowed_root_is_accepted(changes):
     ("value", "why"),
     [
         # Another service's tree on a shared mount: handing it to the service user gives that away.
-        ("/srv/www", "below /srv, /data or /mnt, a directory named for ds4 (such as /srv/ds4/...)"),
-        ("/mnt/nvme", "below /srv, /data or /mnt, a directory named for ds4 (such as /srv/ds4/...)"),
+        ("/srv/www", "a directory named for ds4 directly below /srv, /data or /mnt (such as /srv/ds4/"),
+        ("/mnt/nvme", "a directory named for ds4 directly below /srv, /data or /mnt (such as /srv/ds4/"),
+        # Issue 55, point 6: "ds4" deeper in another's tree named it for ds4 by a substring test.
+        ("/srv/www/html/ds4-kv", "a directory named for ds4 directly below /srv, /data or /mnt"),
+        ("/mnt/backups/ds4", "a directory named for ds4 directly below /srv, /data or /mnt"),
+        ("/mnt/nvme/ds4-kv", "a directory named for ds4 directly below /srv, /data or /mnt"),
+        ("/srv/myds4/kv", "a directory named for ds4 directly below /srv, /data or /mnt"),
+        ("/data/nods4", "a directory named for ds4 directly below /srv, /data or /mnt"),
         # Root's own files in ds4's data directory: the update check's and the watchdog's state.
         (
             "/var/lib/ds4/update-check.json",
