@@ -696,6 +696,34 @@ def _unguarded_engine(values):
     ]
 
 
+# The ports a Spark listens on, each its own: the engine, the pair's link, the weights relay, node_exporter.
+SPARK_PORTS = ("ds4_port", "ds4_pair_port", "ds4_weights_peer_port", "ds4_node_exporter_port")
+SSH_PORT = 22
+
+
+def _own_ports(values):
+    """Each port a Spark listens on apart from the others and from SSH's (issue 55: ports were only
+    range-checked, and ds4_pair_port 9100 had the pair's rules reset node_exporter's port)."""
+    ports = [(name, values.get(name)) for name in SPARK_PORTS]
+    pairs = values.get("ds4_pairs")
+    for pair, entry in sorted(pairs.items()) if isinstance(pairs, dict) else ():
+        if isinstance(entry, dict) and "port" in entry:
+            ports.append((f"ds4_pairs {pair}'s port", entry["port"]))
+    ports = [(name, port) for name, port in ports if isinstance(port, int) and not isinstance(port, bool)]
+    out, seen = [], {}
+    for name, port in ports:
+        if port == SSH_PORT:
+            out.append(f"{name} {port} is SSH's port, which the Sparks are reached on")
+        elif port in seen:
+            out.append(
+                f"{name} {port} is also {seen[port]}: each port a Spark listens on is its own "
+                f"({', '.join(SPARK_PORTS)})"
+            )
+        else:
+            seen[port] = name
+    return out
+
+
 def _start_limit(values):
     names = ("ds4_start_limit_interval", "ds4_start_limit_burst", "ds4_restart_sec")
     if not all(isinstance(values.get(n), int) for n in names):
@@ -852,6 +880,7 @@ def problems(values, secret_names=()):
     out += _weights_home(values)
     out += _start_limit(values)
     out += _unguarded_engine(values)
+    out += _own_ports(values)
     out += _watchdog_timeout(values)
     out += _token_transport(values, secret_names)
     out += _catalog(values)

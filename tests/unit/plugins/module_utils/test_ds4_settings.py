@@ -419,3 +419,29 @@ def test_the_textfile_directory_the_root_run_watchdog_writes_in_is_confined(valu
 @pytest.mark.parametrize("value", ["/var/lib/prometheus/node-exporter", "/srv/site-textfile"])
 def test_the_package_s_or_a_site_s_textfile_directory_is_accepted(value):
     assert check(OPTIONS, dict(DEFAULTS, ds4_node_exporter_textfile_dir=value)) == []
+
+
+@pytest.mark.parametrize(
+    ("changes", "said"),
+    [
+        (
+            {"ds4_pair_port": 9100},
+            "ds4_node_exporter_port 9100 is also ds4_pair_port: each port a Spark listens on is its own "
+            "(ds4_port, ds4_pair_port, ds4_weights_peer_port, ds4_node_exporter_port)",
+        ),
+        (
+            {"ds4_weights_peer_port": 8000},
+            "ds4_weights_peer_port 8000 is also ds4_port: each port a Spark listens on is its own "
+            "(ds4_port, ds4_pair_port, ds4_weights_peer_port, ds4_node_exporter_port)",
+        ),
+        ({"ds4_pair_port": 22}, "ds4_pair_port 22 is SSH's port, which the Sparks are reached on"),
+        (
+            {"ds4_node_exporter_port": 22},
+            "ds4_node_exporter_port 22 is SSH's port, which the Sparks are reached on",
+        ),
+    ],
+)
+def test_a_port_that_is_another_services_on_the_spark_is_refused(changes, said):
+    """Issue 55, point 10: ports were only range-checked, and ds4_pair_port 9100 had the pair's rules reset
+    node_exporter's port."""
+    assert check(OPTIONS, dict(DEFAULTS, **changes)) == [said]
