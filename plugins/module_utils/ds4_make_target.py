@@ -68,6 +68,17 @@ class Unreadable(ValueError):
     """A Makefile past one of the bounds of reading it; the message says which."""
 
 
+class Oversized(str):
+    """What stands for a Makefile over TEXT_LIMIT bytes, which is never read (its size alone, from git)."""
+
+    size = 0
+
+    def __new__(cls, size):
+        made = super().__new__(cls, "")
+        made.size = size
+        return made
+
+
 def _rule(line):
     """(targets, colon, rest) of a rule line (`a b: c d`, `a:: c`), else None; `:=` and `::=` are no rule.
     A scan for the first `:`, `=` or `#`, which costs one pass over the line whatever it holds."""
@@ -87,6 +98,8 @@ def _rule(line):
 
 def parse_makefile(text):
     """{'rules': {target: {'prereqs': [...], 'recipe': [...], 'vars': {...}}}, 'vars': {name: value}}."""
+    if isinstance(text, Oversized):
+        raise Unreadable(f"it is {text.size} bytes long, over {TEXT_LIMIT}: not read")
     if len(text or "") > TEXT_LIMIT:
         raise Unreadable(f"it is {len(text)} characters long, over {TEXT_LIMIT}")
     rules, variables = {}, {}
