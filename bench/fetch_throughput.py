@@ -2,7 +2,7 @@
 """Fetch throughput of our hub client beside curl -C -, huggingface_hub and hf_transfer, on one file of 1 GiB
 or more.
 
-Ours is module_utils/ds4_hub.py's HubFile, what ds4.fleet.ds4_hub_file runs: it fetches byte ranges over
+Ours is module_utils/_weights/hub.py's HubFile, what ds4.fleet.ds4_hub_file runs: it fetches byte ranges over
 several connections, hashes (sha256) in order as they come, verifies, fsyncs and renames into place.
 curl -C - is what the shell installer runs, followed by sha256sum, as the installer's checksum step;
 hf_hub_download is the hub's own client (its Xet extra off, as on a Spark without it); hf_transfer is the
@@ -19,7 +19,7 @@ seconds per GB (its process and its children, the stand-in not counted) is print
 2. the link capped at about 1 GB/s and no cap per connection, a fast real link;
 3. uncapped, where each client is its own limit; then ours alone by connection count there, to see how
    many connections a path that does not cap them gains from.
-Ours lets its ramp choose the count (module_utils/ds4_hub_transfer.py's Ramp) and the counts it ended
+Ours lets its ramp choose the count (module_utils/_weights/transfer.py's Ramp) and the counts it ended
 with are printed under each table of clients (a file too small for the ramp's steps ends before it settles);
 4. cut at half way, then fetched again: the bytes each one fetched beyond the half it was missing.
 
@@ -51,10 +51,10 @@ from typing import NamedTuple
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "collections"))
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import HubFile  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import FileRef  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_records import PartState  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_transfer import CONNECTIONS  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.hub import HubFile  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.protocol import FileRef  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.records import PartState  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.transfer import CONNECTIONS  # noqa: E402
 
 STANDIN = ROOT / "tests" / "standins" / "hub" / "hubstandin.py"
 REPO = "ds4-bench/throughput"
@@ -289,8 +289,8 @@ def killed_at(hub, dest, blob, at):
     """Run ours in a process, kill it once `at` bytes of the part are listed; the bytes it had written."""
     code = (
         "import sys; sys.path.insert(0, sys.argv[1]);"
-        "from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import HubFile;"
-        "from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import FileRef;"
+        "from ansible_collections.ds4.fleet.plugins.module_utils._weights.hub import HubFile;"
+        "from ansible_collections.ds4.fleet.plugins.module_utils._weights.protocol import FileRef;"
         "HubFile(FileRef(sys.argv[2], sys.argv[3], 'main', sys.argv[4]), sys.argv[5]).ensure()"
     )
     proc = subprocess.Popen(

@@ -2,7 +2,7 @@
 
 Ansible shows nothing of a module until it returns, and an `until` loop over async_status only prints
 "FAILED - RETRYING". This action runs on the controller: it polls each job with async_status and, every
-`interval` seconds, reads the job's progress file (ds4_hub_progress.write_progress) and prints one line
+`interval` seconds, reads the job's progress file (_weights.progress.write_progress) and prints one line
 per file that is still running, through Ansible's display, so an operator sees numbers while 87 GiB come
 down:
 
@@ -22,7 +22,7 @@ import time
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_bytes import human_bytes
+from ansible_collections.ds4.fleet.plugins.module_utils._common.bytes import human_bytes
 
 display = Display()
 

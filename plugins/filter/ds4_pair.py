@@ -1,4 +1,4 @@
-"""Filters of a pair of Sparks (ds4_pairs); the rules live in module_utils/ds4_pair.py.
+"""Filters of a pair of Sparks (ds4_pairs); the rules live in module_utils/_pair/declaration.py.
 
 - `ds4_pairs | ds4.fleet.pair_problems(hostvars, ansible_play_hosts_all)` -> every refusal, before any change
 - `ds4_pairs | ds4.fleet.pair_hosts` -> the Sparks it names as members
@@ -10,11 +10,8 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.parsing.convert_bool import boolean
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_catalog import (
-    CatalogError,
-    quantization_entry,
-)
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_pair import (
+from ansible_collections.ds4.fleet.plugins.module_utils._host.gpu import spark_memory
+from ansible_collections.ds4.fleet.plugins.module_utils._pair.declaration import (
     ROLES,
     SAME,
     PairError,
@@ -23,6 +20,10 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_pair import (
     pairs_of,
     play_problems,
     quantization_fit_problem,
+)
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.catalog import (
+    CatalogError,
+    quantization_entry,
 )
 
 
@@ -98,14 +99,26 @@ def pair_member(pairs, host, catalog, generation, quantization, extra=None, port
 
 
 def pair_fit_problem(
-    pairs, host, catalog, generation, speculation, quantization, extra, memory_bytes, mem_floor_gb
+    pairs,
+    host,
+    catalog,
+    generation,
+    speculation,
+    quantization,
+    extra,
+    memory_bytes,
+    mem_floor_gb,
+    meminfo=None,
 ):
-    """Why the model files `host` would serve (its slice's, in its pair) do not fit `memory_bytes` less the
-    engine's floor; "" when they fit. The preflight's memory judgement, for a play that must refuse before
-    the preflight runs."""
+    """Why the model files `host` would serve (its slice's, in its pair) do not fit `memory_bytes` (else the
+    MemTotal of `meminfo`, the Spark's /proc/meminfo) less the engine's floor; "" when they fit. The
+    preflight's memory judgement, for a play that must refuse before the preflight runs."""
+    memory, problem = spark_memory(host, memory_bytes, meminfo)
+    if problem:
+        return problem
     try:
         return quantization_fit_problem(
-            catalog, generation, speculation, quantization, extra, pairs, host, int(memory_bytes),
+            catalog, generation, speculation, quantization, extra, pairs, host, memory,
             int(mem_floor_gb) * 1024**3,
         ) or ""  # fmt: skip
     except (PairError, CatalogError) as exc:

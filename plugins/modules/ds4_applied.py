@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""Compare a Spark with the last finished run's record, or record this run (module_utils/ds4_applied.py)."""
+"""Compare a Spark with the last finished run's record, or record this run (module_utils/_run/record.py)."""
 
 from __future__ import annotations
 
@@ -61,6 +61,11 @@ options:
     description: The service user, whose ids, home and shell are recorded.
     type: str
     default: ds4
+  engine_answers:
+    description: Whether the engine answers HTTP on O(host) and O(port) here and is asked for its stats; a
+      pair's worker serves no HTTP (its units' active states, recorded, say whether it runs).
+    type: bool
+    default: true
 extends_documentation_fragment:
   - ds4.fleet.module
   - ds4.fleet.engine
@@ -88,7 +93,7 @@ reason:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_applied import (  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._run.record import (  # noqa: E402
     OPTIONS,
     AppliedError,
     compare,

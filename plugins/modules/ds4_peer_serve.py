@@ -99,7 +99,7 @@ import os  # noqa: E402
 import time  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_peer import PeerServer  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.relay import PeerServer  # noqa: E402
 
 
 def main():
