@@ -40,7 +40,9 @@ from ansible_collections.ds4.fleet.plugins.module_utils._engine.make_target impo
     choose,
     is_gb10,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils._engine.make_target import TEXT_LIMIT as MAKEFILE_LIMIT
+from ansible_collections.ds4.fleet.plugins.module_utils._engine.make_target import (
+    TEXT_LIMIT as MAKEFILE_LIMIT,
+)
 from ansible_collections.ds4.fleet.plugins.module_utils._spark.no_follow import replace_file
 from ansible_collections.ds4.fleet.plugins.module_utils._spark.version import (
     is_release_tag,
