@@ -11,8 +11,9 @@ Each sandbox is a Podman network holding:
   only through its proxy, they cannot reach `forge` directly. The forge also serves the engine repository
   over HTTP (http://forge:18082/cgi-bin/git/ds4.git), which a proxy carries and git's own protocol is not,
   and once more behind a password (http://builder:S3cretTok3n@forge:18083/ds4.git, a private mirror's way).
-  The hub and feed are also served over HTTPS (https://forge:18443), signed by a site's own CA
-  (site_ca.py, .sandbox/tls/) that every Spark trusts in its system store, as a site's mirror is.
+  The hub and feed are also served over HTTPS (https://forge:18443), and the engine repository
+  (https://forge:18445/ds4.git), signed by a site's own CA (site_ca.py, .sandbox/tls/) that every Spark
+  trusts in its system store, as a site's mirror is.
 - for Sparks cabled as a pair (`pair_link`, a Molecule platform key: {link: NAME, address: A.B.C.D/24}),
   a network of the pair's own, NAME, that only its two Sparks share: their direct QSFP link. Each Spark's
   interface on it is named as on DGX OS (enP2p1s0f1np1) and holds only the static address the key gives,
@@ -85,6 +86,8 @@ STORAGE_PORT = 18081
 # The hub and feed over HTTPS with the site CA's certificate (site_ca.py), as a site's mirror serves them.
 HUB_TLS_PORT = 18443
 STORAGE_TLS_PORT = 18444
+# The engine repository over HTTPS with the same certificate: https://forge:18445/ds4.git.
+GIT_TLS_PORT = 18445
 TLS_DIR = STATE / "tls"
 # Where a Spark's system store takes a site's CA (update-ca-certificates reads it).
 SPARK_CA = "/usr/local/share/ca-certificates/ds4-sandbox-site-ca.crt"
@@ -273,6 +276,8 @@ def ensure_forge(names: Names, data: Path) -> None:
         f"exec python3 -m http.server --cgi {GIT_HTTP_PORT} >/dev/null 2>&1) & "
         f"python3 /srv/standins/engine/git_http_auth.py --root /srv/forge/git --port {GIT_AUTH_PORT} "
         f"--user {GIT_AUTH_USER} --password {GIT_AUTH_PASSWORD} >/dev/null 2>&1 & "
+        f"python3 /srv/standins/engine/git_http_auth.py --root /srv/forge/git --port {GIT_TLS_PORT} "
+        "--tls-cert /srv/tls/server.pem --tls-key /srv/tls/server.key >/dev/null 2>&1 & "
         f"python3 /srv/standins/hub/hubstandin.py --data /srv/forge/hub --bind 0.0.0.0 "
         f"--port {HUB_TLS_PORT} --storage-port {STORAGE_TLS_PORT} "
         "--tls-cert /srv/tls/server.pem --tls-key /srv/tls/server.key >/dev/null 2>&1 & "
@@ -452,7 +457,8 @@ def wait_forge(names: Names, from_container: str, timeout: float = 30, behind_pr
     probe = (
         f"curl -fsS -o /dev/null http://forge:{HUB_PORT}/Entrpi/ds4-on-spark/main/LATEST && "
         f"curl -fsS -o /dev/null https://forge:{HUB_TLS_PORT}/Entrpi/ds4-on-spark/main/LATEST && "
-        "git ls-remote git://forge/ds4.git >/dev/null"
+        "git ls-remote git://forge/ds4.git >/dev/null && "
+        f"git ls-remote https://forge:{GIT_TLS_PORT}/ds4.git | grep -q refs/tags/"
     )
     if behind_proxy:
         probe = (
