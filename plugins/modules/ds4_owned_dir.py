@@ -43,6 +43,14 @@ options:
     description: Its mode, octal in quotes.
     type: str
     required: true
+  parent_owner:
+    description:
+      - A user, besides root and O(owner), who may own the directories above it (node_exporter's
+        C(prometheus), who owns C(/var/lib/prometheus), for root's textfile directory there).
+      - The directory itself is still reached without a link and changed through its descriptor, so
+        that user can make the run change only a directory of that user's, never a file through a link
+        swapped in after a check.
+    type: str
 """
 
 EXAMPLES = r"""
@@ -108,6 +116,7 @@ def main():
             "owner": {"type": "str", "required": True},
             "group": {"type": "str", "required": True},
             "mode": {"type": "str", "required": True},
+            "parent_owner": {"type": "str"},
         },
         supports_check_mode=True,
     )
@@ -116,8 +125,13 @@ def main():
         module.fail_json(msg=f'mode must be an octal mode in quotes, such as "0750"; got {p["mode"]!r}')
     uid = _id(module, lambda name: pwd.getpwnam(name).pw_uid, p["owner"], "user")
     gid = _id(module, lambda name: grp.getgrnam(name).gr_gid, p["group"], "group")
+    parents = set()
+    if p["parent_owner"]:
+        parents.add(_id(module, lambda name: pwd.getpwnam(name).pw_uid, p["parent_owner"], "user"))
     try:
-        result = owned_dir(p["path"], uid, gid, int(p["mode"], 8), check_mode=module.check_mode)
+        result = owned_dir(
+            p["path"], uid, gid, int(p["mode"], 8), check_mode=module.check_mode, parent_uids=parents
+        )
     except (UnsafePath, OSError) as e:
         module.fail_json(msg=f"refusing to hand {p['path']} to {p['owner']}: {e}")
     after = result["after"]

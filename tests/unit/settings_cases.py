@@ -206,7 +206,7 @@ BAD = {
             )
         },
     ],
-    "ds4_host": ["", "a b", "-0.0.0.0", "host\n"],
+    "ds4_host": ["", "a b", "-0.0.0.0", "host\n", "localhost", "spark01.example"],
     "ds4_port": [0, 70000, -1, "http", "8000\n", True],
     "ds4_proxy_env": ["http://proxy", {"HTTP": "x"}, {"https_proxy": "http://a b"}, {"https_proxy": "x\n"}],
     # ds4_engine

@@ -123,3 +123,23 @@ def test_the_sparks_own_play_puts_the_firewall_back_whatever_its_tags(hosts, spa
         for path in FIREWALL_FILES:
             spark01.run(f"test -e {path} || mv {path}.test-away {path}; rm -f {path}.test-away")
         spark01.check_output("systemctl daemon-reload")
+
+
+def test_a_port_of_another_service_or_a_name_for_the_engine_is_refused_before_anything_changes(hosts):
+    """Issue 55: ports were only range-checked (ds4_pair_port 9100 had a coordinator's rules reset
+    node_exporter's port on every address), and ds4_host localhost sent the probes to [::1] first while the
+    listener proof read 127.0.0.1. Both refused by name in the settings check; spark01 changes nothing and
+    node_exporter still answers Prometheus."""
+    spark = hosts["spark01"]
+    rules = spark.check_output("nft list table inet ds4_engine")
+    run = play("site.yml", "-l", "spark01", "-e", "ds4_pair_port=9100", "-e", "ds4_host=localhost")
+    assert run.rc != 0, run
+    refused = next((r.data["refused"] for r in run.results if r.data.get("refused")), [])
+    assert "ds4_node_exporter_port 9100 is also ds4_pair_port: each port a Spark listens on is its own " in (
+        " ".join(refused)
+    ), refused
+    assert [m for m in refused if m.startswith("ds4_host must be an IP address, not a name")], refused
+    assert {host: run.changed(host) for host in run.stats} == {"spark01": 0}, run
+    assert spark.check_output("nft list table inet ds4_engine") == rules
+    metrics = "curl -sS --max-time 10 -o /dev/null -w %{http_code} http://spark01:9100/metrics"
+    assert hosts["gw01"].check_output(metrics) == "200"

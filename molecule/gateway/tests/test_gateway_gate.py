@@ -10,7 +10,7 @@ and the gateway is admitted again once the engine is back. Each test puts spark0
 import json
 
 import pytest
-from spark import IMPOSTOR_LOG, start_impostor, stop_impostor
+from spark import IMPOSTOR_LOG, IMPOSTOR_UNIT, local_listeners, start_impostor, stop_impostor
 from test_gateway import KEY, backend, curl, requests_total
 from waits import wait_for
 
@@ -30,10 +30,10 @@ MODELS = "curl -sS --max-time 10 -o /dev/null -w %{http_code} http://spark01:800
 CHECKS = 4
 
 
-def held(spark):
-    """The addresses the engine gate admits now (both families)."""
+def held(spark, names=("held_v4", "held_v6")):
+    """The addresses the engine gate admits now (both families, or the sets named)."""
     out = []
-    for name in ("held_v4", "held_v6"):
+    for name in names:
         listing = json.loads(spark.check_output("nft -j list set inet ds4_engine %s", name))
         for item in listing["nftables"]:
             out += item.get("set", {}).get("elem", [])
@@ -96,3 +96,46 @@ def test_the_gate_opens_again_when_the_engine_is_back(hosts, spark01):
         lambda: curl("-H", f"Authorization: Bearer {KEY}")[0] == 200 and requests_total(spark01) > before,
         60,
     )
+
+
+# Issue 55, point 5: a stranger listening IPv6-only on [::]:8000, beside the engine on 0.0.0.0, writing down
+# each connection it is given.
+IPV6_ONLY = """
+import socket, sys
+server = socket.socket(socket.AF_INET6)
+server.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+server.bind(("::", 8000))
+server.listen()
+while True:
+    connection, peer = server.accept()
+    with open(sys.argv[1], "a") as seen:
+        seen.write(f"connection from {peer[0]}\\n")
+    connection.close()
+"""
+
+
+def test_a_stranger_ipv6_only_beside_the_engine_keeps_it_down_no_more(hosts, spark01):
+    """Seen before the fix: nobody on [::]:8000 IPv6-only made the gate refuse at the engine's next start
+    ("[::]:8000 is held by ... nobody"), and ds4.service failed until that user stopped. The engine on
+    0.0.0.0 is reached over IPv4 alone: the gate opens its IPv4 set, leaves the IPv6 set empty (a gateway's
+    IPv6 packet could reach only the stranger), and the stranger is given nothing."""
+    spark01.check_output("install -o nobody -m 0644 /dev/null %s", IMPOSTOR_LOG)
+    spark01.check_output(
+        "systemd-run --unit=%s --uid=nobody --gid=nogroup python3 -c %s %s", IMPOSTOR_UNIT, IPV6_ONLY,
+        IMPOSTOR_LOG,
+    )  # fmt: skip
+    wait_for("the stranger listening on [::]:8000", lambda: "[::]:8000" in local_listeners(spark01, 8000))
+    since = spark01.check_output("date +%s")
+    spark01.check_output("systemctl restart ds4.service")
+    said = spark01.check_output("journalctl --no-pager --output=cat -u ds4.service --since=@%s", since)
+    assert "opened: the gateways reach port 8000" in said, said
+    assert held(spark01, ["held_v4"]) and held(spark01, ["held_v6"]) == []
+    assert "[::]:8000" in local_listeners(spark01, 8000), "the stranger is gone: the test proves nothing"
+    wait_for("the gateway putting spark01 back", lambda: backend(hosts)["spark01"][0] == "UP", 120)
+    before = requests_total(spark01)
+    wait_for(
+        "a request through the gateway reaching spark01",
+        lambda: curl("-H", f"Authorization: Bearer {KEY}")[0] == 200 and requests_total(spark01) > before,
+        60,
+    )
+    assert spark01.check_output("cat %s", IMPOSTOR_LOG) == ""

@@ -129,3 +129,23 @@ def test_a_site_template_its_program_refuses_changes_nothing(hosts, tmp_path):
     assert state(hosts) == before
     # The gateway still serves the site's configuration, each Spark behind it.
     assert headers().get("x-ds4-site") == "sandbox"
+
+
+def test_a_site_template_named_as_the_roles_own_is_refused_and_nothing_changes(hosts, tmp_path):
+    """Issue 55, point 10: a logrotate.j2 in the site's templates silently replaced the role's own (whose
+    postrotate runs as root) while ds4_logrotate_template kept its default. Refused by name, both files
+    named; spark02 changes nothing."""
+    site = tmp_path / "templates"
+    site.mkdir()
+    (site / "logrotate.j2").write_text("/var/log/ds4/*.log {\n    postrotate\n        id\n    endscript\n}\n")
+    before = state(hosts)
+    run = nested_play(
+        ROOT / "playbooks" / "site.yml", "-l", "spark02", "-e", "ds4_release=v0.6.3",
+        "-e", f"ds4_site_templates_dir={site}", inventory=INVENTORY,
+    )  # fmt: skip
+    assert run.rc != 0, run
+    refused = next((r.data["refused"] for r in run.results if r.data.get("refused")), [])
+    said = f"ds4_logrotate_template names logrotate.j2, which is both the site's {site}/logrotate.j2 and "
+    assert [m for m in refused if m.startswith(said)], refused
+    assert {host: run.changed(host) for host in run.stats} == {"spark02": 0}, run
+    assert state(hosts) == before

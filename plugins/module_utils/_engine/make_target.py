@@ -21,6 +21,13 @@ without GB10 code is refused.
 The Makefile is read as text: its rules, their recipes and prerequisites, target-specific and plain
 variable assignments; conditionals are not evaluated (every branch is read), which is enough for the
 engine's Makefiles, and where it is not the fallback is the safe answer.
+
+The text comes from upstream and is read as root on every run, check mode included, before any sandboxed
+build: so the reading is bounded (issue 55). No pattern backtracks over a line (a rule is split at its
+first `:`, `=` or `#` by a scan), a variable's expansion stops at EXPANSION_LIMIT characters or
+REFERENCE_LIMIT references (nested references multiply: ten per level, eight levels deep, was 10^8), each
+target is followed once, and a text longer than TEXT_LIMIT is not read at all. Past a bound the Makefile
+"cannot be read", and the fallback is the answer.
 """
 
 from __future__ import annotations
@@ -38,7 +45,6 @@ GB10_ARCH = "sm_121"
 SETTING = "ds4_engine_make_targets"
 
 _ASSIGN = re.compile(r"^(?:(?:override|export)\s+)*([A-Za-z_][A-Za-z0-9_.-]*)\s*(\?|:{1,3}|\+|!)?=\s*(.*)$")
-_RULE = re.compile(r"^([^:=#\t][^:=#]*?)\s*(::?)(?!=)\s*(.*)$")
 # A command-line assignment in a recipe (`$(MAKE) ds4 CUDA_ARCH=sm_121a`): no space around its `=`.
 _CUDA_ARCH = re.compile(r"""\bCUDA_ARCH:?=(?:"([^"]*)"|'([^']*)'|([^\s;|&)]*))""")
 # A recipe line that only prints (a usage hint naming CUDA_ARCH=sm_120 builds nothing).
@@ -47,14 +53,55 @@ _SUB_MAKE = re.compile(r"\$[({]MAKE[)}]\s+(.*)")
 _REFERENCE = re.compile(r"\$[({]([A-Za-z_][A-Za-z0-9_.-]*)[)}]")
 _ARCH = re.compile(r"(?:sm|compute)_(\d{2,3}[af]?)")
 _DEPTH = 8
+# The bounds of reading an upstream text as root (issue 55): the engine's Makefiles are ~20 KiB, expand
+# no variable beyond a few hundred characters, and reference a few dozen.
+TEXT_LIMIT = 1 << 20
+EXPANSION_LIMIT = 64 * 1024
+REFERENCE_LIMIT = 10_000
 
 
 class MakeTargetError(ValueError):
     """A target an operator named that cannot be used; the message names the setting."""
 
 
+class Unreadable(ValueError):
+    """A Makefile past one of the bounds of reading it; the message says which."""
+
+
+class Oversized(str):
+    """What stands for a Makefile over TEXT_LIMIT bytes, which is never read (its size alone, from git)."""
+
+    size = 0
+
+    def __new__(cls, size):
+        made = super().__new__(cls, "")
+        made.size = size
+        return made
+
+
+def _rule(line):
+    """(targets, colon, rest) of a rule line (`a b: c d`, `a:: c`), else None; `:=` and `::=` are no rule.
+    A scan for the first `:`, `=` or `#`, which costs one pass over the line whatever it holds."""
+    end = next((i for i, char in enumerate(line) if char in ":=#"), len(line))
+    if end == 0 or end == len(line) or line[end] != ":" or line[0] == "\t":
+        return None
+    after = line[end + 1 : end + 3]
+    if after[:1] == ":" and after[1:2] != "=":
+        colon = "::"
+    elif after[:1] != "=":
+        colon = ":"
+    else:
+        return None
+    targets = line[:end].rstrip()
+    return (targets, colon, line[end + len(colon) :].lstrip()) if targets else None
+
+
 def parse_makefile(text):
     """{'rules': {target: {'prereqs': [...], 'recipe': [...], 'vars': {...}}}, 'vars': {name: value}}."""
+    if isinstance(text, Oversized):
+        raise Unreadable(f"it is {text.size} bytes long, over {TEXT_LIMIT}: not read")
+    if len(text or "") > TEXT_LIMIT:
+        raise Unreadable(f"it is {len(text)} characters long, over {TEXT_LIMIT}")
     rules, variables = {}, {}
     current = []
     lines = re.sub(r"\\\n[ \t]*", " ", text or "").splitlines()
@@ -70,8 +117,8 @@ def parse_makefile(text):
             current = [] if not stripped.startswith(("else", "endif")) else current
             continue
         assign = _ASSIGN.match(stripped)
-        rule = _RULE.match(stripped)
-        if assign and not (rule and len(rule.group(1)) < len(assign.group(1))):
+        rule = _rule(stripped)
+        if assign and not (rule and len(rule[0]) < len(assign.group(1))):
             name, kind, value = assign.groups()
             variables[name] = (
                 (variables.get(name, "") + " " + value).strip() if kind == "+" else value.strip()
@@ -81,7 +128,7 @@ def parse_makefile(text):
         if not rule:
             current = []
             continue
-        targets, _colon, rest = rule.groups()
+        targets, _colon, rest = rule
         current = [t for t in targets.split() if not t.startswith(".")]
         rest = rest.split(";", 1)[0]
         for target in current:
@@ -96,27 +143,53 @@ def parse_makefile(text):
     return {"rules": rules, "vars": variables}
 
 
-def _expand(value, variables, depth=0):
+def _expand(value, variables, budget=None, depth=0):
+    """VALUE with its $(NAME) references expanded, to depth _DEPTH; Unreadable past the budget (a list
+    [references left], shared by every expansion of one verdict) or past EXPANSION_LIMIT characters."""
+    budget = [REFERENCE_LIMIT] if budget is None else budget
     if depth > _DEPTH:
         return value
-    return _REFERENCE.sub(lambda m: _expand(variables.get(m.group(1), ""), variables, depth + 1), value)
+
+    def reference(match):
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise Unreadable(f"its variables reference each other more than {REFERENCE_LIMIT} times")
+        return _expand(variables.get(match.group(1), ""), variables, budget, depth + 1)
+
+    out, at = [], 0
+    size = 0
+    for match in _REFERENCE.finditer(value):
+        for piece in (value[at : match.start()], reference(match)):
+            size += len(piece)
+            if size > EXPANSION_LIMIT:
+                raise Unreadable(f"a variable expands to more than {EXPANSION_LIMIT} characters")
+            out.append(piece)
+        at = match.end()
+    out.append(value[at:])
+    if size + len(value) - at > EXPANSION_LIMIT:
+        raise Unreadable(f"a variable expands to more than {EXPANSION_LIMIT} characters")
+    return "".join(out)
 
 
-def _arch_of(makefile, target, depth=0):
+def _arch_of(makefile, target, depth=0, seen=None, budget=None):
     """What TARGET passes as CUDA_ARCH: ('arch', value) with value expanded ('' for empty, 'native',
     'sm_121a', '$(CUDA_ARCH)' for whatever the command line gives), via its own recipe or target-specific
-    variable, else through the targets it calls or depends on; None when nothing says."""
+    variable, else through the targets it calls or depends on; None when nothing says. Each target is
+    followed once (SEEN), however many others name it."""
+    seen = set() if seen is None else seen
+    budget = [REFERENCE_LIMIT] if budget is None else budget
     rule = makefile["rules"].get(target)
-    if rule is None or depth > _DEPTH:
+    if rule is None or depth > _DEPTH or target in seen:
         return None
+    seen.add(target)
     variables = makefile["vars"]
     if "CUDA_ARCH" in rule["vars"]:
-        return _expand(rule["vars"]["CUDA_ARCH"], variables).strip(), [target]
+        return _expand(rule["vars"]["CUDA_ARCH"], variables, budget).strip(), [target]
     called = []
     for line in rule["recipe"]:
         if _PRINTS.match(line):
             continue
-        found = _CUDA_ARCH.search(_expand(line, variables))
+        found = _CUDA_ARCH.search(_expand(line, variables, budget))
         if found:
             return next(g for g in found.groups() if g is not None).strip(), [target]
         sub = _SUB_MAKE.search(line)
@@ -124,7 +197,7 @@ def _arch_of(makefile, target, depth=0):
             called += [word for word in sub.group(1).split() if not word.startswith("-") and "=" not in word]
     for other in called + rule["prereqs"]:
         if other in makefile["rules"] and other != target:
-            found = _arch_of(makefile, other, depth + 1)
+            found = _arch_of(makefile, other, depth + 1, seen, budget)
             if found is not None:
                 return found[0], [target, *found[1]]
     return None
@@ -149,10 +222,13 @@ def spark_verdict(text, gpu_arch=None):
     """(uses the Spark target, why): whether TEXT's cuda-spark builds native GB10 code, in words."""
     if text is None:
         return False, "the release has no Makefile at its top"
-    makefile = parse_makefile(text)
-    if SPARK_TARGET not in makefile["rules"]:
-        return False, f"its Makefile has no {SPARK_TARGET} target"
-    found = _arch_of(makefile, SPARK_TARGET)
+    try:
+        makefile = parse_makefile(text)
+        if SPARK_TARGET not in makefile["rules"]:
+            return False, f"its Makefile has no {SPARK_TARGET} target"
+        found = _arch_of(makefile, SPARK_TARGET)
+    except Unreadable as exc:
+        return False, f"its Makefile cannot be read within bounds: {exc}"
     if found is None:
         return False, f"its Makefile's {SPARK_TARGET} does not say which CUDA_ARCH it builds for"
     value, chain = found
@@ -198,7 +274,14 @@ def choose(base, makefile_text, chosen=None, gpu_arch=None):
                 f"{SETTING} names {chosen!r} for {arch}, which is not a target the role builds with: "
                 f"one of {', '.join(TARGETS)}"
             )
-        if chosen not in targets_of(makefile_text):
+        try:
+            targets = targets_of(makefile_text)
+        except Unreadable as exc:
+            raise MakeTargetError(
+                f"{SETTING} names {chosen} for {arch}, but the release's Makefile cannot be read within "
+                f"bounds: {exc}"
+            ) from None
+        if chosen not in targets:
             raise MakeTargetError(
                 f"{SETTING} names {chosen} for {arch}, but the release's Makefile has no {chosen} target: "
                 "name another, or remove the entry to let the Makefile decide"

@@ -24,6 +24,7 @@ left behind; a build that waited BUILD_LOCK_WAIT for it fails naming the holder.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import datetime
 import json
@@ -328,7 +329,10 @@ def seal(staging, account, git):
     once no process of the build user is left. The top is taken from the user first, so that nothing
     started afterwards reaches the tree by its path; then the user's processes are ended once more.
     Outside .git, every entry must be the build user's: anything else is a link it made to a file
-    elsewhere, which the chown would hand to root."""
+    elsewhere, which the chown would hand to root. And a regular file has no name outside the tree: one
+    of the build user's own files elsewhere (/tmp, /dev/shm), hard-linked in, is the build user's too, and
+    sealing it would hand it to root at its other name (issue 55). Everything is judged before anything is
+    chowned."""
     end_processes_of(account)
     os.chown(staging, 0, 0, follow_symlinks=False)
     os.chmod(staging, 0o700)
@@ -339,12 +343,23 @@ def seal(staging, account, git):
         found = None
     if found is None or (found.st_dev, found.st_ino) != git:
         raise _StepFailed(f"the build replaced or moved {staging}/.git, the clone's own: refused")
-    for dirfd, name, info, in_git in _walk_entries(staging):
+    names = collections.Counter()
+    for _dirfd, name, info, in_git in _walk_entries(staging):
         if not in_git and info.st_uid != account.uid:
             raise _StepFailed(
                 f"the build left {name} in {staging} owned by uid {info.st_uid}, not by the build user "
                 f"{account.name}: a link to a file outside its tree, refused"
             )
+        if stat.S_ISREG(info.st_mode):
+            names[info.st_dev, info.st_ino] += 1
+    for _dirfd, name, info, in_git in _walk_entries(staging):
+        inside = names[info.st_dev, info.st_ino]
+        if not in_git and stat.S_ISREG(info.st_mode) and info.st_nlink > inside:
+            raise _StepFailed(
+                f"the build left {name} in {staging} with {info.st_nlink} names, {inside} of them in its "
+                "tree: a hard link to a file outside it, refused"
+            )
+    for dirfd, name, info, _in_git in _walk_entries(staging):
         os.chown(name, 0, 0, dir_fd=dirfd, follow_symlinks=False)
         if not stat.S_ISLNK(info.st_mode):
             os.chmod(name, stat.S_IMODE(info.st_mode) & ~0o7022, dir_fd=dirfd)

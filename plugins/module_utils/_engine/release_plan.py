@@ -39,8 +39,12 @@ from ansible_collections.ds4.fleet.plugins.module_utils._engine.lineage import M
 from ansible_collections.ds4.fleet.plugins.module_utils._engine.make_target import (
     SPARK_TARGET,
     MakeTargetError,
+    Oversized,
     choose,
     is_gb10,
+)
+from ansible_collections.ds4.fleet.plugins.module_utils._engine.make_target import (
+    TEXT_LIMIT as MAKEFILE_LIMIT,
 )
 from ansible_collections.ds4.fleet.plugins.module_utils._spark.no_follow import replace_file
 from ansible_collections.ds4.fleet.plugins.module_utils._spark.version import (
@@ -268,6 +272,18 @@ def resolve_commit(run, git, repo, commit, branch="", base_env=None):
     return result
 
 
+def _makefile_blob(run, git, git_dir, commit):
+    """The Makefile of COMMIT in GIT_DIR; None when it has none; ds4_make_target.Oversized, unread, when it
+    is larger than that module reads (issue 55: upstream's file, read into root's memory)."""
+    rc, out, _err = run([git, "--git-dir", git_dir, "cat-file", "-s", f"{commit}:Makefile"])
+    if rc != 0 or not out.strip().isdigit():
+        return None
+    if int(out.strip()) > MAKEFILE_LIMIT:
+        return Oversized(int(out.strip()))
+    rc, out, _err = run([git, "--git-dir", git_dir, "cat-file", "blob", f"{commit}:Makefile"])
+    return out if rc == 0 else None
+
+
 def read_makefile(run, git, repo, tag, commit, root=None, base_env=None):
     """The text of the Makefile at the top of COMMIT, the commit TAG resolved to (or the commit a release
     pinned by commit names); None when it has none.
@@ -279,9 +295,9 @@ def read_makefile(run, git, repo, tag, commit, root=None, base_env=None):
     if root:
         local = os.path.join(root, RELEASES_DIR, tag, ".git")
         if os.path.isdir(local) and not os.path.islink(local):
-            rc, out, _err = run([git, "--git-dir", local, "cat-file", "blob", f"{commit}:Makefile"])
-            if rc == 0:
-                return out
+            found = _makefile_blob(run, git, local, commit)
+            if found is not None:
+                return found
     remote = remote_of(repo)
     env = remote.config_env(os.environ if base_env is None else base_env)
     scratch = tempfile.mkdtemp(prefix="ds4-makefile-")
@@ -302,8 +318,7 @@ def read_makefile(run, git, repo, tag, commit, root=None, base_env=None):
                 f"when its Makefile was read, not at {commit}, the commit it resolved to: the tag moved "
                 "meanwhile"
             )
-        rc, out, _err = run([git, "--git-dir", scratch, "cat-file", "blob", f"{commit}:Makefile"])
-        return out if rc == 0 else None
+        return _makefile_blob(run, git, scratch, commit)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 
 # Each variable that names a template a site may bring, and the role whose templates/ holds its own.
 VARIABLES = {
@@ -56,6 +57,15 @@ def resolve(variable, name, dirs, role_templates, isfile=os.path.isfile):
     paths = candidates(name, dirs, role_templates)
     for path in paths:
         if isfile(path):
+            own = os.path.normpath(os.path.join(role_templates, name))
+            if path != own and not os.path.isabs(name) and isfile(own):
+                # A site's file named as the role's own replaced it unseen while the variable kept its
+                # default (a logrotate's postrotate runs as root): the site's is named (issue 55).
+                raise SiteTemplateError(
+                    f"{variable} names {name}, which is both the site's {path} and the role's own {own}: "
+                    f"give the site's a name of its own and set {variable} to it, or remove it to keep the "
+                    "role's"
+                )
             return path
     raise SiteTemplateError(f"{variable} names {name}, which is none of: {', '.join(paths)}")
 
@@ -75,6 +85,30 @@ def resolve_all(values, playbook_dir, roles_dir, isfile=os.path.isfile):
     return found, refused
 
 
+# Files beside a site's template larger than this count by size and time, not read (issue 55: the digest
+# read every file in the folder whole, a backup beside the playbook's templates included).
+READ_LIMIT = 1 << 20
+
+
+def _file_digest(path):
+    """A file's part of the digest: its content's, read in blocks, up to READ_LIMIT bytes; its size and
+    time above that; nothing for what is no regular file (a link, a FIFO, a directory)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    if st.st_size > READ_LIMIT:
+        return f"size {st.st_size} mtime {st.st_mtime_ns}".encode()
+    content = hashlib.sha256()
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 16), b""):
+            content.update(block)
+    return content.digest()
+
+
 def site_digest(paths, roles_dir):
     """One digest of the site's templates among paths (the roles' own are in the collection's digest),
     with every file beside each, which it may include: a site template changed since the last run
@@ -87,10 +121,9 @@ def site_digest(paths, roles_dir):
         digest.update(f"{variable}\0{path}\0".encode())
         directory = os.path.dirname(path)
         for name in sorted(os.listdir(directory)):
-            beside = os.path.join(directory, name)
-            if os.path.isfile(beside):
-                with open(beside, "rb") as handle:
-                    digest.update(f"{name}\0".encode() + hashlib.sha256(handle.read()).digest())
+            part = _file_digest(os.path.join(directory, name))
+            if part is not None:
+                digest.update(f"{name}\0".encode() + part)
     return digest.hexdigest()
 
 

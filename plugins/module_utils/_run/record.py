@@ -14,6 +14,7 @@ modification time and inode, as the weights' own verification records do.
 
 from __future__ import annotations
 
+import errno
 import glob
 import hashlib
 import json
@@ -126,10 +127,28 @@ def _entry(path):
     if st.st_size > HASH_LIMIT:
         return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ino": st.st_ino, **owner}
     digest = hashlib.sha256()
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    # Never waiting on what was put at the path since the lstat (a FIFO would hold the run lock for good,
+    # issue 55): opened without blocking, and read only while it is still a regular file.
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return {"missing": True}
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return {"link": os.readlink(path)}
+        raise
     with os.fdopen(fd, "rb") as handle:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            owner = {"uid": st.st_uid, "gid": st.st_gid, "mode": stat.S_IMODE(st.st_mode)}
+            return (
+                {"dir": True, **owner}
+                if stat.S_ISDIR(st.st_mode)
+                else {"special": stat.S_IFMT(st.st_mode), **owner}
+            )
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
+    owner = {"uid": st.st_uid, "gid": st.st_gid, "mode": stat.S_IMODE(st.st_mode)}
     return {"size": st.st_size, "sha256": digest.hexdigest(), **owner}
 
 

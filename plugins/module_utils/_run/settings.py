@@ -71,8 +71,10 @@ MANAGED_DIRS = ("ds4_root", "ds4_gguf_dir", "ds4_kv_disk_dir", "ds4_engine_build
 # dedicated mount; the weights also below the home of ds4_weights_owner (/home/NAME, never root's).
 HANDED_ROOTS = ("/var/lib/ds4", "/srv", "/data", "/mnt")
 # Roots shared with other services (/srv/www, a mount's other data): what is handed lies in a directory
-# named for ds4 (a component containing "ds4", such as /srv/ds4/kv or /mnt/nvme/ds4-kv).
+# named for ds4 directly below the root (/srv/ds4/kv, /mnt/ds4-nvme). Issue 55: a component containing
+# "ds4" anywhere took /srv/www/html/ds4-kv and /mnt/backups/ds4, inside another service's tree.
 SHARED_ROOTS = ("/srv", "/data", "/mnt")
+_DS4_NAMED = re.compile(r"ds4(?:[-_.][A-Za-z0-9._-]*)?")
 # What the roles keep for root inside those roots: the running service's snapshot for a rollback, the
 # update check's and the watchdog's state (_ds4_update_state, _ds4_watchdog_state).
 ROOT_KEPT = ("/var/lib/ds4/rollback", "/var/lib/ds4/update-check.json", "/var/lib/ds4/watchdog.json")
@@ -201,9 +203,12 @@ def handed_dir_problem(value, home=False):
         if value == kept or value.startswith(kept + "/"):
             return f"a directory of its own, not {kept}, which the roles keep for root"
     for root in SHARED_ROOTS:
-        if value.startswith(root + "/") and "ds4" not in value[len(root) :]:
+        if value.startswith(root + "/") and not _DS4_NAMED.fullmatch(value[len(root) + 1 :].split("/")[0]):
             shared = ", ".join(SHARED_ROOTS[:-1]) + " or " + SHARED_ROOTS[-1]
-            return f"below {shared}, a directory named for ds4 (such as /srv/ds4/...), not another's tree"
+            return (
+                f"a directory named for ds4 directly below {shared} (such as /srv/ds4/... or "
+                "/mnt/ds4-nvme/...), not another's tree"
+            )
     return None
 
 
@@ -746,6 +751,34 @@ def _unguarded_engine(values):
     ]
 
 
+# The ports a Spark listens on, each its own: the engine, the pair's link, the weights relay, node_exporter.
+SPARK_PORTS = ("ds4_port", "ds4_pair_port", "ds4_weights_peer_port", "ds4_node_exporter_port")
+SSH_PORT = 22
+
+
+def _own_ports(values):
+    """Each port a Spark listens on apart from the others and from SSH's (issue 55: ports were only
+    range-checked, and ds4_pair_port 9100 had the pair's rules reset node_exporter's port)."""
+    ports = [(name, values.get(name)) for name in SPARK_PORTS]
+    pairs = values.get("ds4_pairs")
+    for pair, entry in sorted(pairs.items()) if isinstance(pairs, dict) else ():
+        if isinstance(entry, dict) and "port" in entry:
+            ports.append((f"ds4_pairs {pair}'s port", entry["port"]))
+    ports = [(name, port) for name, port in ports if isinstance(port, int) and not isinstance(port, bool)]
+    out, seen = [], {}
+    for name, port in ports:
+        if port == SSH_PORT:
+            out.append(f"{name} {port} is SSH's port, which the Sparks are reached on")
+        elif port in seen:
+            out.append(
+                f"{name} {port} is also {seen[port]}: each port a Spark listens on is its own "
+                f"({', '.join(SPARK_PORTS)})"
+            )
+        else:
+            seen[port] = name
+    return out
+
+
 def _start_limit(values):
     names = ("ds4_start_limit_interval", "ds4_start_limit_burst", "ds4_restart_sec")
     if not all(isinstance(values.get(n), int) for n in names):
@@ -916,6 +949,7 @@ def problems(values, secret_names=()):
     out += _weights_home(values)
     out += _start_limit(values)
     out += _unguarded_engine(values)
+    out += _own_ports(values)
     out += _watchdog_timeout(values)
     out += _token_transport(values, secret_names)
     out += _catalog(values)

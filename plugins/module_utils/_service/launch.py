@@ -50,6 +50,7 @@ All errors are gathered and raised together as LaunchConfigError, before anythin
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import posixpath
 import re
@@ -321,8 +322,15 @@ def _listen(s, out, errors):
     out["ctx"] = _whole(s["ctx"], "ctx", 1, None, "a positive whole number of tokens", errors)
     out["port"] = _whole(s["port"], "port", 1, 65535, "a port number from 1 to 65535", errors)
     host = s["host"]
-    if not isinstance(host, str) or not _HOST_RE.fullmatch(host):
-        errors.append(f"ds4_host must be an IP address or a host name: {host!r}")
+    # An address, never a name (issue 55): the probes, the smoke test and the watchdog ask the address a
+    # name resolves to first (localhost: ::1 on Debian), while the listener proof reads one address.
+    try:
+        ipaddress.ip_address(host)
+    except (TypeError, ValueError):
+        errors.append(
+            "ds4_host must be an IP address, not a name (a name may reach another address than the one "
+            f"whose listener is proven: localhost is ::1 first on Debian): {host!r}"
+        )
     out["host"] = host
 
 

@@ -8,7 +8,8 @@ is stopped, loading its model or restarting (minutes): a local user listening th
 the gateway's health check and receive every client's prompt. So the sets hold the allowed addresses only
 while the listener a connection to `ds4_host`:`ds4_port` reaches is proven to be the engine's
 (`proof`: made by the engine user, held by the unit's main process, every holder in the main process's
-cgroup) and no other user listens on the port at any address. The root-run script ds4-engine-gate runs it:
+cgroup) and no other user listens on the port at any address of the family (IPv4, IPv6) the engine listens
+in; only that family's set is filled. The root-run script ds4-engine-gate runs it:
 
 - `close` (ds4.service's ExecStartPre= and ExecStopPost=): empty the sets;
 - `open` (ExecStartPost=, after the readiness probe): fill them once the proof holds, else empty them and
@@ -108,11 +109,32 @@ def close_text(config: dict) -> str:
     return "".join(f"flush set {FAMILY} {config['table']} {name}\n" for name in SETS.values())
 
 
+def families(host: str) -> set[str]:
+    """The address families (SETS' keys) an engine listening on HOST is reached in: an IPv4 address (the
+    wildcard 0.0.0.0 included) IPv4 alone, the IPv6 wildcard both, another IPv6 address IPv6 alone. A
+    gateway's packets in another family could reach only another user's socket (issue 55)."""
+    try:
+        address = ipaddress.ip_address(str(host).strip("[]"))
+    except ValueError:
+        return set(SETS)
+    if address.version == 4:
+        return {"v4"}
+    return set(SETS) if address == ipaddress.ip_address("::") else {"v6"}
+
+
+def _family_of(socket: dict) -> str:
+    address = socket["address"]
+    mapped = address.version == 6 and address.ipv4_mapped is not None
+    return "v4" if address.version == 4 or mapped else "v6"
+
+
 def open_text(config: dict) -> str:
-    """nft commands that empty the sets and put the admitted addresses in them, in one transaction."""
+    """nft commands that empty the sets and put the admitted addresses in them, in one transaction: only
+    in the families the engine is reached in."""
     text = close_text(config)
+    admitted = families(config["host"])
     for key, name in SETS.items():
-        if config[key]:
+        if config[key] and key in admitted:
             text += f"add element {FAMILY} {config['table']} {name} {{ {', '.join(config[key])} }}\n"
     return text
 
@@ -150,8 +172,9 @@ def proof(config: dict, listener: Any, uid: int, main_pid: int, proc_root: str =
     (0: none). Admitted only where the engine listens beyond loopback (no gateway reaches it otherwise),
     when the socket a connection to host:port reaches is made by the engine user and held by the main
     process (ds4_listener.problem), every process holding it is in the main process's cgroup, and no socket
-    of another user listens on the port at any address (a stranger on the Spark's own address would take
-    the gateway's connections while the engine listens on another)."""
+    of another user listens on the port at any address of the families the gate admits (a stranger on the
+    Spark's own address would take the gateway's connections while the engine listens on another; one in
+    the other family receives none of them, and refusing it kept the engine down at its user's will)."""
     host, port, unit = config["host"], config["port"], config["unit"]
     if not config["admit"]:
         return f"the engine listens on loopback alone (ds4_host {host}): no gateway reaches it there"
@@ -171,8 +194,11 @@ def proof(config: dict, listener: Any, uid: int, main_pid: int, proc_root: str =
     if elsewhere:
         who = listener.holder_words(elsewhere, uid, proc_root)
         return f"{host}:{port} is also held by {who}, outside {unit}'s cgroup"
+    # Only where the gate admits the gateways: beside an engine on 0.0.0.0, a socket on [::] is IPv6-only
+    # (one taking IPv4 too could not have bound), and no gateway's packet reaches it (issue 55).
+    admitted = families(host)
     for other in listeners_on(listener, port, proc_root):
-        if other["uid"] != uid:
+        if other["uid"] != uid and _family_of(other) in admitted:
             pids, _unreadable = listener.holders_as_owner(other["inode"], other["uid"], proc_root)
             who = listener.holder_words(pids, other["uid"], proc_root)
             return f"{other['address']}:{port} is held by {who}, not by the engine user"

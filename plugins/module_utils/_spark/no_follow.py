@@ -142,11 +142,13 @@ def set_attributes(fd, uid=None, gid=None, mode=None, check_mode=False):
     return changed, before, after
 
 
-def owned_dir(path, uid, gid, mode, check_mode=False):
+def owned_dir(path, uid, gid, mode, check_mode=False, parent_uids=()):
     """Make `path` a directory owned by uid:gid with `mode`, walking from / through descriptors.
 
-    Each existing component above it must be a directory, not a link, owned by root or by `uid` itself
-    (a user's own home, for a directory handed to that user), and not writable by its group or others;
+    Each existing component above it must be a directory, not a link, owned by root, by `uid` itself
+    (a user's own home, for a directory handed to that user) or by one of `parent_uids` (node_exporter's
+    user, whose /var/lib/prometheus holds root's textfile directory: whatever that user swaps in below is
+    refused as a link or is a directory of that user's made root's), and not writable by its group or others;
     a missing one is made by root, mode 0755. The directory itself must not be a link; it is made if
     missing and chowned and chmodded through the descriptor that opened it. Raises UnsafePath naming the
     component. Returns {changed, created: [paths made], before, after} (before is None when it was
@@ -154,7 +156,7 @@ def owned_dir(path, uid, gid, mode, check_mode=False):
     parts = _components(path)
     if not parts:
         raise UnsafePath("/ is never handed to a user")
-    trusted = {0, uid}
+    trusted = {0, uid, *parent_uids}
     fd = os.open("/", _DIR_FLAGS)
     created = []
     try:

@@ -56,3 +56,16 @@ def test_an_unknown_user_fails_and_in_check_mode_is_yet_to_come(base, capsys):
     assert rc == 1 and out["msg"] == "user no-such-user does not exist on this host"
     rc, out = run(dict(args, _ansible_check_mode=True), capsys)
     assert rc == 0 and out["changed"] and not (base / "kv").exists()
+
+
+def test_a_parent_owner_is_trusted_on_the_way_only_when_named(base, capsys):
+    parent = base / "prometheus"
+    parent.mkdir(mode=0o755)
+    os.chown(parent, 65534, 65534)
+    args = {"path": str(parent / "node-exporter"), "owner": "root", "group": "root", "mode": "0755"}
+    rc, out = run(args, capsys)
+    assert rc == 1 and "belongs to uid 65534, neither root nor" in out["msg"], out
+    rc, out = run(dict(args, parent_owner="nobody"), capsys)
+    assert rc == 0 and out["changed"] and (out["uid"], out["mode"]) == (0, "0755"), out
+    rc, out = run(dict(args, parent_owner="no-such-user"), capsys)
+    assert rc == 1 and out["msg"] == "user no-such-user does not exist on this host", out

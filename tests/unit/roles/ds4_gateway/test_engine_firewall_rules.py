@@ -10,7 +10,13 @@ import jinja2
 import pytest
 
 TEMPLATE = Path(__file__).resolve().parents[4] / "roles" / "ds4_gateway" / "templates" / "ds4-engine.nft.j2"
-COORDINATOR = {"pair": "pair01", "role": "coordinator", "port": 9400, "worker_address": "10.77.0.2"}
+COORDINATOR = {
+    "pair": "pair01",
+    "role": "coordinator",
+    "port": 9400,
+    "coordinator_address": "10.77.0.1",
+    "worker_address": "10.77.0.2",
+}
 
 
 def render(pair, allowed=None):
@@ -29,15 +35,17 @@ def rules(text):
     return [line.strip() for line in text.splitlines() if line.strip().startswith("tcp dport")]
 
 
-def test_only_the_workers_link_address_reaches_the_coordinators_link_port():
+def test_only_the_workers_link_address_reaches_the_coordinators_link_port_on_its_link_address():
+    """Issue 55, point 10: the rules named no destination, so a link port that was another service's
+    (ds4_pair_port 9100) reset node_exporter's port on every address of the coordinator."""
     assert rules(render(COORDINATOR))[-2:] == [
-        "tcp dport 9400 ip saddr 10.77.0.2 accept",
-        "tcp dport 9400 reject with tcp reset",
+        "tcp dport 9400 ip daddr 10.77.0.1 ip saddr 10.77.0.2 accept",
+        "tcp dport 9400 ip daddr 10.77.0.1 reject with tcp reset",
     ]
-    assert (
-        rules(render(dict(COORDINATOR, worker_address="fd77::2")))[-2]
-        == "tcp dport 9400 ip6 saddr fd77::2 accept"
-    )
+    assert rules(render(dict(COORDINATOR, coordinator_address="fd77::1", worker_address="fd77::2")))[-2:] == [
+        "tcp dport 9400 ip6 daddr fd77::1 ip6 saddr fd77::2 accept",
+        "tcp dport 9400 ip6 daddr fd77::1 reject with tcp reset",
+    ]
 
 
 def test_the_gateways_are_admitted_only_through_the_gates_sets_which_start_empty():

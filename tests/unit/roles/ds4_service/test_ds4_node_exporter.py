@@ -71,3 +71,19 @@ def test_arguments_that_name_their_own_listen_address_are_passed_on_as_they_are(
 def test_a_bad_call_is_refused_with_its_usage(installed):
     done = run(installed, str(installed / "exporter"), "port")
     assert done.returncode == 2 and done.stderr.startswith("usage: ds4-node-exporter")
+
+
+def test_the_textfile_directory_is_made_through_descriptors_below_the_exporter_users_parent():
+    """Issue 55, point 3: ansible.builtin.file (follow: false) checked for a link and then chmodded by path,
+    in /var/lib/prometheus, which the exporter's user owns: a link swapped in between got the mode. The
+    directory is made by ds4_owned_dir, whose walk trusts that user on the way and changes the directory
+    through the descriptor it opened (test_ds4_no_follow.py proves the swap)."""
+    import yaml
+
+    tasks = yaml.safe_load((ROOT / "roles/ds4_service/tasks/configure.yml").read_text())
+    (task,) = [t for t in tasks if t["name"] == "Create node_exporter's textfile directory"]
+    assert "ansible.builtin.file" not in task
+    made = task["ds4.fleet.ds4_owned_dir"]
+    assert made["path"] == "{{ ds4_node_exporter_textfile_dir }}"
+    assert (made["owner"], made["group"], made["mode"]) == ("root", "root", "0755")
+    assert made["parent_owner"] == "prometheus"

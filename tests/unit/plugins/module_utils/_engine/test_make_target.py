@@ -207,3 +207,67 @@ def test_the_units_note_for_a_stamp_of_a_gb10_built_without_the_spark_target():
     stamp = {"build_target": GB10, "make_target_reason": "because its Makefile has no cuda-spark target"}
     assert note(stamp) == "built without the Spark target (make cuda CUDA_ARCH=sm_121)"
     assert note({"build_target": SPARK_BUILD}) == note({"build_target": H200}) == note(None) == ""
+
+
+# Issue 55, point 2: the Makefile comes from upstream and is read as root on every run, check mode included.
+# Each level references the next ten times: 448 bytes took 7.8 s and 215 MB before the expansion was
+# bounded (x10 a level).
+NESTED = (
+    "cuda-spark:\n\t$(MAKE) ds4 CUDA_ARCH=$(L0)\n"
+    + "".join(f"L{level} := " + f"$(L{level + 1})" * 10 + "\n" for level in range(8))
+    + "L8 := sm_121a\n"
+)
+# Every target depends on the next ten, eight levels deep: each one reached 10^8 ways.
+FANNED = "cuda-spark: t0_0\n" + "".join(
+    f"t{level}_{i}: " + " ".join(f"t{level + 1}_{j}" for j in range(10)) + "\n\t@true\n"
+    for level in range(8)
+    for i in range(10)
+)
+HOSTILE = {
+    "nested references": NESTED,
+    "nested references to nothing": NESTED.replace("L8 := sm_121a", "L8 :="),
+    "a long line of spaces": "cuda-spark" + " " * 16384 + "x\n" + "cuda-spark:\n\t$(MAKE) ds4 CUDA_ARCH=\n",
+    "a long line with no colon": "a" * 16384 + " " * 16384 + "\n",
+    "targets fanned out": FANNED,
+    "a text too long": "# " + "x" * (2 << 20) + "\ncuda-spark:\n\t$(MAKE) ds4 CUDA_ARCH=sm_121a\n",
+}
+
+
+@pytest.mark.parametrize("shape", sorted(HOSTILE))
+def test_a_hostile_makefile_is_read_within_bounds_of_time_and_memory(shape):
+    import time
+    import tracemalloc
+
+    tracemalloc.start()
+    began = time.process_time()
+    try:
+        spark, why = spark_verdict(HOSTILE[shape], "sm_121")
+        spent = time.process_time() - began
+        _now, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # A ceiling far above what the bounded reading takes (milliseconds, a few MB) on any machine, and far
+    # below what the unbounded one did (seconds and hundreds of MB on the smallest of these shapes).
+    assert spent < 0.5, f"{shape}: {spent:.2f} s of CPU"
+    assert peak < 16 << 20, f"{shape}: {peak >> 20} MiB"
+    assert not spark, why
+
+
+def test_a_makefile_past_a_bound_is_the_fallback_saying_which_bound():
+    chosen = choose(GB10, NESTED, None, "sm_121")
+    assert chosen["build_target"] == GB10 and chosen["without_spark_target"]
+    assert (
+        "its Makefile cannot be read within bounds: its variables reference each other more than"
+        in (chosen["reason"])
+    )
+    with pytest.raises(MakeTargetError, match="ds4_engine_make_targets names cuda-spark for sm_121, but the"):
+        choose(GB10, HOSTILE["a text too long"], "cuda-spark", "sm_121")
+
+
+def test_a_rule_is_still_told_from_an_assignment_on_a_line_read_in_one_pass():
+    parsed = parse_makefile("a := b\nc ::= d\ne::f\ng: h i ; j\nk: CUDA_ARCH=sm_90\n#x: y\n")
+    assert parsed["vars"] == {"a": "b", "c": "d"}
+    assert sorted(parsed["rules"]) == ["e", "g", "k"]
+    assert parsed["rules"]["g"]["prereqs"] == ["h", "i"]
+    assert parsed["rules"]["e"]["prereqs"] == ["f"]
+    assert parsed["rules"]["k"]["vars"] == {"CUDA_ARCH": "sm_90"}

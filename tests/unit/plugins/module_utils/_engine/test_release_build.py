@@ -658,3 +658,50 @@ def test_no_process_job_or_file_of_the_build_user_outlives_a_build(forge, open_t
     assert f"an earlier build left, as ds4-build, now removed: {cron / 'ds4-build'}" in log
     assert f" {shared}/.keep\n" in log, "the build left nothing in the shared directory to clear"
     assert ds4_build_user.processes_of(BUILD_UID) == []
+
+
+def test_a_build_that_hard_links_a_file_of_its_own_from_outside_its_tree_is_refused(
+    forge, open_tree, monkeypatch
+):
+    """Issue 55, point 9: a file of the build user's elsewhere (/tmp, /dev/shm), hard-linked into the tree,
+    is the build user's like every file the build made: sealing would hand that file, at its other name
+    outside the tree, to root."""
+    outside = open_tree["base"] / "shm-file"
+    outside.write_text("the build user's\n")
+    os.chown(outside, BUILD_UID, BUILD_UID)
+    outside.chmod(0o4777)
+    seal = ds4_release_build_utils.seal
+
+    def linked_then_sealed(staging, account, git):
+        os.link(outside, os.path.join(staging, "ds4-extra"))
+        seal(staging, account, git)
+
+    monkeypatch.setattr(ds4_release_build_utils, "seal", linked_then_sealed)
+    with pytest.raises(BuildError, match=r"left ds4-extra in .* with 2 names, 1 of them in its tree"):
+        build_release(
+            root=str(open_tree["base"] / "opt"), release="v0.6.5", commit=forge["tags"]["v0.6.5"],
+            repo=forge["repo"], build_target=SPARK, cuda_version="13.0", nvcc=open_tree["nvcc"], jobs=2,
+            log_dir=str(open_tree["base"] / "logs"), git="git", make="make", env=os.environ,
+            build_user="ds4-build",
+        )  # fmt: skip
+    info = outside.stat()
+    assert (info.st_uid, oct(info.st_mode & 0o7777)) == (BUILD_UID, "0o4777")
+    assert not (open_tree["base"] / "opt" / "releases" / "v0.6.5").exists()
+
+
+def test_a_file_with_two_names_both_in_the_tree_is_sealed(forge, open_tree, monkeypatch):
+    seal = ds4_release_build_utils.seal
+
+    def linked_inside_then_sealed(staging, account, git):
+        os.link(os.path.join(staging, "ds4-server"), os.path.join(staging, "ds4-server-again"))
+        seal(staging, account, git)
+
+    monkeypatch.setattr(ds4_release_build_utils, "seal", linked_inside_then_sealed)
+    built = build_release(
+        root=str(open_tree["base"] / "opt"), release="v0.6.5", commit=forge["tags"]["v0.6.5"],
+        repo=forge["repo"], build_target=SPARK, cuda_version="13.0", nvcc=open_tree["nvcc"], jobs=2,
+        log_dir=str(open_tree["base"] / "logs"), git="git", make=open_tree["make"], env=os.environ,
+        build_user="ds4-build",
+    )  # fmt: skip
+    again = open_tree["base"] / "opt" / "releases" / "v0.6.5" / "ds4-server-again"
+    assert built["built"] and again.stat().st_uid == 0

@@ -13,6 +13,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils._engine.release_plan imp
     check_commit,
     check_release,
     check_release_tag,
+    choose_target,
     linked_release,
     list_releases,
     ls_remote_argv,
@@ -259,6 +260,8 @@ def _fake_git(ls_remote, makefile, calls=None):
             return ls_remote
         if "rev-parse" in argv:
             return 0, parse_ls_remote(ls_remote[1], "v0.6.5") or "", ""
+        if "cat-file" in argv and "-s" in argv:
+            return (0, f"{len(makefile)}\n", "") if makefile is not None else (128, "", "fatal: no Makefile")
         if "cat-file" in argv:
             return (
                 (0, makefile, "")
@@ -580,3 +583,32 @@ def test_module_refuses_a_commit_whose_source_is_of_the_other_lineage(monkeypatc
         ds4_release_plan.main()
     result = json.loads(printed[-1])
     assert "failed" not in result and result["lineage"] == "upstream", result
+
+
+def test_a_makefile_larger_than_its_reader_takes_is_never_read(tmp_path):
+    """Issue 55, point 2: git's cat-file read upstream's whole Makefile into root's memory, whatever its
+    size; its size is asked first, and a file over 1 MiB is the fallback, unread."""
+    calls = []
+
+    def run(argv, environ_update=None):
+        calls.append(argv)
+        if "rev-parse" in argv:
+            return 0, C1 + "\n", ""
+        if "-s" in argv:
+            return 0, f"{5 << 30}\n", ""
+        if "blob" in argv:
+            raise AssertionError("the Makefile was read")
+        return 0, "", ""
+
+    gb10 = {"arch": "sm_121", "make_target": "cuda", "make_args": ["CUDA_ARCH=sm_121"]}
+    chosen = choose_target(run, "git", "git://forge/ds4.git", "v0.6.5", C1, gb10, {})
+    assert chosen["without_spark_target"] and chosen["build_target"]["make_target"] == "cuda"
+    assert (
+        f"cannot be read within bounds: it is {5 << 30} bytes long, over 1048576: not read"
+        in chosen["reason"]
+    )
+    assert [argv for argv in calls if "cat-file" in argv] == [
+        ["git", "--git-dir", argv[2], "cat-file", "-s", f"{C1}:Makefile"]
+        for argv in calls
+        if "cat-file" in argv
+    ]

@@ -1,6 +1,7 @@
 """Where a site's own template is found, and an environment file as systemd reads it
 (module_utils/_fleet/site_template.py, with the filters of plugins/filter/ds4_site.py)."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -43,13 +44,51 @@ def make(root, *names):
 
 
 def test_the_sites_template_comes_before_the_roles_own(tmp_path):
-    make(tmp_path, "playbooks/templates/a.j2", "templates/a.j2", "templates/b.j2", "role/templates/a.j2")
-    make(tmp_path, "role/templates/c.j2")
+    make(tmp_path, "playbooks/templates/a.j2", "templates/a.j2", "templates/b.j2", "role/templates/c.j2")
     dirs = site_dirs(str(tmp_path / "playbooks"))
     role = str(tmp_path / "role/templates")
     assert resolve("v", "a.j2", dirs, role) == str(tmp_path / "playbooks/templates/a.j2")
     assert resolve("v", "b.j2", dirs, role) == str(tmp_path / "templates/b.j2")
     assert resolve("v", "c.j2", dirs, role) == str(tmp_path / "role/templates/c.j2")
+
+
+def test_a_sites_template_named_as_the_roles_own_is_refused_not_taken_silently(tmp_path):
+    """Issue 55, point 10: a templates/logrotate.j2 beside the playbook silently replaced the role's (its
+    postrotate runs as root) while ds4_logrotate_template kept its default. A site's template has a name of
+    its own, which the variable names."""
+    make(tmp_path, "playbooks/templates/logrotate.j2", "role/templates/logrotate.j2")
+    dirs = site_dirs(str(tmp_path / "playbooks"))
+    role = str(tmp_path / "role/templates")
+    with pytest.raises(SiteTemplateError) as refused:
+        resolve("ds4_logrotate_template", "logrotate.j2", dirs, role)
+    assert str(refused.value) == (
+        f"ds4_logrotate_template names logrotate.j2, which is both the site's {tmp_path}/playbooks/templates/"
+        f"logrotate.j2 and the role's own {tmp_path}/role/templates/logrotate.j2: give the site's a name of "
+        "its own and set ds4_logrotate_template to it, or remove it to keep the role's"
+    )
+
+
+def test_the_digest_reads_no_more_than_a_bound_of_the_files_beside_a_template(tmp_path):
+    """Issue 55, point 10: every file in the template's folder was read whole, as root's controller does
+    on each run. A large file beside it (a sparse 256 MiB here) counts by its size and time."""
+    import tracemalloc
+
+    make(tmp_path, "site/a.j2")
+    big = tmp_path / "site" / "backup.tar"
+    with open(big, "wb") as handle:
+        handle.truncate(256 << 20)
+    os.mkfifo(tmp_path / "site" / "pipe")
+    paths = {"x": str(tmp_path / "site/a.j2")}
+    tracemalloc.start()
+    try:
+        before = site_digest(paths, str(tmp_path / "roles"))
+        _now, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20, f"{peak >> 20} MiB"
+    with open(big, "r+b") as handle:
+        handle.truncate(257 << 20)
+    assert site_digest(paths, str(tmp_path / "roles")) != before
 
 
 def test_an_absolute_path_is_taken_as_it_is(tmp_path):

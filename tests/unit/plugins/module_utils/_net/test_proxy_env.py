@@ -38,6 +38,7 @@ case " $* " in
   *" ls-remote "*) printf '{COMMIT}\\trefs/tags/v0.6.5\\n' ;;
   *" init "*|*" fetch "*) ;;
   *" rev-parse "*) printf '{COMMIT}\\n' ;;
+  *" cat-file -s "*) echo 11 ;;
   *" cat-file "*) printf 'cuda:\\n\\techo\\n' ;;
   *) echo "fatal: unable to access the repository" >&2; exit 128 ;;
 esac

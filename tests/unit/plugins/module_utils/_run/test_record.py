@@ -270,3 +270,46 @@ def test_a_pairs_worker_which_serves_no_http_is_judged_by_its_units_alone(tree, 
     applied(tree, record, port, state="recorded", monkeypatch=monkeypatch, engine_answers=False)
     rc, result = applied(tree, record, port, monkeypatch=monkeypatch, engine_answers=False)
     assert (rc, result["converged"], result["reason"]) == (0, True, None), result
+
+
+def test_the_record_holds_node_exporters_listen_drop_in_and_the_cron_and_at_deny_lists():
+    """Issue 55, point 8: a Spark whose node_exporter listens elsewhere again, or whose build user may use
+    cron or at again, has drifted, and a run that ended early would leave it so."""
+    import yaml
+
+    root = os.path.join(os.path.dirname(__file__), *[os.pardir] * 5)
+    with open(os.path.join(root, "roles/ds4_service/vars/main.yml")) as handle:
+        service = yaml.safe_load(handle)
+    with open(os.path.join(root, "roles/ds4_engine/tasks/install.yml")) as handle:
+        denied = [task["loop"] for task in yaml.safe_load(handle) if "cron.deny" in str(task.get("loop"))]
+    paths = service["_ds4_applied_paths"]
+    assert service["_ds4_node_exporter_dropin"].endswith("ds4-fleet-listen.conf")
+    assert "{{ _ds4_node_exporter_dropin }}" in paths
+    assert denied and all(path in paths for path in denied[0])
+
+
+def test_a_file_swapped_for_a_fifo_after_its_lstat_is_not_waited_on(tmp_path, monkeypatch):
+    """Issue 55, point 8: the record is read while the run lock is held; a FIFO put where a small file
+    was, between the lstat and the open, hung that read (and the lock) for good."""
+    import threading
+
+    regular = tmp_path / "regular"
+    regular.write_text("x\n")
+    fifo = tmp_path / "swapped"
+    os.mkfifo(fifo)
+    as_regular = os.lstat(regular)
+    real_lstat = os.lstat
+    monkeypatch.setattr(
+        ds4_applied.os, "lstat", lambda path: as_regular if path == str(fifo) else real_lstat(path)
+    )
+    found = []
+    reader = threading.Thread(target=lambda: found.append(ds4_applied._entry(str(fifo))), daemon=True)
+    reader.start()
+    reader.join(5)
+    try:
+        assert not reader.is_alive(), "the snapshot waited on a FIFO"
+        mode = os.stat(fifo).st_mode & 0o7777
+        assert found == [{"special": 0o010000, "uid": os.getuid(), "gid": os.getgid(), "mode": mode}]
+    finally:
+        if reader.is_alive():  # a writer lets the blocked open go on
+            os.close(os.open(fifo, os.O_WRONLY))

@@ -286,7 +286,7 @@ def test_a_directory_handed_to_a_user_must_lie_below_an_allowed_root():
     ]
 
 
-@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.20", "spark01.example"])
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.20"])
 @pytest.mark.parametrize("firewall", [False, "false", "no"])
 def test_an_engine_beyond_loopback_without_its_firewall_is_refused(host, firewall):
     """Issue 40: the engine has no key; beyond loopback only its firewall keeps other hosts out."""
@@ -299,10 +299,21 @@ def test_an_engine_beyond_loopback_without_its_firewall_is_refused(host, firewal
 
 @pytest.mark.parametrize(
     ("host", "firewall"),
-    [("0.0.0.0", True), ("0.0.0.0", "true"), ("127.0.0.1", False), ("localhost", False), ("::1", False)],
+    [("0.0.0.0", True), ("0.0.0.0", "true"), ("127.0.0.1", False), ("::1", False)],
 )
 def test_an_engine_on_loopback_or_behind_its_firewall_is_accepted(host, firewall):
     assert check(OPTIONS, dict(DEFAULTS, ds4_host=host, ds4_firewall=firewall)) == []
+
+
+@pytest.mark.parametrize("host", ["localhost", "spark01.example"])
+def test_the_engine_listens_on_an_address_never_a_name(host):
+    """Issue 55, point 4: with ds4_host localhost, Debian's ::1 localhost sent the probes, the smoke test and
+    the watchdog to [::1] first, where a stranger could listen, while the listener proof looked at
+    127.0.0.1. The address the engine listens on is the address everything asks and proves."""
+    assert check(OPTIONS, dict(DEFAULTS, ds4_host=host, ds4_firewall=True)) == [
+        "ds4_host must be an IP address, not a name (a name may reach another address than the one whose "
+        f"listener is proven: localhost is ::1 first on Debian): {host!r}"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -364,7 +375,8 @@ def test_a_spark_name_haproxy_would_read_otherwise_is_refused():
     "changes",
     [
         {"ds4_kv_disk_dir": "/srv/ds4/kv", "ds4_gguf_dir": "/srv/ds4/gguf"},
-        {"ds4_kv_disk_dir": "/mnt/nvme/ds4-kv", "ds4_gguf_dir": "/data/ds4/gguf"},
+        {"ds4_kv_disk_dir": "/mnt/ds4-nvme/kv", "ds4_gguf_dir": "/data/ds4/gguf"},
+        {"ds4_kv_disk_dir": "/srv/ds4_kv", "ds4_gguf_dir": "/mnt/ds4.models/gguf"},
         {"ds4_gguf_dir": "/home/spark/gguf", "ds4_weights_owner": "spark"},
     ],
 )
@@ -376,8 +388,14 @@ def test_a_directory_below_an_allowed_root_is_accepted(changes):
     ("value", "why"),
     [
         # Another service's tree on a shared mount: handing it to the service user gives that away.
-        ("/srv/www", "below /srv, /data or /mnt, a directory named for ds4 (such as /srv/ds4/...)"),
-        ("/mnt/nvme", "below /srv, /data or /mnt, a directory named for ds4 (such as /srv/ds4/...)"),
+        ("/srv/www", "a directory named for ds4 directly below /srv, /data or /mnt (such as /srv/ds4/"),
+        ("/mnt/nvme", "a directory named for ds4 directly below /srv, /data or /mnt (such as /srv/ds4/"),
+        # Issue 55, point 6: "ds4" deeper in another's tree named it for ds4 by a substring test.
+        ("/srv/www/html/ds4-kv", "a directory named for ds4 directly below /srv, /data or /mnt"),
+        ("/mnt/backups/ds4", "a directory named for ds4 directly below /srv, /data or /mnt"),
+        ("/mnt/nvme/ds4-kv", "a directory named for ds4 directly below /srv, /data or /mnt"),
+        ("/srv/myds4/kv", "a directory named for ds4 directly below /srv, /data or /mnt"),
+        ("/data/nods4", "a directory named for ds4 directly below /srv, /data or /mnt"),
         # Root's own files in ds4's data directory: the update check's and the watchdog's state.
         (
             "/var/lib/ds4/update-check.json",
@@ -434,3 +452,29 @@ def test_a_lineage_mismatch_is_refused_naming_the_variables():
     ]
     assert check(OPTIONS, dict(upstream, ds4_extra_args=["--power", "100"])) == []
     assert check(OPTIONS, dict(fork_with_upstream_flag, ds4_engine_lineage="upstream")) == []
+
+
+@pytest.mark.parametrize(
+    ("changes", "said"),
+    [
+        (
+            {"ds4_pair_port": 9100},
+            "ds4_node_exporter_port 9100 is also ds4_pair_port: each port a Spark listens on is its own "
+            "(ds4_port, ds4_pair_port, ds4_weights_peer_port, ds4_node_exporter_port)",
+        ),
+        (
+            {"ds4_weights_peer_port": 8000},
+            "ds4_weights_peer_port 8000 is also ds4_port: each port a Spark listens on is its own "
+            "(ds4_port, ds4_pair_port, ds4_weights_peer_port, ds4_node_exporter_port)",
+        ),
+        ({"ds4_pair_port": 22}, "ds4_pair_port 22 is SSH's port, which the Sparks are reached on"),
+        (
+            {"ds4_node_exporter_port": 22},
+            "ds4_node_exporter_port 22 is SSH's port, which the Sparks are reached on",
+        ),
+    ],
+)
+def test_a_port_that_is_another_services_on_the_spark_is_refused(changes, said):
+    """Issue 55, point 10: ports were only range-checked, and ds4_pair_port 9100 had the pair's rules reset
+    node_exporter's port."""
+    assert check(OPTIONS, dict(DEFAULTS, **changes)) == [said]

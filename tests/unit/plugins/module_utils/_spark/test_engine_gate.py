@@ -50,14 +50,19 @@ STRANGER_BESIDE = "   1: 0200590A:1F40 00000000:0000 0A" + MID + "65534        0
 # The stranger alone, on the wildcard, while the engine is stopped.
 STRANGER_ALONE = "   0: 00000000:1F40 00000000:0000 0A" + MID + "65534        0 27621" + TAIL
 ENGINE_CGROUP = "0::/system.slice/ds4.service\n"
+# A stranger IPv6-only on [::]:8000, beside the engine on 0.0.0.0 (an IPv6 socket that took IPv4 too could
+# not have bound beside it).
+STRANGER_V6 = "   0: " + "0" * 32 + ":1F40 " + "0" * 32 + ":0000 0A" + MID + "65534        0 27621" + TAIL
 
 
-def fake_host(tmp_path, tcp, holders=None, cgroups=None):
-    """A /proc with net/tcp as given; processes 200 (the engine) and 300 (the stranger) holding the sockets
-    of `holders` ({pid: [inodes]}), in `cgroups` ({pid: text})."""
+def fake_host(tmp_path, tcp, holders=None, cgroups=None, tcp6=None):
+    """A /proc with net/tcp (and net/tcp6) as given; processes 200 (the engine) and 300 (the stranger)
+    holding the sockets of `holders` ({pid: [inodes]}), in `cgroups` ({pid: text})."""
     proc = tmp_path / "proc"
     (proc / "net").mkdir(parents=True)
     (proc / "net" / "tcp").write_text(HEADER + tcp)
+    if tcp6 is not None:
+        (proc / "net" / "tcp6").write_text(HEADER + tcp6)
     holders = {200: [41000], 300: [27621]} if holders is None else holders
     cgroups = cgroups or {200: ENGINE_CGROUP, 300: "0::/user.slice/user-65534.slice/session-3.scope\n"}
     for pid, comm in ((200, "ds4-server"), (300, "python3")):
@@ -144,12 +149,34 @@ def test_settings_that_are_no_json_object_are_refused():
 
 def test_closing_empties_both_sets_and_opening_fills_them_in_one_transaction():
     assert close_text(CONFIG) == "flush set inet ds4_engine held_v4\nflush set inet ds4_engine held_v6\n"
-    assert open_text(CONFIG) == close_text(CONFIG) + (
+    dual = dict(CONFIG, host="::")
+    assert open_text(dual) == close_text(CONFIG) + (
         "add element inet ds4_engine held_v4 { 10.89.0.4, 10.0.0.0/24 }\n"
         "add element inet ds4_engine held_v6 { fd00::4 }\n"
     )
     # A family without an address adds nothing (an empty element list is no nft).
-    assert "held_v6 {" not in open_text(dict(CONFIG, v6=[]))
+    assert "held_v6 {" not in open_text(dict(dual, v6=[]))
+
+
+@pytest.mark.parametrize(
+    ("host", "families"),
+    [("0.0.0.0", ["held_v4"]), ("10.89.0.2", ["held_v4"]), ("::", ["held_v4", "held_v6"]),
+     ("fd00::2", ["held_v6"])],
+)  # fmt: skip
+def test_the_gate_admits_only_the_families_the_engine_listens_in(host, families):
+    """Issue 55, point 5: an engine on 0.0.0.0 is reached over IPv4 alone; a gateway's IPv6 packets to the
+    port could only reach another user's IPv6 socket, so they are never admitted."""
+    text = open_text(dict(CONFIG, host=host))
+    assert [name for name in ("held_v4", "held_v6") if f"{name} {{" in text] == families
+
+
+def test_a_stranger_ipv6_only_beside_an_ipv4_engine_keeps_no_engine_down(tmp_path):
+    """Issue 55, point 5: nobody on [::]:8000 IPv6-only made the gate refuse at every start of the engine on
+    0.0.0.0, which stayed down until that user stopped. No gateway reaches that socket (the IPv6 set stays
+    empty); a stranger in the engine's own family is still refused."""
+    proc = fake_host(tmp_path, ENGINE_SOCKET, tcp6=STRANGER_V6)
+    assert proof(CONFIG, Listener(), ENGINE_UID, 200, proc) is None
+    assert proof(dict(CONFIG, host="::"), Listener(), ENGINE_UID, 200, proc) is not None
 
 
 def test_loading_puts_the_rules_and_the_gate_in_one_text():

@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from ansible_collections.ds4.fleet.plugins.module_utils._spark import no_follow as ds4_no_follow
 from ansible_collections.ds4.fleet.plugins.module_utils._spark.no_follow import (
     UnsafePath,
     disown,
@@ -114,6 +115,36 @@ def test_a_parent_of_a_third_user_is_refused_the_owner_s_own_is_not(root_dir):
     # The user's own home, for a directory handed to that same user.
     owned_dir(str(home / "gguf"), NOBODY, NOGROUP, 0o755)
     assert _owner(home / "gguf") == (NOBODY, NOGROUP, 0o755)
+
+
+def test_a_directory_of_root_s_below_a_parent_of_a_named_user_is_changed_only_through_its_descriptor(
+    root_dir, monkeypatch
+):
+    """Issue 55, point 3: node_exporter's textfile directory is root's, 0755, below /var/lib/prometheus,
+    which the exporter's user owns. ansible.builtin.file checked for a link, then chmodded by path: that
+    user, swapping in a link to /etc/shadow between the two, had it made 0755. Here the swap comes right
+    before the change: the directory that was opened is changed, never what the path names since."""
+    exporter = root_dir / "prometheus"
+    exporter.mkdir(mode=0o755)
+    os.chown(exporter, NOBODY, NOGROUP)
+    (exporter / "node-exporter").mkdir(mode=0o700)
+    shadow = root_dir / "shadow"
+    shadow.write_text("root:*:1::::::\n")
+    shadow.chmod(0o640)
+    real = ds4_no_follow.set_attributes
+
+    def swapped_first(fd, *args, **kwargs):
+        os.rename(exporter / "node-exporter", exporter / "moved")
+        os.symlink(shadow, exporter / "node-exporter")
+        return real(fd, *args, **kwargs)
+
+    with pytest.raises(UnsafePath, match=rf"belongs to uid {NOBODY}, neither root nor"):
+        owned_dir(str(exporter / "node-exporter"), 0, 0, 0o755)
+    monkeypatch.setattr(ds4_no_follow, "set_attributes", swapped_first)
+    result = owned_dir(str(exporter / "node-exporter"), 0, 0, 0o755, parent_uids={NOBODY})
+    assert result["changed"] and result["after"] == {"uid": 0, "gid": 0, "mode": "0755"}
+    assert _owner(shadow) == (0, 0, 0o640)
+    assert _owner(exporter / "moved") == (0, 0, 0o755)
 
 
 def test_a_file_where_the_directory_should_be_is_refused(root_dir):
