@@ -56,12 +56,17 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import (
     open_file,
     set_attributes,
 )
+from ansible_collections.ds4.fleet.plugins.module_utils.ds4_peer import RELAY_START
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_weight_files import part_name, sidecar_name
 
 # Large reads keep the per-chunk Python work small next to the bytes, when a file in place is hashed.
 CHUNK = 8 << 20
 # A peer is on the LAN: one that does not answer within this many seconds is given up for the next source.
 PEER_TIMEOUT = 10.0
+# A peer that has sent no byte for this many seconds while it says "not yet" (a relay whose own fetch has
+# not begun, or is stalled; or a local user's server on the peer port) is given up for the next source:
+# longer than a relay waits for its own fetch to begin (ds4_peer.RELAY_START).
+PEER_STALL = RELAY_START + 30.0
 # Bounded: a file whose content disagrees with its hash twice, or that changes twice under the transfer,
 # is a hub problem, not a transfer one.
 VERIFY_ATTEMPTS = 2
@@ -440,7 +445,7 @@ class HubFile:
         location = f"{peer.rstrip('/')}/{quote(self.ref.name)}"
         transfer = self._transfer(
             fd, state, location, relocate=None, peer_sha256=state.sha256, retries=min(self.retries, 1),
-            timeout=min(self.timeout, PEER_TIMEOUT), session_factory=self._peer_session,
+            timeout=min(self.timeout, PEER_TIMEOUT), session_factory=self._peer_session, stall=PEER_STALL,
         )  # fmt: skip
         try:
             digest, reread = transfer.run()

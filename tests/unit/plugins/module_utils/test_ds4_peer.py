@@ -8,11 +8,12 @@ import shutil
 import socket
 import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import requests
 from ansible_collections.ds4.fleet.plugins.filter.ds4_peers import FilterModule
-from ansible_collections.ds4.fleet.plugins.module_utils import ds4_peer
+from ansible_collections.ds4.fleet.plugins.module_utils import ds4_hub, ds4_peer
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import HubFile
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import FileRef
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_records import PartState
@@ -580,3 +581,97 @@ def test_a_relay_whose_bytes_fail_the_hash_is_named_and_dropped_and_its_ranges_c
     assert result["source"] == "hub" and result["bytes_from"] == {url: want["size"], "hub": want["size"]}
     assert any(f"from the peer {url} had sha256" in w for w in result["warnings"])
     assert sha256_of(receiver / BASE) == want["sha256"]
+
+
+class _Liar:
+    """A server on the peer port that is not a Spark's peer server: each GET is answered by `answer(handler,
+    start)` (start: the first byte asked for), each request counted."""
+
+    def __init__(self, answer):
+        liar = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, fmt, *args):
+                pass
+
+            def do_GET(self):
+                liar.requests += 1
+                start = int(self.headers.get("Range", "bytes=0-").removeprefix("bytes=").partition("-")[0])
+                answer(self, start)
+
+        self.requests = 0
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = peer_url("127.0.0.1", self.server.server_address[1])
+
+    def __enter__(self):
+        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _fetch_bounded(fetch, what):
+    """fetch.ensure() on a thread, given 60 s (a hang guard: the bounds under test are far smaller)."""
+    outcome = {}
+    worker = threading.Thread(target=lambda: outcome.update(fetch.ensure()), daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert not worker.is_alive(), f"the fetch never gave up on {what}"
+    return outcome
+
+
+def test_a_peer_that_says_not_yet_forever_costs_a_try_and_the_file_comes_from_the_hub(
+    hub, hub_files, tmp_path, monkeypatch
+):
+    """Issue 55, finding 1: a local user's server on a Spark's relay port answering "not yet" forever held
+    its receivers for the whole fetch timeout; a source that sends no byte for PEER_STALL costs a try."""
+    monkeypatch.setattr(ds4_hub, "PEER_STALL", 0.5)
+    want = hub_files[BASE]
+
+    def not_yet(handler, start):
+        handler.send_response(503)
+        handler.send_header("X-Ds4-Relay", "not-yet")
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+
+    dest = tmp_path / "receiver"
+    dest.mkdir()
+    with _Liar(not_yet) as squatter:
+        outcome = _fetch_bounded(hub_file(hub, hub_files, dest, peers=[squatter.url]), "a peer saying not yet")
+    assert outcome["source"] == "hub" and outcome["bytes_from"] == {squatter.url: 0, "hub": want["size"]}
+    assert any(squatter.url in w and "sent no byte" in w for w in outcome["warnings"]), outcome["warnings"]
+    assert sha256_of(dest / BASE) == want["sha256"]
+
+
+def test_a_peer_whose_answer_ends_before_it_starts_costs_a_try_and_the_file_comes_from_the_hub(
+    hub, hub_files, tmp_path
+):
+    """Issue 55, finding 1: a 206 whose Content-Range ends before its start wrote nothing, raised nothing
+    and was asked again at once, forever."""
+    want = hub_files[BASE]
+
+    first = want["path"].read_bytes()[:1]
+
+    def backwards(handler, start):
+        # The first byte honestly (a range cannot end before byte 0), then ranges that end before they start.
+        body = first if start == 0 else b""
+        handler.send_response(206)
+        handler.send_header("ETag", f'"{want["sha256"]}"')
+        handler.send_header("Content-Range", f"bytes {start}-{max(start - 1, 0) // 2}/{want['size']}")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    dest = tmp_path / "receiver"
+    dest.mkdir()
+    with _Liar(backwards) as liar:
+        outcome = _fetch_bounded(hub_file(hub, hub_files, dest, peers=[liar.url]), "a backwards range")
+    assert outcome["source"] == "hub" and outcome["bytes_from"][liar.url] <= 1
+    assert any(liar.url in w and "ends before it starts" in w for w in outcome["warnings"]), outcome["warnings"]
+    assert liar.requests <= 4 * 2, "each connection tried it twice at most (one retry for a peer)"
+    assert sha256_of(dest / BASE) == want["sha256"]
