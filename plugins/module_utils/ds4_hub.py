@@ -49,6 +49,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_transfer import 
     HASH_WINDOW,
     PIECE,
     RangesIgnored,
+    RunGone,
     Transfer,
 )
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import (
@@ -109,6 +110,7 @@ class HubFile:
         hash_window=HASH_WINDOW,
         peers=(),
         session=None,
+        heartbeat=None,
         uid=None,
         gid=None,
         mode=None,
@@ -132,6 +134,8 @@ class HubFile:
         self.ramp = ramp
         # Base URLs of Sparks serving their verified copies (ds4_peer), tried in order before the hub.
         self.peers = list(peers)
+        # The run's ds4_heartbeat.Heartbeat (or None): a transfer whose run is gone stops (RunGone).
+        self.heartbeat = heartbeat
         self._token = token
         self.session = session or new_session(token)
         # Content GETs: without the token (Transfer adds it for the hub's own origin only).
@@ -393,7 +397,8 @@ class HubFile:
     def _transfer(self, fd, state, location, **kw):
         kw = {
             "relocate": lambda: self._metadata().location, "connections": self.connections, "ramp": self.ramp,
-            "retries": self.retries, "timeout": self.timeout, "session_factory": self._content_session, **kw,
+            "retries": self.retries, "timeout": self.timeout, "session_factory": self._content_session,
+            "heartbeat": self.heartbeat, **kw,
         }  # fmt: skip
         return Transfer(
             ref=self.ref, location=location, fd=fd, state=state,
@@ -449,7 +454,7 @@ class HubFile:
         )  # fmt: skip
         try:
             digest, reread = transfer.run()
-        except NoSpaceError:
+        except (NoSpaceError, RunGone):
             raise
         except (HubError, RangesIgnored, OSError, *TRANSIENT_EXC) as e:
             self._outcome(transfer, peer)

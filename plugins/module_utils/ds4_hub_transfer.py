@@ -83,6 +83,10 @@ class RangesIgnored(Exception):
     """The server answered a ranged request with the whole file: only one stream from byte 0 works."""
 
 
+class RunGone(HubError):
+    """The run that started this transfer is gone (ds4_heartbeat): it stops, keeping what it wrote."""
+
+
 class _NotYet(Exception):
     """A relay does not hold the asked bytes yet and is still receiving them: ask again shortly."""
 
@@ -263,7 +267,7 @@ class Transfer:
     def __init__(
         self, *, ref, location, relocate, fd, state, session_factory, token, connections, piece, window,
         timeout, retries, retry_delay, progress, count, dest_dir, peer_sha256=None, ramp=True, stall=None,
-        alive=None,
+        heartbeat=None,
     ):  # fmt: skip
         self.ref, self.location, self.relocate = ref, location, relocate
         self.peer_sha256 = peer_sha256
@@ -275,8 +279,9 @@ class Transfer:
         # A peer's "not yet" is asked again until no byte has come from it for `stall` seconds.
         self.stall = stall
         self._last_byte = time.monotonic()
-        # `alive()` false: the run that started this transfer is gone; it stops, keeping what it wrote.
-        self.alive = alive
+        # A ds4_heartbeat.Heartbeat (or None): once the run that started this transfer is gone, it stops,
+        # keeping what it wrote for the next run.
+        self.heartbeat = heartbeat
         self.size = state.size
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -329,8 +334,8 @@ class Transfer:
                 if not alive:
                     break
                 alive[0].join(TICK)
-                if self.alive is not None and not self._stop.is_set() and not self.alive():
-                    self._fail(HubError(f"the run that started this transfer of {self.ref.name} is gone: stopped"))
+                if self.heartbeat is not None and not self._stop.is_set() and not self.heartbeat.alive():
+                    self._fail(RunGone(f"stopped fetching {self.ref.name}: {self.heartbeat.why()}"))
                 now = time.monotonic()
                 if ramp is not None and not self._stop.is_set():
                     self._target = min(ramp.update(now, self.moved), most)

@@ -78,7 +78,7 @@ def test_beyond_the_hash_window_bytes_are_hashed_from_the_part(hub, hub_files, t
     assert sha256_of(tmp_path / BASE) == want["sha256"]
 
 
-def test_a_hub_answer_that_ends_before_it_starts_costs_a_try_and_the_tries_are_counted(hub, hub_files, tmp_path):
+def test_a_hub_answer_that_ends_before_it_starts_costs_a_try_and_the_tries_run_out(hub, hub_files, tmp_path):
     """Issue 55, finding 1: a 206 whose Content-Range ends before its start moved nothing and was asked again
     at once, without end; it is a failed try like any, and the tries run out."""
     session = new_session()
