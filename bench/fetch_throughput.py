@@ -35,7 +35,8 @@ With --goals MIB... it measures issue 56's goals alone, side by side in one run,
 ours against hf_transfer at each size (goals 0.95 below 4 GiB, 1.0 at 4 GiB); uncapped and verified, ours
 against one core's hashlib.sha256 rate (the ceiling, printed first; goal 0.8) with its CPU seconds per GiB;
 and a relay between two local processes (ds4_peer's PeerServer serving a verified copy, our client
-fetching it) against the same ceiling.
+fetching it) against the same ceiling. --profile N... then prints where ours spends its CPU uncapped, per
+stage of the transfer, with N connections each.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -58,6 +60,7 @@ from typing import NamedTuple
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "collections"))
 
+from ansible_collections.ds4.fleet.plugins.module_utils import ds4_hub_transfer as transfer  # noqa: E402
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import HubFile  # noqa: E402
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import FileRef  # noqa: E402
 from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_records import PartState  # noqa: E402
@@ -460,6 +463,10 @@ def main():
         "--goals", type=int, nargs="+", metavar="MIB",
         help="only issue 56's goals, side by side, on files of these sizes in MiB (the issue's: 1024 4096)",
     )  # fmt: skip
+    parser.add_argument(
+        "--profile", type=int, nargs="+", metavar="N",
+        help="with --goals: then where ours spends its CPU uncapped, with N connections each",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.goals:
         return run_goals(args)
@@ -521,6 +528,83 @@ def main():
         shutil.rmtree(work, ignore_errors=True)
 
 
+class Stages:
+    """Where a verified transfer spends its CPU: each stage of ds4_hub_transfer timed on the thread that
+    runs it (time.thread_time), wrapped around the module's own functions for the time of a `with`."""
+
+    def __init__(self):
+        self.seconds, self._lock, self._saved = {}, threading.Lock(), []
+
+    def _add(self, name, seconds):
+        with self._lock:
+            self.seconds[name] = self.seconds.get(name, 0.0) + seconds
+
+    def _timed(self, name, fn):
+        def timed_call(*args, **kwargs):
+            started = time.thread_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self._add(name, time.thread_time() - started)
+
+        return timed_call
+
+    def _timed_chunks(self, fn):
+        def chunks(*args, **kwargs):
+            source = fn(*args, **kwargs)
+            while True:
+                started = time.thread_time()
+                chunk = next(source, None)
+                self._add("receive (socket to bytes)", time.thread_time() - started)
+                if chunk is None:
+                    return
+                yield chunk
+
+        return chunks
+
+    def __enter__(self):
+        patches = [
+            (transfer, "write_all", self._timed("write (pwrite to the part)", transfer.write_all)),
+            (transfer, "body_chunks", self._timed_chunks(transfer.body_chunks)),
+            (transfer.OrderedHash, "wrote", self._timed("hand-off to the hash", transfer.OrderedHash.wrote)),
+            (transfer.OrderedHash, "_run", self._timed("hash thread (sha256)", transfer.OrderedHash._run)),
+            (
+                transfer.Transfer,
+                "_checkpoint",
+                self._timed("checkpoint (fdatasync)", transfer.Transfer._checkpoint),
+            ),
+            (
+                transfer.Transfer,
+                "_worker",
+                self._timed("connection threads, in all", transfer.Transfer._worker),
+            ),
+        ]
+        for owner, name, replacement in patches:
+            self._saved.append((owner, name, getattr(owner, name)))
+            setattr(owner, name, replacement)
+        return self
+
+    def __exit__(self, *exc):
+        for owner, name, original in self._saved:
+            setattr(owner, name, original)
+
+
+def profile(hub, dest_root, blob, counts):
+    """Ours uncapped and verified, all connections open from the start, each stage's CPU seconds per GiB."""
+    gib = blob.size / (1 << 30)
+    for n in counts:
+        dest = dest_root / "profiled"
+        shutil.rmtree(dest, ignore_errors=True)
+        dest.mkdir()
+        with Stages() as stages:
+            wall, used = timed(lambda *a, n=n: ours(*a, connections=n, ramp=False), hub, dest, blob)
+        shutil.rmtree(dest, ignore_errors=True)
+        print(f"\n{n} connection(s): {blob.size / wall / MB:.0f} MB/s, {used / gib:.2f} CPU s/GiB in all "
+              f"(the stand-in's not counted), load average {os.getloadavg()[0]:.1f}")  # fmt: skip
+        for name, seconds in sorted(stages.seconds.items(), key=lambda item: -item[1]):
+            print(f"  {name:<30}{seconds / gib:>6.2f} s/GiB")
+
+
 def run_goals(args):
     work = Path(tempfile.mkdtemp(prefix="ds4-bench-", dir="/tmp"))
     shm = Path("/dev/shm")
@@ -537,6 +621,8 @@ def run_goals(args):
         hub = Standin(work / "hub", work / "standin.log")
         print(f"downloads to {dest_root}; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}\n")
         goals(hub, work, dest_root, blobs, int(args.link_mbps * MB), args.rtt_ms, args.repeat)
+        if args.profile:
+            profile(hub, dest_root, max(blobs.values(), key=lambda b: b.size), args.profile)
         print(f"load average {os.getloadavg()[0]:.1f} at the end")
     finally:
         if hub is not None:
