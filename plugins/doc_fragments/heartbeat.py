@@ -10,7 +10,7 @@ options:
     description:
       - A file of root's that the run touches while it waits for this job (M(ds4.fleet.ds4_hub_wait)
         O(ds4.fleet.ds4_hub_wait#module:heartbeat)). Once it is older than O(heartbeat_timeout) seconds
-        (missing or older than the job: counted from the job's start), the run that started the job is
+        (missing or older than the job, it counts from the job's start), the run that started the job is
         taken as gone (a controller killed mid-run) and the job ends, keeping what it made for the next
         run. Omitted, the job runs until it ends or its C(async) limit.
     type: path
