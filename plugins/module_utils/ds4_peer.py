@@ -350,6 +350,11 @@ class PeerServer:
             threading.Thread(target=server.serve_forever, args=(0.1,), daemon=True).start()
         return self
 
+    def _connected(self):
+        first = self._servers[0]
+        with first.live_lock:
+            return bool(first.live)
+
     def stop(self):
         for server in self._servers:
             server.shutdown()
@@ -382,12 +387,14 @@ class PeerServer:
 
     def serve_until(self, deadline, stop_file, heartbeat=None):
         """Serve until the monotonic `deadline`, until `stop_file` exists, or until the run that started the
-        server is gone (`heartbeat`, a ds4_heartbeat.Heartbeat); then stop."""
+        server is gone (`heartbeat`, a ds4_heartbeat.Heartbeat) and no peer is connected; then stop. Its own
+        run touches the heartbeat only while this Spark waits for its own fetches: a Spark with nothing to
+        fetch, or done first, serves on while its receivers (whose fetches end with their run) are at it."""
         try:
             while (
                 time.monotonic() < deadline
                 and not os.path.exists(stop_file)
-                and (heartbeat is None or heartbeat.alive())
+                and (heartbeat is None or heartbeat.alive() or self._connected())
             ):
                 time.sleep(0.2)
         finally:

@@ -13,9 +13,9 @@ description:
     its request is read. Peers fetch with M(ds4.fleet.ds4_hub_file) O(ds4.fleet.ds4_hub_file#module:peers)
     and verify the hub's sha256, so a peer can never hand over a wrong byte.
   - Runs until O(stop_file) appears, O(lifetime) seconds have passed or the run that started it is gone
-    (O(heartbeat)), then closes its port and every connection. Start it with C(async) and C(poll) 0; the
-    role creates the stop file when the run ends, failed or not, and O(heartbeat) ends it if the run is cut
-    off.
+    (O(heartbeat)) and no peer is connected, then closes its port and every connection. Start it with
+    C(async) and C(poll) 0; the role creates the stop file when the run ends, failed or not, and
+    O(heartbeat) ends it if the run is cut off.
 version_added: 0.1.0
 attributes:
   check_mode:

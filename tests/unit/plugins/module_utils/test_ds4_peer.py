@@ -714,9 +714,13 @@ def test_the_peer_port_is_proved_to_be_this_runs_server_before_its_receivers_are
 
 
 class _Gone:
-    """A heartbeat whose run is gone (ds4_heartbeat.Heartbeat's interface)."""
+    """A heartbeat whose run is gone (ds4_heartbeat.Heartbeat's interface), counting the looks at it."""
+
+    def __init__(self):
+        self.looks = 0
 
     def alive(self):
+        self.looks += 1
         return False
 
     def why(self):
@@ -743,13 +747,25 @@ def test_a_fetch_whose_run_is_gone_stops_keeping_its_part_and_takes_no_next_sour
     assert not (dest / BASE).exists() and (dest / f"{BASE}.part").exists(), "the part stays for the next run"
 
 
-def test_a_peer_server_whose_run_is_gone_closes_its_port(seed, tmp_path):
+def test_a_peer_server_whose_run_is_gone_serves_its_connected_peers_then_closes_its_port(seed, tmp_path):
+    """Its run touches the heartbeat only while this Spark waits for its own fetches: a holder with nothing
+    to fetch serves on while a receiver is connected (whose fetch ends with its own run), then stops."""
     server = serving(seed).start()
-    worker = threading.Thread(
-        target=server.serve_until, args=(time.monotonic() + 60, str(tmp_path / "stop"), _Gone())
-    )
-    worker.start()
-    worker.join(timeout=60)  # a hang guard: it looks five times a second
+    url = f"{peer_url('127.0.0.1', server.port)}/{BASE}"
+    gone = _Gone()
+    with requests.Session() as receiver:
+        assert receiver.get(url, headers={"Range": "bytes=0-9"}, timeout=30).status_code == 206
+        worker = threading.Thread(
+            target=server.serve_until, args=(time.monotonic() + 60, str(tmp_path / "stop"), gone)
+        )
+        worker.start()
+        deadline = time.monotonic() + 60  # a hang guard: it looks five times a second
+        while gone.looks < 3 and worker.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert worker.is_alive(), "it stopped with a receiver connected"
+        # Kept alive: the connection is the receiver's next piece's too.
+        assert receiver.get(url, headers={"Range": "bytes=10-19"}, timeout=30).status_code == 206
+    worker.join(timeout=60)  # a hang guard
     assert not worker.is_alive() and _refused(server.port)
 
 
