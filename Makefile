@@ -99,7 +99,7 @@ sanity: setup
 	$(BIN)/pip download --quiet --no-deps --dest $(SANITY_CACHE)/get_pip_wheels pip==$(SANITY_PIP)
 	install -m 0644 tests/sanity/get_pip.py $(SANITY_CACHE)/get_pip_$(subst .,_,$(SANITY_PIP)).py
 	@$(INSTALL_ALONE); \
-	  mkdir -p "$$root/tests/sanity"; cp tests/sanity/ignore-*.txt "$$root/tests/sanity/"; cd "$$root"; \
+	  cd "$$root"; \
 	  $(abspath $(PY)) $(abspath tests/sanity/targets.py) "$$dir"/ds4-fleet-*.tar.gz; \
 	  antsibull-docs lint-collection-docs --plugin-docs .; \
 	  ansible-test sanity --venv --python $(SANITY_PYTHON) $(SANITY_ARGS)

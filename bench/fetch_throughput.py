@@ -2,7 +2,7 @@
 """Fetch throughput of our hub client beside curl -C -, huggingface_hub and hf_transfer, on one file of 1 GiB
 or more.
 
-Ours is module_utils/ds4_hub.py's HubFile, what ds4.fleet.ds4_hub_file runs: it fetches byte ranges over
+Ours is module_utils/_weights/hub.py's HubFile, what ds4.fleet.ds4_hub_file runs: it fetches byte ranges over
 several connections, hashes (sha256) in order as they come, verifies, fsyncs and renames into place.
 curl -C - is what the shell installer runs, followed by sha256sum, as the installer's checksum step;
 hf_hub_download is the hub's own client (its Xet extra off, as on a Spark without it); hf_transfer is the
@@ -19,7 +19,7 @@ seconds per GB (its process and its children, the stand-in not counted) is print
 2. the link capped at about 1 GB/s and no cap per connection, a fast real link;
 3. uncapped, where each client is its own limit; then ours alone by connection count there, to see how
    many connections a path that does not cap them gains from.
-Ours lets its ramp choose the count (module_utils/ds4_hub_transfer.py's Ramp) and the counts it ended
+Ours lets its ramp choose the count (module_utils/_weights/transfer.py's Ramp) and the counts it ended
 with are printed under each table of clients (a file too small for the ramp's steps ends before it settles);
 4. cut at half way, then fetched again: the bytes each one fetched beyond the half it was missing.
 
@@ -34,7 +34,7 @@ With --goals MIB... it measures issue 56's goals alone, side by side in one run,
 (the issue's: --goals 1024 4096 --link-mbps 128), printing each ratio with its goal: on the capped path
 ours against hf_transfer at each size (goals 0.95 below 4 GiB, 1.0 at 4 GiB); uncapped and verified, ours
 against one core's hashlib.sha256 rate (the ceiling, printed first; goal 0.8) with its CPU seconds per GiB;
-and a relay between two local processes (ds4_peer's PeerServer serving a verified copy, our client
+and a relay between two local processes (_weights.relay's PeerServer serving a verified copy, our client
 fetching it) against the same ceiling. --profile N... then prints where ours spends its CPU uncapped, per
 stage of the transfer, with N connections each.
 """
@@ -60,11 +60,11 @@ from typing import NamedTuple
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "collections"))
 
-from ansible_collections.ds4.fleet.plugins.module_utils import ds4_hub_transfer as transfer  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import HubFile  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import FileRef  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_records import PartState  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_transfer import CONNECTIONS  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._weights import transfer  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.hub import HubFile  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.protocol import FileRef  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.records import PartState  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.transfer import CONNECTIONS  # noqa: E402
 
 STANDIN = ROOT / "tests" / "standins" / "hub" / "hubstandin.py"
 REPO = "ds4-bench/throughput"
@@ -299,8 +299,8 @@ def killed_at(hub, dest, blob, at):
     """Run ours in a process, kill it once `at` bytes of the part are listed; the bytes it had written."""
     code = (
         "import sys; sys.path.insert(0, sys.argv[1]);"
-        "from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import HubFile;"
-        "from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import FileRef;"
+        "from ansible_collections.ds4.fleet.plugins.module_utils._weights.hub import HubFile;"
+        "from ansible_collections.ds4.fleet.plugins.module_utils._weights.protocol import FileRef;"
         "HubFile(FileRef(sys.argv[2], sys.argv[3], 'main', sys.argv[4]), sys.argv[5]).ensure()"
     )
     proc = subprocess.Popen(
@@ -365,15 +365,15 @@ def hash_ceiling(size):
 
 
 class Relay:
-    """ds4_peer's PeerServer in a process of its own, serving the verified files of `directory` on loopback
-    (as one Spark serves another), until stop()."""
+    """_weights.relay's PeerServer in a process of its own, serving the verified files of `directory` on
+    loopback (as one Spark serves another), until stop()."""
 
     def __init__(self, directory, work):
         self.stop_file = work / "relay.stop"
         code = (
             "import sys, time\n"
             f"sys.path.insert(0, {str(ROOT / 'collections')!r})\n"
-            "from ansible_collections.ds4.fleet.plugins.module_utils.ds4_peer import PeerServer\n"
+            "from ansible_collections.ds4.fleet.plugins.module_utils._weights.relay import PeerServer\n"
             "server = PeerServer(sys.argv[1], '127.0.0.1', 0, ['127.0.0.1']).start()\n"
             "print(server.port, flush=True)\n"
             "server.serve_until(time.monotonic() + 86400, sys.argv[2])\n"
@@ -406,7 +406,8 @@ def from_relay(relay):
 def goals(hub, work, dest_root, blobs, link_bps, rtt_ms, repeat):
     """Issue 56's goals side by side: on the capped path (each connection link/8) ours against hf_transfer at
     each size; uncapped and verified, ours against one core's sha256 (the ceiling) and its CPU seconds per
-    GiB; a relay between two local processes (ds4_peer's server, our client) against the same ceiling."""
+    GiB; a relay between two local processes (_weights.relay's server, our client) against the same
+    ceiling."""
     largest = max(blobs.values(), key=lambda b: b.size)
     ceiling = hash_ceiling(largest.size)
     print(f"ceiling: one core's hashlib.sha256, {ceiling:.0f} MB/s ({ceiling * MB / (1 << 30):.2f} GiB/s)")
@@ -529,7 +530,7 @@ def main():
 
 
 class Stages:
-    """Where a verified transfer spends its CPU: each stage of ds4_hub_transfer timed on the thread that
+    """Where a verified transfer spends its CPU: each stage of _weights.transfer timed on the thread that
     runs it (time.thread_time), wrapped around the module's own functions for the time of a `with`."""
 
     def __init__(self):

@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "collections"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "sandbox"))
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_catalog import model_files  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.catalog import model_files  # noqa: E402
 from fleet_upgrade import Fleet  # noqa: E402
 from fleet_weights import BIG_DATA, BIG_REPO, MIB, fetch_seconds, hub, run, serve_big_hub  # noqa: E402
 from sandbox import PAIR_LINKS  # noqa: E402

@@ -3,10 +3,10 @@
 
 On loopback, in one process: the hub stand-in (tests/standins/hub, a subprocess) serves one file of
 --size-mib random bytes over a link capped at --link-mbps (shared by all connections, --rtt-ms of round
-trip). One Spark fetches it alone (module_utils/ds4_hub.py's HubFile, what ds4.fleet.ds4_hub_file runs);
+trip). One Spark fetches it alone (module_utils/_weights/hub.py's HubFile, what ds4.fleet.ds4_hub_file runs);
 then, for each fleet size N of --sizes, N Sparks fetch it at once, each with the sources that the role's
-plan gives it (ds4_peer.plan with relay true: a chain behind the seed) and each serving what it receives
-(ds4_peer.PeerServer with the file as a relay, its upload held to the hub link's rate, as
+plan gives it (_weights.relay.plan with relay true: a chain behind the seed) and each serving what it receives
+(_weights.relay.PeerServer with the file as a relay, its upload held to the hub link's rate, as
 ds4_weights_peer_rate does). Each Spark is a directory and a thread of its own.
 
 It prints each Spark's time over one Spark's (the seed first, the last of the chain last), the hub bytes
@@ -37,9 +37,9 @@ sys.path[:0] = [
     str(Path(__file__).resolve().parents[1] / "collections"),
 ]
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import HubFile  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import FileRef  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_peer import PeerServer, plan  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.hub import HubFile  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.protocol import FileRef  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.relay import PeerServer, plan  # noqa: E402
 from fetch_throughput import NAME, REPO, Standin, make_data  # noqa: E402
 
 LOOPBACK = "127.0.0.1"

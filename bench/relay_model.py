@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""A model of the fleet's weight fetch for N Sparks (up to 32), from the plan the role uses (ds4_peer.plan).
+"""A model of the fleet's weight fetch for N Sparks (up to 32), from the role's plan (_weights.relay.plan).
 
-Each Spark's sources come from module_utils/ds4_peer.py's plan, the role's own, for N Sparks that all need
+Each Spark's sources come from _weights/relay.py's plan, the role's own, for N Sparks that all need
 the model (one file of --model-gb). A simple fluid model of the links then gives each Spark's finish:
 
 - the hub link carries --hub-mbps, shared by the Sparks that fetch from the hub at the same time;
@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "collections"))
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_peer import peer_url, plan  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.relay import peer_url, plan  # noqa: E402
 
 SIZES = (1, 2, 3, 5, 8, 16, 32)
 PORT = 18090

@@ -2,7 +2,7 @@
 
 Ansible shows nothing of a module until it returns, and an `until` loop over async_status only prints
 "FAILED - RETRYING". This action runs on the controller: it polls each job with async_status and, every
-`interval` seconds, reads the job's progress file (ds4_hub_progress.write_progress) and prints one line
+`interval` seconds, reads the job's progress file (_weights.progress.write_progress) and prints one line
 per file that is still running, through Ansible's display, so an operator sees numbers while 87 GiB come
 down:
 
@@ -12,7 +12,7 @@ down:
 Any other job whose module keeps such a file may be waited for the same way: a record with a `message`
 (the engine build's, ds4_release_build) is printed as it stands.
 
-While it waits it touches `heartbeat` on the host, if given: the jobs watch it (ds4_heartbeat) and end,
+While it waits it touches `heartbeat` on the host, if given: the jobs watch it (_weights.heartbeat) and end,
 keeping what they made, once the run that waited for them is gone.
 """
 
@@ -25,13 +25,14 @@ import time
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_bytes import human_bytes
+from ansible_collections.ds4.fleet.plugins.module_utils._common.bytes import human_bytes
 
 display = Display()
 
 # Status checks start quick (a verified file is done in a second) and back off to this many seconds.
 MAX_POLL = 5.0
-# The heartbeat file is touched at most this often: the jobs end once it is left far longer (ds4_heartbeat).
+# The heartbeat file is touched at most this often: the jobs end once it is left far longer
+# (_weights.heartbeat).
 HEARTBEAT_EVERY = 10.0
 
 

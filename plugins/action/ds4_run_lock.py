@@ -30,7 +30,7 @@ import time
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_run_lock import PATH, describe
+from ansible_collections.ds4.fleet.plugins.module_utils._run.lock import PATH, describe
 
 MODULE = "ds4.fleet.ds4_run_lock"
 POLL = 2.0

@@ -2,7 +2,7 @@
 
 Each role checks its own variables on entry (meta/argument_specs.yml), but only when the play reaches it:
 a bad ds4_port would be refused after the engine build and the weights fetch. This action runs the
-same argument specs, and the rules of module_utils/ds4_settings.py, for the roles it is given, at once:
+same argument specs, and the rules of module_utils/_run/settings.py, for the roles it is given, at once:
 
     - ds4.fleet.ds4_settings_check:
         roles: [ds4_preflight, ds4_engine, ds4_weights, ds4_service, ds4_activate]
@@ -23,9 +23,10 @@ import os
 import yaml
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
-from ansible_collections.ds4.fleet.plugins.module_utils import ds4_settings, ds4_site_template
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_applied import fingerprint
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_redact import SECRETS
+from ansible_collections.ds4.fleet.plugins.module_utils._common.redact import SECRETS
+from ansible_collections.ds4.fleet.plugins.module_utils._fleet import site_template
+from ansible_collections.ds4.fleet.plugins.module_utils._run import settings as ds4_settings
+from ansible_collections.ds4.fleet.plugins.module_utils._run.record import fingerprint
 
 try:  # ansible-core 2.19 templates only strings marked as trusted; before it, every string.
     from ansible.template import trust_as_template
@@ -114,16 +115,14 @@ class ActionModule(ActionBase):
             refused += self._gateway_problems(values, sparks, task_vars)
         # A site's own template (ds4_gateway_config_template, ...) must be where its variable says.
         roles_dir = os.path.realpath(ROLES_DIR)
-        templates, unfound = ds4_site_template.resolve_all(
-            values, task_vars.get("playbook_dir") or "", roles_dir
-        )
+        templates, unfound = site_template.resolve_all(values, task_vars.get("playbook_dir") or "", roles_dir)
         refused += unfound
         # The run's inputs in one digest: a Spark recorded with it, and as recorded, has nothing to do.
         # Secrets left out: the Spark keys them with its own digest key (ds4_applied's `secrets`).
         secret_names = SECRETS | {name for name, spec in options.items() if spec.get("no_log")}
         # The site's templates are inputs too: one changed since the last run makes the run whole.
         inputs = fingerprint(
-            dict(values, _ds4_site_templates=ds4_site_template.site_digest(templates, roles_dir)),
+            dict(values, _ds4_site_templates=site_template.site_digest(templates, roles_dir)),
             os.path.normpath(os.path.join(ROLES_DIR, os.pardir)),
             secret_names,
         )

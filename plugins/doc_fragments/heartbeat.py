@@ -1,4 +1,4 @@
-"""The options of the async jobs that end once the run that started them is gone (ds4_heartbeat)."""
+"""The options of the async jobs that end once the run that started them is gone (_weights.heartbeat)."""
 
 from __future__ import annotations
 

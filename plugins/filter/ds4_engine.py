@@ -2,14 +2,14 @@
 
 engine_url(host, port)
     The base URL that reaches an engine listening on ds4_host:ds4_port from the Spark itself (a wildcard
-    address on loopback, an IPv6 address in brackets): module_utils/ds4_drain.py's engine_url, the one
+    address on loopback, an IPv6 address in brackets): module_utils/_spark/drain.py's engine_url, the one
     the modules that call the engine use.
 """
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_drain import engine_url
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.drain import engine_url
 
 
 def engine_url_filter(host, port):

@@ -1,5 +1,5 @@
 """Filter of the engine firewall (role ds4_gateway, tasks/firewall.yml); the rule lives in
-module_utils/ds4_firewall.py.
+module_utils/_net/firewall.py.
 
 - `groups['gateways'] | ds4.fleet.firewall_sources(hostvars, ds4_firewall_allow)` -> {v4, v6}
 - `ds4_host | ds4.fleet.beyond_loopback` -> whether other machines may reach the engine's listen address
@@ -8,7 +8,7 @@ module_utils/ds4_firewall.py.
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_firewall import (
+from ansible_collections.ds4.fleet.plugins.module_utils._net.firewall import (
     FirewallError,
     beyond_loopback,
     firewall_sources,

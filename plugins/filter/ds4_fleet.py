@@ -1,4 +1,4 @@
-"""Filters of the fleet playbooks; the logic lives in module_utils/ds4_fleet_status.py, ds4_fleet_table.py
+"""Filters of the fleet playbooks; the logic lives in module_utils/_fleet/status.py, ds4_fleet_table.py
 ds4_rollout.py and ds4_targets.py.
 
 - `hosts | ds4.fleet.fleet_status` -> a record per Spark, from a list of {host, reading, fact, perf, verify,
@@ -18,15 +18,15 @@ ds4_rollout.py and ds4_targets.py.
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_fleet_status import StatusError, fleet_records
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_fleet_table import render_table
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_rollout import (
+from ansible_collections.ds4.fleet.plugins.module_utils._fleet.rollout import (
     RolloutError,
     over_share,
     upgrade_batches,
     upgrade_outcome,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_targets import TargetError, target_hosts
+from ansible_collections.ds4.fleet.plugins.module_utils._fleet.status import StatusError, fleet_records
+from ansible_collections.ds4.fleet.plugins.module_utils._fleet.table import render_table
+from ansible_collections.ds4.fleet.plugins.module_utils._fleet.targets import TargetError, target_hosts
 
 
 def _wrap(function):

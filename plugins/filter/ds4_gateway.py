@@ -1,4 +1,4 @@
-"""Filters of the gateway; the logic lives in module_utils/ds4_haproxy.py and module_utils/ds4_settings.py.
+"""Filters of the gateway; the logic lives in module_utils/_net/haproxy.py and module_utils/_run/settings.py.
 
 - `ds4_gateway_api_keys | ds4.fleet.gateway_keys(file_text)` -> the keys of the list, then those of the
   keys file's text (one a line, "#" starts a comment), each once.
@@ -10,11 +10,11 @@
 
 from __future__ import annotations
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_haproxy import (
+from ansible_collections.ds4.fleet.plugins.module_utils._net.haproxy import (
     gateway_record,
     render_gateway_table,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_settings import gateway_keys
+from ansible_collections.ds4.fleet.plugins.module_utils._run.settings import gateway_keys
 
 
 def gateway_records(gateways, hostvars) -> dict:

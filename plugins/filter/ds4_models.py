@@ -9,7 +9,7 @@ model_files(catalog, generation, speculation, quantization=None, extra=None)
     for impossible pairs such as mtp on 0731 and for a quantization without a known file.
 weight_file_path(name, directory, kind="file")
     The path of a weight file, or of a file beside it on its account (part, ranges, record, progress):
-    the names are module_utils/ds4_weight_files.py's.
+    the names are module_utils/_weights/file_names.py's.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from pathlib import Path
 
 import yaml
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_catalog import (
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.catalog import (
     CatalogError,
     generation_of,
     model_files,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_weight_files import weight_file_path
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.file_names import weight_file_path
 
 # The catalog lives once, as role data; the filter reads the same file when no catalog is passed.
 _DEFAULTS = Path(__file__).resolve().parents[2] / "roles" / "ds4_common" / "defaults" / "main.yml"

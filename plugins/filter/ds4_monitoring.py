@@ -1,4 +1,4 @@
-"""Filters of the fleet's Prometheus files; the logic lives in module_utils/ds4_prometheus.py.
+"""Filters of the fleet's Prometheus files; the logic lives in module_utils/_fleet/prometheus.py.
 
 - `rules_text | ds4.fleet.prometheus_role_vars(scrape_text)` -> {prometheus_scrape_configs,
   prometheus_alert_rules} for the prometheus.prometheus role, from the rule file's and the scrape
@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 import yaml
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_prometheus import role_vars, rules_problems
+from ansible_collections.ds4.fleet.plugins.module_utils._fleet.prometheus import role_vars, rules_problems
 
 
 def prometheus_role_vars(rules_text, scrape_text) -> dict:

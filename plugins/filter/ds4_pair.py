@@ -1,4 +1,4 @@
-"""Filters of a pair of Sparks (ds4_pairs); the rules live in module_utils/ds4_pair.py.
+"""Filters of a pair of Sparks (ds4_pairs); the rules live in module_utils/_pair/declaration.py.
 
 - `ds4_pairs | ds4.fleet.pair_problems(hostvars, ansible_play_hosts_all)` -> every refusal, before any change
 - `ds4_pairs | ds4.fleet.pair_hosts` -> the Sparks it names as members
@@ -10,11 +10,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.parsing.convert_bool import boolean
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_catalog import (
-    CatalogError,
-    quantization_entry,
-)
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_pair import (
+from ansible_collections.ds4.fleet.plugins.module_utils._pair.declaration import (
     ROLES,
     SAME,
     PairError,
@@ -23,6 +19,10 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_pair import (
     pairs_of,
     play_problems,
     quantization_fit_problem,
+)
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.catalog import (
+    CatalogError,
+    quantization_entry,
 )
 
 

@@ -1,4 +1,4 @@
-"""Filters of a pair of Sparks (ds4_pairs) on day two; the rules live in module_utils/ds4_pair_fleet.py.
+"""Filters of a pair of Sparks (ds4_pairs) on day two; the rules live in module_utils/_pair/fleet.py.
 
 - `hosts | ds4.fleet.gateway_backends(ds4_pairs)` -> the gateway's servers: single Sparks and coordinators
 - `ds4_pairs | ds4.fleet.pair_left_out(ansible_play_hosts_all, verb)` -> a line per pair the run splits
@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_pair_fleet import (
+from ansible_collections.ds4.fleet.plugins.module_utils._pair.fleet import (
     gateway_backends,
     left_out,
     removal_problems,

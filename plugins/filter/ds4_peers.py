@@ -1,7 +1,8 @@
-"""Filters for peer distribution of the weights; the rule itself lives in module_utils/ds4_peer.py.
+"""Filters for peer distribution of the weights; the rule itself lives in module_utils/_weights/relay.py.
 
 - `ansible_play_hosts | ds4.fleet.weights_peer_plan(hostvars, port, relay, ds4_pairs)` -> who fetches which
-  file from where (ds4_peer.plan; `relay`: each Spark serving what it receives as it comes, else two waves),
+  file from where (_weights.relay.plan; `relay`: each Spark serving what it receives as it comes, else two
+  waves),
   from each host's `__ds4_weights_plan` and `_ds4_weights_peer_address` (its LAN address), and, for the
   members of a pair in `ds4_pairs`, their link addresses, on which they peer with each other alone.
 """
@@ -9,8 +10,8 @@
 from __future__ import annotations
 
 from ansible.module_utils.parsing.convert_bool import boolean
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_pair import pair_of, pairs_of
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_peer import plan
+from ansible_collections.ds4.fleet.plugins.module_utils._pair.declaration import pair_of, pairs_of
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.relay import plan
 
 
 def weights_peer_plan(play_hosts, hostvars, port, relay=False, pairs=None):

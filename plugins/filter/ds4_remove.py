@@ -1,12 +1,12 @@
 """Filter of playbooks/remove.yml (role ds4_fleet, tasks/remove_check.yml); the rule lives in
-module_utils/ds4_remove.py.
+module_utils/_fleet/remove.py.
 
 - `results | ds4.fleet.remove_refusals(host, removing, force)` -> why HOST may not be removed, a line each
 """
 
 from __future__ import annotations
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_remove import refusals
+from ansible_collections.ds4.fleet.plugins.module_utils._fleet.remove import refusals
 
 
 def remove_refusals(results, host, removing, force=False):

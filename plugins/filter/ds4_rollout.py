@@ -1,4 +1,4 @@
-"""Filters of upgrade.yml's switch plan; the rules live in module_utils/ds4_rollout.py.
+"""Filters of upgrade.yml's switch plan; the rules live in module_utils/_fleet/rollout.py.
 
 - `ansible_play_hosts | ds4.fleet.switch_plan(ansible_play_hosts_all, hostvars, serial, percentage, pairs)`
   -> the batches of the Sparks that staged (each Spark's `_ds4_fleet_stage.staged`), a pair of `pairs`
@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_rollout import (
+from ansible_collections.ds4.fleet.plugins.module_utils._fleet.rollout import (
     RolloutError,
     batch_stop,
     switch_plan,

@@ -1,4 +1,4 @@
-"""Filters of a site's own templates; the logic lives in module_utils/ds4_site_template.py.
+"""Filters of a site's own templates; the logic lives in module_utils/_fleet/site_template.py.
 
 - `name | ds4.fleet.site_template(variable, role_path, playbook_dir, site_dir)` -> the path of the
   template a variable names: in the site's templates/ first, then the role's own.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_site_template import (
+from ansible_collections.ds4.fleet.plugins.module_utils._fleet.site_template import (
     SiteTemplateError,
     env_file_problems,
     resolve,

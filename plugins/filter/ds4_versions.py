@@ -1,4 +1,4 @@
-"""Filters on ds4 release tags; the ordering itself lives in module_utils/ds4_version.py.
+"""Filters on ds4 release tags; the ordering itself lives in module_utils/_spark/version.py.
 
 - `tags | ds4.fleet.release_sort` -> the tags oldest first (`| last` is the newest).
 - `candidate | ds4.fleet.release_newer(running)` -> true when `candidate` is strictly newer.
@@ -12,7 +12,7 @@ adds the filter's name.
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_version import (
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.version import (
     is_newer,
     releases_to_prune,
     sort_releases,

@@ -1,4 +1,4 @@
-"""Filters for the weights role's messages; the wording lives in module_utils/ds4_weights_report.py.
+"""Filters for the weights role's messages; the wording lives in module_utils/_weights/report.py.
 
 - `__ds4_weights_plan | ds4.fleet.weights_plan_lines(ansible_check_mode)` -> the plan, a line per action
 - `_ds4_weights_results | ds4.fleet.weights_outcome_lines` -> what became of each file
@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_weights_report import (
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.report import (
     cleanup_lines,
     outcome_lines,
     plan_lines,

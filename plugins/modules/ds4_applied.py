@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""Compare a Spark with the last finished run's record, or record this run (module_utils/ds4_applied.py)."""
+"""Compare a Spark with the last finished run's record, or record this run (module_utils/_run/record.py)."""
 
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ reason:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_applied import (  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._run.record import (  # noqa: E402
     OPTIONS,
     AppliedError,
     compare,

@@ -1,6 +1,6 @@
 #!/usr/bin/python
 """Where node_exporter listens on a Spark, and whether the role may run it there: a thin shell over
-module_utils/ds4_exporter.py."""
+module_utils/_spark/exporter.py."""
 
 from __future__ import annotations
 
@@ -63,7 +63,12 @@ listen:
 import os  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_exporter import (  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._host.processes import (  # noqa: E402
+    port_holder,
+    read_process,
+)
+from ansible_collections.ds4.fleet.plugins.module_utils._service.takeover import program_of  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.exporter import (  # noqa: E402
     EXPORTER_UNIT,
     ExporterError,
     default_route_address,
@@ -73,11 +78,6 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_exporter import (  #
     ss_uid_command,
     textfile_dir_problem,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_processes import (  # noqa: E402
-    port_holder,
-    read_process,
-)
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_takeover import program_of  # noqa: E402
 
 
 def main():

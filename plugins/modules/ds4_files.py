@@ -1,6 +1,6 @@
 #!/usr/bin/python
 """Files installed whole into a directory of root's, in one run: a thin shell over
-module_utils/ds4_files.py. The action of the same name (plugins/action/ds4_files.py) reads O(src) on the
+module_utils/_host/files.py. The action of the same name (plugins/action/ds4_files.py) reads O(src) on the
 controller and hands the module their contents."""
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ EXAMPLES = r"""
     dest: /usr/local/lib/ds4-fleet
     src:
       ds4-ready: "0755"
-      /path/to/plugins/module_utils/ds4_version.py: "0644"
+      /path/to/plugins/module_utils/_spark/version.py: "0644"
 """
 
 RETURN = r"""
@@ -64,8 +64,8 @@ written:
 import re  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_files import install  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import UnsafePath  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._host.files import install  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.no_follow import UnsafePath  # noqa: E402
 
 
 def main():

@@ -99,7 +99,7 @@ message:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_haproxy import (
+from ansible_collections.ds4.fleet.plugins.module_utils._net.haproxy import (
     RuntimeApiError,
     put_back,
     server,

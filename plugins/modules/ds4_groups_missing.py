@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""Which of some groups a host lacks, recorded as the groups the roles make (module_utils/ds4_remove.py)."""
+"""Which of some groups a host lacks, recorded as the groups the roles make (_fleet/remove.py)."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ recorded:
 import grp  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_remove import RemoveError, record_missing  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._fleet.remove import RemoveError, record_missing  # noqa: E402
 
 
 def _exists(name):

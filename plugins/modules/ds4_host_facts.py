@@ -1,7 +1,7 @@
 #!/usr/bin/python
 """Gather what a host offers the ds4 engine, in one round trip, for the preflight role to judge.
 
-The logic lives in module_utils/ds4_host_facts.py; this file only wires Ansible's command runner and
+The logic lives in module_utils/_host/facts.py; this file only wires Ansible's command runner and
 executable search into it.
 """
 
@@ -133,7 +133,7 @@ ansible_facts:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_host_facts import (  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._host.facts import (  # noqa: E402
     HostFactsError,
     gather_host_facts,
     invoking_home,

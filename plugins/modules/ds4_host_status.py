@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""Read what a Spark runs, from the things themselves (logic in module_utils/ds4_host_status.py)."""
+"""Read what a Spark runs, from the things themselves (logic in module_utils/_service/host_status.py)."""
 
 from __future__ import annotations
 
@@ -83,8 +83,8 @@ status:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_drain import engine_url
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_host_status import read_host
+from ansible_collections.ds4.fleet.plugins.module_utils._service.host_status import read_host
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.drain import engine_url
 
 
 def main():

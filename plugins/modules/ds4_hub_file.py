@@ -218,17 +218,17 @@ import pwd  # noqa: E402
 import re  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_heartbeat import HEARTBEAT_ARGS, from_params  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub import HubFile  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import (  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._net.proxy_env import ProxyEnvError, apply_proxy_env  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.file_names import progress_name  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.heartbeat import HEARTBEAT_ARGS, from_params  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.hub import HubFile  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.protocol import (  # noqa: E402
     REQUESTS_IMPORT_ERROR,
     FileRef,
     HubError,
     NoSpaceError,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_transfer import CONNECTIONS  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_proxy_env import ProxyEnvError, apply_proxy_env  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_weight_files import progress_name  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.transfer import CONNECTIONS  # noqa: E402
 
 
 def _id(module, lookup, field, name, what):

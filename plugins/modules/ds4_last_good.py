@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""Read, record or restore the last-known-good release of a Spark (module_utils/ds4_last_good.py)."""
+"""Read, record or restore the last-known-good release of a Spark (module_utils/_engine/last_good.py)."""
 
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ restored:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_last_good import (  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._engine.last_good import (  # noqa: E402
     LastGoodError,
     make_record,
     read_record,

@@ -4,7 +4,7 @@
 A module rather than a filter, though it touches nothing: the roles call modules for logic (house
 style), its options are documented and shown by ansible-doc, and its result is registered once and
 read by both the environment-file template and the unit template. Options are `raw` so that every
-message comes from module_utils/ds4_launch.py and names the role variable (`ds4_port`), instead of
+message comes from module_utils/_service/launch.py and names the role variable (`ds4_port`), instead of
 Ansible's own conversions, which would also split a string on commas into a list.
 """
 
@@ -178,11 +178,11 @@ public:
 
 # Ansible's convention puts DOCUMENTATION, EXAMPLES and RETURN before the imports.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_digest import (  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._common.digest import (  # noqa: E402
     DigestKeyError,
     load_key,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_launch import (  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._service.launch import (  # noqa: E402
     DEFAULTS,
     REQUIRED,
     LaunchConfigError,

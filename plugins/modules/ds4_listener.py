@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""Prove that ds4.service's engine holds the engine's port (logic in module_utils/ds4_listener.py)."""
+"""Prove that ds4.service's engine holds the engine's port (logic in module_utils/_spark/listener.py)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ inode:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_listener import LISTENER_ARGS, engine_prover
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.listener import LISTENER_ARGS, engine_prover
 
 
 def main():

@@ -1,6 +1,6 @@
 #!/usr/bin/python
 """A directory handed to a user, made and chowned through descriptors: a thin shell over
-module_utils/ds4_no_follow.py (owned_dir)."""
+module_utils/_spark/no_follow.py (owned_dir)."""
 
 from __future__ import annotations
 
@@ -83,7 +83,7 @@ import pwd  # noqa: E402
 import re  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import (  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.no_follow import (  # noqa: E402
     UnsafePath,
     owned_dir,
 )

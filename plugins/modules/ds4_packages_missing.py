@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""Which of some Debian packages a host lacks (module_utils/ds4_packages.py), asked of dpkg-query."""
+"""Which of some Debian packages a host lacks (module_utils/_host/packages.py), asked of dpkg-query."""
 
 from __future__ import annotations
 
@@ -54,13 +54,13 @@ missing:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_packages import (  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._fleet.remove import RemoveError, record_missing  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._host.packages import (  # noqa: E402
     PackagesError,
     dpkg_query_argv,
     every_installed,
     missing,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_remove import RemoveError, record_missing  # noqa: E402
 
 
 def main():

@@ -112,12 +112,12 @@ path:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_link import (
+from ansible_collections.ds4.fleet.plugins.module_utils._pair.link import (
     link_problem,
     netplan_text,
     setting_problems,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import read_text, replace_file
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.no_follow import read_text, replace_file
 
 
 def _netplan(module, p, result):

@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""Prove that this run's peer server holds the peer port: a thin shell over ds4_peer.wait_listening."""
+"""Prove that this run's peer server holds the peer port: a thin shell over _weights.relay.wait_listening."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ msg:
 import os  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_peer import wait_listening  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.relay import wait_listening  # noqa: E402
 
 
 def main():

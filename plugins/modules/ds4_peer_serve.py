@@ -108,8 +108,8 @@ import os  # noqa: E402
 import time  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_heartbeat import HEARTBEAT_ARGS, from_params  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_peer import PeerServer, announce  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.heartbeat import HEARTBEAT_ARGS, from_params  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.relay import PeerServer, announce  # noqa: E402
 
 
 def main():

@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""Measure the running ds4 engine and gate on its speed (logic in module_utils/ds4_perf.py)."""
+"""Measure the running ds4 engine and gate on its speed (logic in module_utils/_perf/gate.py)."""
 
 from __future__ import annotations
 
@@ -116,7 +116,7 @@ runs:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_perf import (
+from ansible_collections.ds4.fleet.plugins.module_utils._perf.gate import (
     DEFAULT_MODEL,
     PerfError,
     PerfSettingError,

@@ -1,7 +1,7 @@
 #!/usr/bin/python
 """Judge the ds4_host_facts facts against the preflight settings; refuse, warn, or name the engine build.
 
-The rules live in module_utils/ds4_preflight.py; this file only reads the catalog and wires the result
+The rules live in module_utils/_host/preflight.py; this file only reads the catalog and wires the result
 into Ansible (failure, warnings, the fact ds4_build_target).
 """
 
@@ -148,20 +148,20 @@ ansible_facts:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_catalog import (  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._host.preflight import (  # noqa: E402
+    judge,
+    weights_need,
+)
+from ansible_collections.ds4.fleet.plugins.module_utils._pair.declaration import (  # noqa: E402
+    PairError,
+    quantization_fit_problem,
+)
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.catalog import (  # noqa: E402
     CatalogError,
     model_files,
     other_generation_files,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_disk_plan import POLICIES  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_pair import (  # noqa: E402
-    PairError,
-    quantization_fit_problem,
-)
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_preflight import (  # noqa: E402
-    judge,
-    weights_need,
-)
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.disk_plan import POLICIES  # noqa: E402
 
 
 def estimate_weights(params, host):

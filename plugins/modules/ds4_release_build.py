@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""Build an engine release beside the others: a thin shell over module_utils/ds4_release_build.py."""
+"""Build an engine release beside the others: a thin shell over module_utils/_engine/release_build.py."""
 
 from __future__ import annotations
 
@@ -130,22 +130,22 @@ import json  # noqa: E402
 import os  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_proxy_env import (  # noqa: E402
-    ProxyEnvError,
-    apply_proxy_env,
-)
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_build import (  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._engine.release_build import (  # noqa: E402
     BuildError,
     build_release,
     default_jobs,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_plan import (  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._engine.release_plan import (  # noqa: E402
     TAGS_RECORD,
     ReleaseError,
     check_commit,
     check_release_tag,
     release_state,
     remote_of,
+)
+from ansible_collections.ds4.fleet.plugins.module_utils._net.proxy_env import (  # noqa: E402
+    ProxyEnvError,
+    apply_proxy_env,
 )
 
 

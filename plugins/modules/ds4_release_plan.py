@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""Plan an engine release before anything changes: a thin shell over module_utils/ds4_release_plan.py."""
+"""Plan an engine release before anything changes: a thin shell over module_utils/_engine/release_plan.py."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ description:
     never on its command line, and is masked in everything the module returns.
   - Decides the make target from the release's own Makefile at that commit (read from git, never run),
     for a GB10 or an arch O(make_targets) names a target for, C(cuda-spark) where it builds native GB10
-    code, else C(cuda CUDA_ARCH=sm_121), with the reason (module_utils/ds4_make_target.py). Other arches
+    code, else C(cuda CUDA_ARCH=sm_121), with the reason (module_utils/_engine/make_target.py). Other arches
     keep C(cuda CUDA_ARCH=sm_NNN) without reading it.
   - Reads the release layout under O(root) (C(releases/<tag>/), the C(current) and C(previous) links) and the
     build stamp of the wanted release, and says whether it must be built and why.
@@ -176,8 +176,7 @@ kept:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_proxy_env import ProxyEnvError, apply_proxy_env  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_plan import (  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._engine.release_plan import (  # noqa: E402
     TAGS_RECORD,
     ReleaseError,
     as_built,
@@ -191,6 +190,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_release_plan import 
     verify_pin,
     verify_unmoved,
 )
+from ansible_collections.ds4.fleet.plugins.module_utils._net.proxy_env import ProxyEnvError, apply_proxy_env  # noqa: E402
 
 
 def main():

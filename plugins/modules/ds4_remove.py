@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""Take off a Spark what the roles made (the list and its rules: module_utils/ds4_remove.py)."""
+"""Take off a Spark what the roles made (the list and its rules: module_utils/_fleet/remove.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ description:
     records, writes back node_exporter's settings as the distribution had them, and deletes the service
     and build users and their groups, and the GPU device groups the roles made (their record,
     /var/lib/ds4-fleet/groups.json) that no other user is in. The one list of what goes is
-    module_utils/ds4_remove.py.
+    module_utils/_fleet/remove.py.
   - Takes off a pair's link file, /etc/netplan/60-ds4-pair-link.yaml (C(ds4_pair_link_manage)), and then
     only has C(netplan generate) and C(netplan apply) the files left.
   - Every path is walked from / without following a link (a link at a component above a path is refused);
@@ -126,20 +126,7 @@ import os  # noqa: E402
 import pwd  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import (  # noqa: E402
-    UnsafePath,
-    disown,
-    read_text,
-    remove,
-    replace_file,
-)
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_packages import (  # noqa: E402
-    PackagesError,
-    dpkg_query_argv,
-    every_installed,
-    missing,
-)
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_remove import (  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._fleet.remove import (  # noqa: E402
     BUILD_LOGS,
     EMPTY,
     FIREWALL_TABLE,
@@ -170,6 +157,19 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_remove import (  # n
     simulated_removals,
     take_off_netplan,
     unused_groups,
+)
+from ansible_collections.ds4.fleet.plugins.module_utils._host.packages import (  # noqa: E402
+    PackagesError,
+    dpkg_query_argv,
+    every_installed,
+    missing,
+)
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.no_follow import (  # noqa: E402
+    UnsafePath,
+    disown,
+    read_text,
+    remove,
+    replace_file,
 )
 
 APT_ENV = {"LC_ALL": "C", "DEBIAN_FRONTEND": "noninteractive"}

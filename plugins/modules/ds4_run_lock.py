@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""Hold, renew or release a Spark for one ds4-fleet run (module_utils/ds4_run_lock.py). The action of the
+"""Hold, renew or release a Spark for one ds4-fleet run (module_utils/_run/lock.py). The action of the
 same name (plugins/action/ds4_run_lock.py) names the holder, waits, keeps the lease renewed and takes over
 a dead run's lock."""
 
@@ -148,12 +148,7 @@ lease_left:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_applied import (  # noqa: E402
-    OPTIONS,
-    AppliedError,
-    compare,
-)
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_run_lock import (  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._run.lock import (  # noqa: E402
     PATH,
     LockError,
     checked,
@@ -164,6 +159,11 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_run_lock import (  #
     renew,
     same,
     try_hold,
+)
+from ansible_collections.ds4.fleet.plugins.module_utils._run.record import (  # noqa: E402
+    OPTIONS,
+    AppliedError,
+    compare,
 )
 
 

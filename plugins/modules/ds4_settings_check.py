@@ -9,11 +9,11 @@ short_description: Refuse bad ds4 settings of several roles at once, before anyt
 description:
   - Checks every public variable of the ds4 roles named in O(roles) (and of C(ds4_common), which they all
     share) against the role's C(meta/argument_specs.yml) (type, elements, choices) and the rules of
-    C(module_utils/ds4_settings.py) (ranges, confined paths, URLs, regular expressions, the catalog, the
+    C(module_utils/_run/settings.py) (ranges, confined paths, URLs, regular expressions, the catalog, the
     launch settings, rules between variables).
   - A variable the play leaves unset is checked at its argument spec's default.
   - Fails with one line per refused variable, naming it, its value and what would be accepted; nothing
-    of a secret-bearing variable is shown, whatever its type (C(module_utils/ds4_redact.py)); tokens,
+    of a secret-bearing variable is shown, whatever its type (C(module_utils/_common/redact.py)); tokens,
     keys, C(ds4_extra_env) and C(ds4_proxy_env) are shown as C(********), URLs with their userinfo as
     C(***@).
   - Runs on the controller as an action and needs no connection; this file only documents it.

@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""Ask the running ds4 engine one question and check its answer (logic in module_utils/ds4_smoke.py)."""
+"""Ask the running ds4 engine one question and check its answer (logic in module_utils/_service/smoke.py)."""
 
 from __future__ import annotations
 
@@ -68,8 +68,7 @@ url:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_listener import LISTENER_ARGS, engine_prover
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_smoke import (
+from ansible_collections.ds4.fleet.plugins.module_utils._service.smoke import (
     DEFAULT_EXPECT,
     DEFAULT_MODEL,
     DEFAULT_PROMPT,
@@ -77,6 +76,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_smoke import (
     chat_url,
     smoke,
 )
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.listener import LISTENER_ARGS, engine_prover
 
 
 def main():

@@ -1,6 +1,6 @@
 #!/usr/bin/python
 """Find a ds4-server running outside ds4.service, and the service that would start it again
-(module_utils/ds4_processes.py finds the servers, module_utils/ds4_takeover.py judges them)."""
+(module_utils/_host/processes.py finds the servers, module_utils/_service/takeover.py judges them)."""
 
 from __future__ import annotations
 
@@ -89,13 +89,13 @@ import contextlib  # noqa: E402
 import os  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_host_facts import invoking_home  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_processes import (  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._host.facts import invoking_home  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._host.processes import (  # noqa: E402
     find_stray_servers,
     listener_uids_command,
     parse_listener_uids,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_takeover import (  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._service.takeover import (  # noqa: E402
     accepted_programs,
     takeover,
 )

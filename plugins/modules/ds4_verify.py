@@ -1,4 +1,4 @@
-"""Verify the running ds4 engine against the published figures (logic in module_utils/ds4_verify.py)."""
+"""Verify the running ds4 engine against the published figures (logic in module_utils/_perf/figures.py)."""
 
 from __future__ import annotations
 
@@ -130,16 +130,7 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_catalog import (
-    CatalogError,
-    pair_reference_figures,
-    reference_figures,
-)
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_drain import EngineUnreachable, read_inflight
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_metrics import gpu_command, parse_gpus
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import replace_file
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_perf import PerfError
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_verify import (
+from ansible_collections.ds4.fleet.plugins.module_utils._perf.figures import (
     VerifyError,
     build_of,
     check_ratio,
@@ -155,6 +146,15 @@ from ansible_collections.ds4.fleet.plugins.module_utils.ds4_verify import (
     report_lines,
     speculation_running,
     unit_environment,
+)
+from ansible_collections.ds4.fleet.plugins.module_utils._perf.gate import PerfError
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.drain import EngineUnreachable, read_inflight
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.metrics import gpu_command, parse_gpus
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.no_follow import replace_file
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.catalog import (
+    CatalogError,
+    pair_reference_figures,
+    reference_figures,
 )
 
 

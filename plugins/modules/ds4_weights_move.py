@@ -1,6 +1,6 @@
 #!/usr/bin/python
 """Move an adopted weight file into the weights directory, only while it is the file the plan found: a thin
-shell over module_utils/ds4_no_follow.py (move_planned)."""
+shell over module_utils/_spark/no_follow.py (move_planned)."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ dest:
 import os  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_no_follow import (  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.no_follow import (  # noqa: E402
     UnsafePath,
     move_planned,
 )

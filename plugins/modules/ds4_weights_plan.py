@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""Plan the weights before any byte moves: a thin shell over ds4_weights_survey and ds4_disk_plan."""
+"""Plan the weights before any byte moves: a thin shell over _weights.survey and _weights.disk_plan."""
 
 from __future__ import annotations
 
@@ -159,21 +159,25 @@ shortfall_gib:
 
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_catalog import (  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._net.proxy_env import ProxyEnvError, apply_proxy_env  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.catalog import (  # noqa: E402
     CatalogError,
     model_files,
     other_generation_files,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_disk_plan import POLICIES, DiskPlanError, plan  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_hub_protocol import (  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.disk_plan import (  # noqa: E402
+    POLICIES,
+    DiskPlanError,
+    plan,
+)
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.protocol import (  # noqa: E402
     REQUESTS_IMPORT_ERROR,
     FileRef,
     HubError,
     fetch_metadata,
     new_session,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_proxy_env import ProxyEnvError, apply_proxy_env  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_weights_survey import survey  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.survey import survey  # noqa: E402
 
 
 def main():

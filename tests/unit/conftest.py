@@ -1,7 +1,8 @@
 """Shared fixtures of the unit tests: the weight hub stand-in, started once over its generated data.
 
-The tests mirror the tree they test (tests/unit/plugins/module_utils/test_<name>.py for
-plugins/module_utils/<name>.py, and so on); their shared helpers (module_runner, settings_cases) stay here.
+The tests mirror the tree they test (tests/unit/plugins/module_utils/<package>/test_<name>.py for
+plugins/module_utils/<package>/<name>.py, and so on); their shared helpers (module_runner, settings_cases,
+module_utils_graph) stay here.
 """
 
 import importlib.util
@@ -24,7 +25,7 @@ def _lock_dir(tmp_path_factory):
 @pytest.fixture(autouse=True)
 def locks_in_a_test_directory(_lock_dir, monkeypatch):
     """The weight fetches' locks in a directory of the tests', never the host's /run/ds4-fleet."""
-    from ansible_collections.ds4.fleet.plugins.module_utils import ds4_hub
+    from ansible_collections.ds4.fleet.plugins.module_utils._weights import hub as ds4_hub
 
     monkeypatch.setattr(ds4_hub, "LOCK_DIR", str(_lock_dir))
     return _lock_dir

@@ -1,4 +1,4 @@
-"""A /proc of a few processes, for the readers of the engine's processes (module_utils/ds4_processes.py)
+"""A /proc of a few processes, for the readers of the engine's processes (module_utils/_host/processes.py)
 and the host facts that gather them: an installer's ds4-server in a session listening on 8000, the unit's
 own ds4-server, a shell; and /proc/meminfo of a real GB10."""
 

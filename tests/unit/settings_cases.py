@@ -1,6 +1,6 @@
 """Values every public variable of the ds4 roles must refuse: an operator's typos and a hostile file's.
 
-Shared by the unit tests (tests/unit/plugins/module_utils/test_ds4_settings.py, and
+Shared by the unit tests (tests/unit/plugins/module_utils/_run/test_settings.py, and
 tests/unit/plugins/action/test_ds4_settings_check.py, which gives every round below to the action in a
 playbook) and the site scenario, which gives the first round to site.yml on a serving sandbox Spark and
 asserts that nothing on it changed.

@@ -1,12 +1,12 @@
-"""No task, play or block hands a secret-bearing setting (ds4_redact.SECRETS: the proxy, the token, the
+"""No task, play or block hands a secret-bearing setting (_common.redact.SECRETS: the proxy, the token, the
 keys, the engine's extra environment) to a module through `environment:`: Ansible writes that keyword onto
 the remote shell's command line, which `ps` shows every local user and -vvv prints. Such a value reaches a
-module as a no_log option (the proxy: `proxy_env`, module_utils/ds4_proxy_env.py)."""
+module as a no_log option (the proxy: `proxy_env`, module_utils/_net/proxy_env.py)."""
 
 from pathlib import Path
 
 import yaml
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_redact import SECRETS
+from ansible_collections.ds4.fleet.plugins.module_utils._common.redact import SECRETS
 
 REPO = Path(__file__).resolve().parents[2]
 

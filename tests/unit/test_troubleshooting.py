@@ -103,7 +103,7 @@ def test_the_collection_has_messages_to_look_up():
     found = messages()
     # The scan itself: a change that made it find nothing would make the test below pass on any doc.
     assert len(found) > 150
-    assert ("plugins/module_utils/ds4_hub.py", "not enough space in") in found
+    assert ("plugins/module_utils/_weights/hub.py", "not enough space in") in found
     assert ("roles/ds4_weights/tasks/cleanup.yml", plain(
         "Refuse to remove the other generation while the new one is incomplete"
     )) in found  # fmt: skip

@@ -2,7 +2,7 @@
 
 spark01's engine listens on every address behind its firewall, which admits the gateway. While the engine
 is stopped its port is free, and any local user may listen there answering as the engine does. The engine
-gate (ds4-engine-gate, plugins/module_utils/ds4_engine_gate.py) admits the gateway only while ds4.service's
+gate (ds4-engine-gate, plugins/module_utils/_spark/engine_gate.py) admits the gateway only while ds4.service's
 own engine holds the port: the stranger gets neither the gateway's health checks nor a client's request,
 and the gateway is admitted again once the engine is back. Each test puts spark01 back serving.
 """

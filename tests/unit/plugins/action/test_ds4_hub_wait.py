@@ -37,7 +37,7 @@ def test_a_retry_says_which_attempt_and_why():
 
 
 def test_a_record_with_a_message_is_printed_as_it_stands():
-    # The engine build's progress file (module_utils/ds4_release_build.py) carries its own line.
+    # The engine build's progress file (module_utils/_engine/release_build.py) carries its own line.
     line = "building v0.6.5, 1 min 05 s in: `make cuda CUDA_ARCH=sm_121 -j20`; last log line: LD ds4"
     assert describe({"state": "building", "updated": 1.0, "message": line}) == line
 

@@ -1,4 +1,4 @@
-"""The filter module_utils_path (plugins/filter/ds4_collection.py): the collection's module_utils files."""
+"""The filter module_utils_path (plugins/filter/ds4_collection.py): the collection's Spark-side modules."""
 
 from pathlib import Path
 
@@ -6,13 +6,13 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.ds4.fleet.plugins.filter.ds4_collection import module_utils_path
 
-MODULE_UTILS = Path(__file__).resolve().parents[4] / "plugins" / "module_utils"
+SPARK = Path(__file__).resolve().parents[4] / "plugins" / "module_utils" / "_spark"
 
 
 def test_a_module_is_found_where_the_collection_is():
-    path = Path(module_utils_path("ds4_version.py"))
+    path = Path(module_utils_path("version.py"))
     assert path.is_absolute()
-    assert path.read_bytes() == (MODULE_UTILS / "ds4_version.py").read_bytes()
+    assert path.read_bytes() == (SPARK / "version.py").read_bytes()
 
 
 @pytest.mark.parametrize(
@@ -20,9 +20,13 @@ def test_a_module_is_found_where_the_collection_is():
     [
         ("../filter/ds4_collection.py", "takes the file name"),
         ("/etc/passwd", "takes the file name"),
-        ("ds4_version", "takes the file name"),
+        ("_spark/version.py", "takes the file name"),
+        ("version", "takes the file name"),
         (None, "takes the file name"),
-        ("ds4_nothing.py", "has no ds4_nothing.py"),
+        ("nothing.py", "has no nothing.py"),
+        ("__init__.py", "has no __init__.py"),
+        # A module_utils module of another package: only the Spark-side one goes onto a host.
+        ("settings.py", "has no settings.py"),
     ],
 )
 def test_anything_but_a_module_of_module_utils_is_refused(name, says):

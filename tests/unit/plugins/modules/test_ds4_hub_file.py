@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
-from ansible_collections.ds4.fleet.plugins.module_utils import ds4_hub
+from ansible_collections.ds4.fleet.plugins.module_utils._weights import hub as ds4_hub
 from ansible_collections.ds4.fleet.plugins.modules import ds4_hub_file
 
 ROOT = Path(__file__).resolve().parents[4]

@@ -1,12 +1,12 @@
 """Without requests on the target, the modules that reach the hub say what is missing, with no traceback."""
 
-import ast
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from module_utils_graph import imports, path_of
 
 REPO = Path(__file__).resolve().parents[4]
 # sys.modules[name] = None makes `import name` raise ImportError, as on a host without the package.
@@ -40,35 +40,17 @@ def test_a_missing_requests_is_named(module, args):
 
 # The modules that talk to the hub; every other module reads or changes its host with the standard library.
 HUB_MODULES = {"ds4_hub_file", "ds4_weights_plan"}
-PREFIX = "ansible_collections.ds4.fleet.plugins.module_utils"
-
-
-def _imports(path: Path) -> tuple[set, set]:
-    """(our module_utils, other top-level packages) that a file imports, anywhere in it."""
-    ours, others = set(), set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(PREFIX):
-            if node.module == PREFIX:
-                ours |= {alias.name for alias in node.names}
-            else:
-                ours.add(node.module.rsplit(".", 1)[1])
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            others.add(node.module.split(".")[0])
-        elif isinstance(node, ast.Import):
-            others |= {alias.name.split(".")[0] for alias in node.names}
-    return ours, others
 
 
 def _reaches_requests(path: Path) -> list:
     """The module_utils that `path` imports, directly or through others, that import requests."""
-    utils = REPO / "plugins" / "module_utils"
-    seen, todo = set(), list(_imports(path)[0])
+    seen, todo = set(), list(imports(path)[0])
     while todo:
         name = todo.pop()
         if name not in seen:
             seen.add(name)
-            todo.extend(_imports(utils / f"{name}.py")[0])
-    return sorted(name for name in seen if "requests" in _imports(utils / f"{name}.py")[1])
+            todo.extend(imports(path_of(name))[0])
+    return sorted(name for name in seen if "requests" in imports(path_of(name))[1])
 
 
 @pytest.mark.parametrize("path", sorted((REPO / "plugins" / "modules").glob("*.py")), ids=lambda p: p.stem)

@@ -17,9 +17,9 @@ def test_the_gates_modules_are_those_its_script_imports():
     for node in ast.walk(ast.parse(script.read_text())):
         if isinstance(node, ast.Import):
             names |= {alias.name for alias in node.names}
-    module_utils = REPO / "plugins" / "module_utils"
-    imported = {f"{name}.py" for name in names if (module_utils / f"{name}.py").is_file()}
+    spark = REPO / "plugins" / "module_utils" / "_spark"
+    imported = {f"{name}.py" for name in names if (spark / f"{name}.py").is_file()}
     assert imported and sorted(VARS["_ds4_gate_modules"]) == sorted(imported)
     # The module imports nothing of the collection: on a Spark it lies beside the script, in no package.
-    gate = (REPO / "plugins" / "module_utils" / "ds4_engine_gate.py").read_text()
-    assert "ansible_collections" not in gate and "import ds4_" not in gate
+    gate = (spark / "engine_gate.py").read_text()
+    assert "ansible_collections" not in gate and "import listener" not in gate

@@ -8,17 +8,20 @@ import sys
 from pathlib import Path
 
 import pytest
-from ansible_collections.ds4.fleet.plugins.module_utils.ds4_exporter import default_route_address, host_port
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.exporter import (
+    default_route_address,
+    host_port,
+)
 
 ROOT = Path(__file__).resolve().parents[4]
 
 
 @pytest.fixture
 def installed(tmp_path):
-    """ds4-node-exporter with ds4_exporter.py beside it, as the role installs them, and a stand-in exporter
+    """ds4-node-exporter with exporter.py beside it, as the role installs them, and a stand-in exporter
     that prints the arguments it was started with."""
     shutil.copy2(ROOT / "roles/ds4_service/files/ds4-node-exporter", tmp_path / "ds4-node-exporter")
-    shutil.copy2(ROOT / "plugins/module_utils/ds4_exporter.py", tmp_path / "ds4_exporter.py")
+    shutil.copy2(ROOT / "plugins/module_utils/_spark/exporter.py", tmp_path / "exporter.py")
     exporter = tmp_path / "exporter"
     exporter.write_text("#!/bin/sh\nprintf '%s\\n' \"$@\"\n")
     exporter.chmod(0o755)
@@ -48,7 +51,7 @@ def test_the_exporter_starts_on_the_default_route_address_with_the_distributions
 
 def test_without_a_default_route_it_gives_up_naming_the_setting(installed):
     # The copy beside the script is the one it imports: one with no route at all, and no wait.
-    module = installed / "ds4_exporter.py"
+    module = installed / "exporter.py"
     module.write_text(
         module.read_text() + "\n\ndef default_route_address(open_socket=None):\n    return None\n"
     )

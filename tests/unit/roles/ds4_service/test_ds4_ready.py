@@ -17,9 +17,9 @@ ROOT = Path(__file__).resolve().parents[4]
 
 @pytest.fixture
 def installed(tmp_path):
-    """ds4-ready with ds4_listener.py beside it, as the role installs them."""
+    """ds4-ready with listener.py beside it, as the role installs them."""
     shutil.copy2(ROOT / "roles/ds4_service/files/ds4-ready", tmp_path / "ds4-ready")
-    shutil.copy2(ROOT / "plugins/module_utils/ds4_listener.py", tmp_path / "ds4_listener.py")
+    shutil.copy2(ROOT / "plugins/module_utils/_spark/listener.py", tmp_path / "listener.py")
     return tmp_path / "ds4-ready"
 
 

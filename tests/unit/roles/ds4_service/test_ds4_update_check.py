@@ -1,6 +1,6 @@
 """The host-side update check (roles/ds4_service/files/ds4-update-check), run as the timer runs it.
 
-The script and ds4_version.py are copied into one directory, as the role installs them in
+The script and version.py are copied into one directory, as the role installs them in
 /usr/local/lib/ds4/, and run as a subprocess against a feed served on 127.0.0.1 or read from file://.
 """
 
@@ -21,7 +21,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[4]
 SCRIPT = ROOT / "roles/ds4_service/files/ds4-update-check"
-VERSION_MODULE = ROOT / "plugins/module_utils/ds4_version.py"
+VERSION_MODULE = ROOT / "plugins/module_utils/_spark/version.py"
 
 HTML = b"<!DOCTYPE html>\n<html><body>Sign in to the network</body></html>\n"
 ROUTES = {
@@ -89,11 +89,11 @@ def feed():
 
 @pytest.fixture
 def host(tmp_path):
-    """A host layout: the installed script beside ds4_version.py, a build record, state and fact dirs."""
+    """A host layout: the installed script beside version.py, a build record, state and fact dirs."""
     lib = tmp_path / "usr/local/lib/ds4"
     lib.mkdir(parents=True)
     shutil.copy2(SCRIPT, lib / "ds4-update-check")
-    shutil.copy2(VERSION_MODULE, lib / "ds4_version.py")
+    shutil.copy2(VERSION_MODULE, lib / "version.py")
     for directory in ("opt/ds4/current", "var/lib/ds4", "etc/ansible/facts.d"):
         (tmp_path / directory).mkdir(parents=True)
     return tmp_path
@@ -116,7 +116,7 @@ def run(host, *args, url=None, env=None, running_file=True, interpreter=sys.exec
         command += ["--running-file", str(host / "opt/ds4/current/.ds4-build.json")]
     command += ["--state", str(state), "--fact", str(host / "etc/ansible/facts.d/ds4_update.fact")]
     # No proxy variables: the feed is on 127.0.0.1. Run from elsewhere, so nothing of the repository
-    # can stand in for the installed ds4_version.py.
+    # can stand in for the installed version.py.
     clean = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **(env or {})}
     proc = subprocess.run(
         command + list(args), env=clean, cwd=host, capture_output=True, text=True, timeout=30
@@ -421,7 +421,7 @@ def test_bad_timeout_is_a_usage_error(host, timeout):
 
 @pytest.mark.skipif(not Path("/usr/bin/python3").exists(), reason="hosts run it with /usr/bin/python3")
 def test_runs_as_installed_through_its_shebang_and_a_link(host, feed):
-    # The role installs it executable; a link in /usr/local/bin must still find ds4_version.py.
+    # The role installs it executable; a link in /usr/local/bin must still find version.py.
     installed = host / "usr/local/lib/ds4/ds4-update-check"
     assert os.access(installed, os.X_OK)
     link = host / "ds4-update-check"

@@ -8,7 +8,8 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[4]
 ROLE = REPO / "roles" / "ds4_service"
-MODULE_UTILS = REPO / "plugins" / "module_utils"
+# The package whose modules are copied onto each Spark, where the scripts import them by their bare names.
+SPARK = REPO / "plugins" / "module_utils" / "_spark"
 VARS = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
 
 
@@ -20,7 +21,7 @@ def bare_imports(path: Path) -> set[str]:
             names |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             names.add(node.module)
-    return {name for name in names if (MODULE_UTILS / f"{name}.py").is_file()}
+    return {name for name in names if (SPARK / f"{name}.py").is_file()}
 
 
 def test_every_script_of_the_role_is_installed():
@@ -32,6 +33,6 @@ def test_the_modules_installed_are_those_the_scripts_import_and_no_more():
     while todo:
         for name in bare_imports(todo.pop()) - wanted:
             wanted.add(name)
-            todo.append(MODULE_UTILS / f"{name}.py")
+            todo.append(SPARK / f"{name}.py")
     assert wanted
     assert sorted(VARS["_ds4_host_modules"]) == sorted(f"{name}.py" for name in wanted)

@@ -1,0 +1,452 @@
+"""The model generations: which files make a generation, and which files a speculation mode needs.
+
+The catalog itself is data (`ds4_model_catalog` in roles/ds4_common/defaults/main.yml); this file only
+validates it and answers questions about it:
+
+    {"0731": {"description": "...", "files": {"base": FILE, "dspark": FILE}},
+     "legacy": {"files": {"base": FILE, "dspark": FILE, "mtp": FILE}}}
+    FILE = {"name": str, "repo": "owner/name", "revision": str, "size": int | None, "sha256": hex | None}
+
+A generation may carry `reference`: the speed figures the engine's authors published for it, by the engine
+release that published them (`reference_figures` answers for any release):
+
+    "reference": {"v0.5.0": {"source": str, "stamp": str, "figures": {FIGURE: tok/s, ...},
+                             "stamps": {FIGURE: "v0.4.1"}}}       # stamps: optional, where older
+
+and the quantizations the engine publishes for it (its download targets), besides the one `files.base` is:
+
+    "base_quantization": "q2",          # what files.base is; the default of ds4_quantization
+    "layers": 43,                       # the model's transformer layers (a pair's split is checked on it)
+    "quantizations": {"q4": QUANT, ...}
+    QUANT = FILE (name null where the engine publishes no file name yet) + {"approx_bytes": int,
+            "description": str, "pair_layers": "0:K" (the published coordinator slice, optional)}
+
+An operator adds a quantization, or the file of one published without a name, in ds4_extra_quantizations
+({generation: {key: FILE}}), with its size and sha256: nothing else vouches for the bytes.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.version import is_release_tag, parse_release
+
+CATALOG_VAR = "ds4_model_catalog"
+GENERATION_VAR = "ds4_model_generation"
+SPECULATION_VAR = "ds4_speculation"
+QUANTIZATION_VAR = "ds4_quantization"
+# What files.base is where a generation does not say: the engine's base download target, ds4f-q2.
+BASE_QUANTIZATION = "q2"
+EXTRA_QUANT_VAR = "ds4_extra_quantizations"
+
+ROLES = ("base", "dspark", "mtp")
+# The files each speculation mode loads, in the order the launcher passes them.
+SPECULATION_ROLES = {"dspark": ("base", "dspark"), "mtp": ("base", "mtp"), "plain": ("base",)}
+# The installer's own rule: a name containing "-0731" is of the 0731 generation.
+GEN_0731 = "0731"
+_0731_MARK = "-0731"
+
+# Matched whole (fullmatch): a `$` would let a trailing newline through.
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
+# A file name the roles join to ds4_gguf_dir: no directory part, no control characters, no leading dot.
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*\.gguf")
+_REVISION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]*")
+_QUANT_KEY = re.compile(r"[a-z0-9][a-z0-9._-]*")
+# A coordinator's slice as the engine's --layers takes it: it owns layer 0 (the forward topology).
+_COORD_LAYERS = re.compile(r"0:([0-9]+)")
+
+
+# The published figures, tokens a second: prefill of a 2k and a 12k prompt, plain decode (--no-spec) after a
+# 2k prompt, DSpark decode, and the aggregate of 12 concurrent requests.
+FIGURES = ("prefill_2k", "prefill_12k", "decode_2k", "dspark_decode", "aggregate_12")
+
+
+class CatalogError(ValueError):
+    """The catalog, or a generation/speculation asked of it, is not usable; the message names the value."""
+
+
+def _where(generation, role=None, key=None):
+    where = f"{CATALOG_VAR}[{generation!r}]"
+    if role is not None:
+        where += f".{role}" if role.startswith("quantizations") else f".files.{role}"
+    if key is not None:
+        where += f".{key}"
+    return where
+
+
+def _check_file(generation, role, entry):
+    if not isinstance(entry, dict):
+        raise CatalogError(f"{_where(generation, role)} must be a mapping, got {entry!r}")
+    name = entry.get("name")
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise CatalogError(
+            f"{_where(generation, role, 'name')} must be a plain file name ending .gguf, got {name!r}"
+        )
+    repo = entry.get("repo")
+    if not isinstance(repo, str) or not _REPO.fullmatch(repo):
+        raise CatalogError(
+            f"{_where(generation, role, 'repo')} must be a hub repo 'owner/name', got {repo!r}"
+        )
+    revision = entry.get("revision")
+    if not isinstance(revision, str) or not _REVISION.fullmatch(revision):
+        raise CatalogError(
+            f"{_where(generation, role, 'revision')} must be a branch, tag or commit, got {revision!r}"
+        )
+    size = entry.get("size")
+    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size <= 0):
+        raise CatalogError(
+            f"{_where(generation, role, 'size')} must be a positive byte count or null, got {size!r}"
+        )
+    sha256 = entry.get("sha256")
+    if sha256 is not None and (not isinstance(sha256, str) or not _SHA256.fullmatch(sha256)):
+        raise CatalogError(
+            f"{_where(generation, role, 'sha256')} must be 64 lowercase hex digits or null, got {sha256!r}"
+        )
+    # A drafter (or any file) only pairs with the base of its own generation, and the name says which.
+    named_0731 = _0731_MARK in name
+    if named_0731 != (generation == GEN_0731):
+        owner = GEN_0731 if named_0731 else "a generation other than 0731"
+        raise CatalogError(
+            f"{_where(generation, role, 'name')} {name!r} belongs to {owner} by its name "
+            f"('{_0731_MARK}' marks 0731 files): files never pair across generations"
+        )
+
+
+def _check_reference(generation, reference):
+    where = f"{_where(generation)}.reference"
+    if not isinstance(reference, dict):
+        raise CatalogError(f"{where} must be a mapping of engine release to figures, got {reference!r}")
+    for release, entry in reference.items():
+        at = f"{where}[{release!r}]"
+        if not is_release_tag(release):
+            raise CatalogError(f"{where} has key {release!r} that is not a release tag like v0.5.0")
+        if not isinstance(entry, dict):
+            raise CatalogError(f"{at} must be a mapping with source, stamp and figures, got {entry!r}")
+        _check_figures(at, entry)
+        figures = entry["figures"]
+        stamps = entry.get("stamps", {})
+        if not isinstance(stamps, dict) or any(
+            figure not in figures or not is_release_tag(stamp) for figure, stamp in stamps.items()
+        ):
+            raise CatalogError(
+                f"{at}.stamps must map figures of {at}.figures to release tags like v0.4.1, got {stamps!r}"
+            )
+
+
+def _check_figures(at, entry):
+    """A set of published figures: its source and stamp in words, and tok/s by figure."""
+    if not isinstance(entry, dict):
+        raise CatalogError(f"{at} must be a mapping with source, stamp and figures, got {entry!r}")
+    for key in ("source", "stamp"):
+        if not isinstance(entry.get(key), str) or not entry[key].strip():
+            raise CatalogError(f"{at}.{key} must be a non-empty text, got {entry.get(key)!r}")
+    figures = entry.get("figures")
+    if not isinstance(figures, dict) or not figures:
+        raise CatalogError(f"{at}.figures must be a non-empty mapping of figure to tok/s, got {figures!r}")
+    unknown = sorted(set(figures) - set(FIGURES))
+    if unknown:
+        raise CatalogError(f"{at}.figures has unknown figures {unknown}; figures are {list(FIGURES)}")
+    for figure, value in figures.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise CatalogError(f"{at}.figures.{figure} must be a positive tok/s, got {value!r}")
+
+
+def _check_quantizations(generation, spec):
+    where = f"{_where(generation)}.quantizations"
+    base_key = spec.get("base_quantization", BASE_QUANTIZATION)
+    if not isinstance(base_key, str) or not _QUANT_KEY.fullmatch(base_key):
+        raise CatalogError(
+            f"{_where(generation)}.base_quantization must be a short lowercase name like q2, got {base_key!r}"
+        )
+    layers = spec.get("layers")
+    if layers is not None and (isinstance(layers, bool) or not isinstance(layers, int) or layers < 2):
+        raise CatalogError(f"{_where(generation)}.layers must be a layer count from 2 up, got {layers!r}")
+    quants = spec.get("quantizations", {})
+    if not isinstance(quants, dict):
+        raise CatalogError(f"{where} must be a mapping of quantization to its base file, got {quants!r}")
+    for key, entry in quants.items():
+        at = f"{where}[{key!r}]"
+        if not isinstance(key, str) or not _QUANT_KEY.fullmatch(key) or key == base_key:
+            raise CatalogError(
+                f"{where} has key {key!r}: a short lowercase name like q4, other than base_quantization"
+            )
+        if not isinstance(entry, dict):
+            raise CatalogError(f"{at}: a quantization entry must be a mapping, got {entry!r}")
+        approx = entry.get("approx_bytes")
+        if isinstance(approx, bool) or not isinstance(approx, int) or approx <= 0:
+            raise CatalogError(f"{at}.approx_bytes must be a positive byte count, got {approx!r}")
+        split = entry.get("pair_layers")
+        if split is not None and not (isinstance(split, str) and _COORD_LAYERS.fullmatch(split)):
+            raise CatalogError(f"{at}.pair_layers must be the coordinator's slice 0:K, got {split!r}")
+        if entry.get("pair_reference") is not None:
+            _check_figures(f"{at}.pair_reference", entry["pair_reference"])
+        if entry.get("name") is not None:
+            _check_file(generation, f"quantizations[{key!r}]", entry)
+
+
+def validate_extra_quantizations(catalog, extra):
+    """Raise CatalogError naming the first bad entry of ds4_extra_quantizations; return it when sound.
+
+    Each entry is a whole file with its size and sha256 (the operator vouches for the bytes), for a
+    generation of the catalog; it may give the file of a quantization the catalog knows without a name,
+    never replace one the catalog names."""
+    if extra in (None, {}):
+        return {}
+    if not isinstance(extra, dict):
+        raise CatalogError(
+            f"{EXTRA_QUANT_VAR} must be a mapping of generation to quantizations, got {extra!r}"
+        )
+    for generation, quants in extra.items():
+        if generation not in catalog:
+            raise CatalogError(
+                f"{EXTRA_QUANT_VAR} has generation {generation!r} that {CATALOG_VAR} lacks "
+                f"(known: {', '.join(catalog)})"
+            )
+        if not isinstance(quants, dict):
+            raise CatalogError(f"{EXTRA_QUANT_VAR}[{generation!r}] must be a mapping, got {quants!r}")
+        spec = catalog[generation]
+        for key, entry in quants.items():
+            at = f"{EXTRA_QUANT_VAR}[{generation!r}][{key!r}]"
+            if (
+                not isinstance(key, str)
+                or not _QUANT_KEY.fullmatch(key)
+                or key == spec.get("base_quantization", BASE_QUANTIZATION)
+            ):
+                raise CatalogError(f"{at}: the key must be a short lowercase name other than the base's")
+            if not isinstance(entry, dict):
+                raise CatalogError(f"{at} must be a mapping with name, repo, revision, size and sha256")
+            for needed in ("size", "sha256"):
+                if entry.get(needed) is None:
+                    raise CatalogError(
+                        f"{at}.{needed} is required: an operator's quantization is fetched only against the "
+                        "size and sha256 its entry gives"
+                    )
+            _check_file(generation, f"quantizations[{key!r}]", entry)
+            known = spec.get("quantizations", {}).get(key)
+            if known is not None and known.get("name") is not None:
+                raise CatalogError(
+                    f"{at}: {CATALOG_VAR}[{generation!r}] already names the file of {key!r} "
+                    f"({known['name']}); add a quantization under another key"
+                )
+    return extra
+
+
+def quantizations_of(catalog, generation, extra=None):
+    """{key: entry} of every quantization of `generation`, the base one first, with the operator's added;
+    each entry carries `bytes` (its exact size, else the approximate one) and `named` (a file to fetch)."""
+    spec = catalog[generation]
+    base = spec["files"]["base"]
+    out = {
+        spec.get("base_quantization", BASE_QUANTIZATION): dict(
+            base, approx_bytes=base.get("size"), bytes=base.get("size"), named=True
+        )
+    }
+    added = (extra or {}).get(generation, {})
+    for key in [
+        *spec.get("quantizations", {}),
+        *(k for k in added if k not in spec.get("quantizations", {})),
+    ]:
+        entry = dict(spec.get("quantizations", {}).get(key, {}))
+        if key in added:
+            entry.update(added[key])
+        size = entry.get("size") or entry.get("approx_bytes")
+        out[key] = dict(entry, bytes=size, named=entry.get("name") is not None)
+    return out
+
+
+def quantization_entry(catalog, generation, quantization=None, extra=None):
+    """(key, entry) of the quantization `quantization` (None: the base one) of `generation`."""
+    quants = quantizations_of(catalog, generation, extra)
+    key = quantization or next(iter(quants))
+    if key not in quants:
+        raise CatalogError(
+            f"{QUANTIZATION_VAR} {key!r} is not a quantization of {CATALOG_VAR}[{generation!r}] "
+            f"(known: {', '.join(quants)}); add one in {EXTRA_QUANT_VAR} with its size and sha256"
+        )
+    entry = quants[key]
+    if not entry["named"]:
+        raise CatalogError(
+            f"{QUANTIZATION_VAR} {key!r} of {generation!r} has no published file name in {CATALOG_VAR}: "
+            f"give its file (name, repo, revision, size, sha256) in "
+            f"{EXTRA_QUANT_VAR}[{generation!r}][{key!r}]"
+        )
+    return key, entry
+
+
+def validate_catalog(catalog):
+    """Raise CatalogError naming the first bad entry; return the catalog unchanged when it is sound."""
+    if not isinstance(catalog, dict) or not catalog:
+        raise CatalogError(
+            f"{CATALOG_VAR} must be a non-empty mapping of generation to files, got {catalog!r}"
+        )
+    seen = {}
+    for generation, spec in catalog.items():
+        if not isinstance(generation, str):
+            raise CatalogError(
+                f"{CATALOG_VAR} has generation key {generation!r} that is not a string: quote it in YAML "
+                f"(an unquoted 0731 reads as a number)"
+            )
+        if not isinstance(spec, dict) or not isinstance(spec.get("files"), dict):
+            raise CatalogError(f"{_where(generation)} must be a mapping with a 'files' mapping, got {spec!r}")
+        files = spec["files"]
+        unknown = sorted(set(files) - set(ROLES))
+        if unknown:
+            raise CatalogError(
+                f"{_where(generation)}.files has unknown roles {unknown}; roles are {list(ROLES)}"
+            )
+        if "base" not in files:
+            raise CatalogError(f"{_where(generation)}.files has no 'base' file")
+        if "reference" in spec:
+            _check_reference(generation, spec["reference"])
+        _check_quantizations(generation, spec)
+        for role, entry in files.items():
+            _check_file(generation, role, entry)
+            name = entry["name"]
+            if name in seen:
+                raise CatalogError(f"{_where(generation, role, 'name')} {name!r} is also {seen[name]}")
+            seen[name] = _where(generation, role)
+        for key, entry in spec.get("quantizations", {}).items():
+            name = entry.get("name")
+            if name is not None:
+                if name in seen:
+                    raise CatalogError(
+                        f"{_where(generation)}.quantizations[{key!r}].name {name!r} is also {seen[name]}"
+                    )
+                seen[name] = f"{_where(generation)}.quantizations[{key!r}]"
+    return catalog
+
+
+def generation_of(filename, catalog=None):
+    """The generation a GGUF belongs to, from its name; None when it cannot be told.
+
+    A name listed in the catalog answers for itself; any other name containing "-0731" is a 0731 file,
+    as the shell installer decides.
+    """
+    name = str(filename).rsplit("/", 1)[-1]
+    if catalog is not None:
+        validate_catalog(catalog)
+        for generation, spec in catalog.items():
+            if any(entry["name"] == name for entry in spec["files"].values()):
+                return generation
+    if _0731_MARK in name:
+        return GEN_0731
+    return None
+
+
+def model_files(catalog, generation, speculation, quantization=None, extra=None):
+    """The files `generation` run with `speculation` needs, base first, each a copy with role and generation;
+    the base is that of `quantization` (None: the catalog's base, files.base), from the catalog or the
+    operator's `extra` (ds4_extra_quantizations), and carries its `quantization` key.
+
+    Refuses (CatalogError) an unknown generation, mode or quantization, a quantization published without a
+    file name nobody gave, and a mode the generation has no file for (mtp on 0731, which has no MTP head).
+    """
+    validate_catalog(catalog)
+    validate_extra_quantizations(catalog, extra)
+    if generation not in catalog:
+        raise CatalogError(
+            f"{GENERATION_VAR} {generation!r} is not a generation of {CATALOG_VAR} "
+            f"(known: {', '.join(catalog)})"
+        )
+    if speculation not in SPECULATION_ROLES:
+        raise CatalogError(
+            f"{SPECULATION_VAR} {speculation!r} is not a speculation mode "
+            f"(known: {', '.join(SPECULATION_ROLES)})"
+        )
+    files = catalog[generation]["files"]
+    chosen = []
+    for role in SPECULATION_ROLES[speculation]:
+        if role not in files:
+            raise CatalogError(
+                f"{SPECULATION_VAR} {speculation!r} needs a {role} file, and {GENERATION_VAR} {generation!r} "
+                f"has none in {CATALOG_VAR}; choose one of: {', '.join(speculations_of(catalog, generation))}"
+            )
+        chosen.append(dict(files[role], role=role, generation=generation))
+    key, entry = quantization_entry(catalog, generation, quantization, extra)
+    fields = ("name", "repo", "revision", "size", "sha256")
+    chosen[0] = dict({f: entry.get(f) for f in fields}, role="base", generation=generation, quantization=key)
+    return chosen
+
+
+def speculations_of(catalog, generation):
+    """The speculation modes `generation` has files for."""
+    files = catalog[generation]["files"]
+    return [mode for mode, roles in SPECULATION_ROLES.items() if all(role in files for role in roles)]
+
+
+def other_generation_files(catalog, generation):
+    """Every file of every generation but `generation`: what an upgrade may leave behind."""
+    validate_catalog(catalog)
+    return [
+        dict(entry, role=role, generation=other)
+        for other, spec in catalog.items()
+        if other != generation
+        for role, entry in spec["files"].items()
+    ]
+
+
+def reference_figures(catalog, generation, release):
+    """The published figures that hold for `release` of `generation`: its own, or else those of the nearest
+    earlier release that has some, saying so; None when no release up to it has any.
+
+    {"release": the release the figures are of, "inherited": True when not `release`'s own, "source",
+     "stamp", "figures": {FIGURE: tok/s}, "stamps": {FIGURE: the release each was measured at}, "note"}
+    """
+    validate_catalog(catalog)
+    if generation not in catalog:
+        raise CatalogError(
+            f"{GENERATION_VAR} {generation!r} is not a generation of {CATALOG_VAR} "
+            f"(known: {', '.join(catalog)})"
+        )
+    wanted = parse_release(release)
+    published = catalog[generation].get("reference") or {}
+    earlier = [tag for tag in published if parse_release(tag) <= wanted]
+    if not earlier:
+        return None
+    tag = max(earlier, key=parse_release)
+    entry = published[tag]
+    inherited = tag != release
+    note = (
+        f"{release} has no published figures of its own; those of {tag} stand for it"
+        if inherited
+        else f"published with {tag}"
+    )
+    return {
+        "release": tag,
+        "inherited": inherited,
+        "source": entry["source"],
+        "stamp": entry["stamp"],
+        "figures": dict(entry["figures"]),
+        "stamps": {figure: entry.get("stamps", {}).get(figure, tag) for figure in entry["figures"]},
+        "note": note,
+    }
+
+
+def pair_reference_figures(catalog, generation, quantization):
+    """The published figures of two Sparks serving `quantization` of `generation` as a pair (its catalog
+    entry's `pair_reference`), in reference_figures' shape with "pair": True and no release (the engine
+    published them at a commit, for no release in particular); None when none are published.
+
+    Only the figures published are there (the contract: prefill and generation at 2k for 0731 q4)."""
+    validate_catalog(catalog)
+    if generation not in catalog:
+        raise CatalogError(
+            f"{GENERATION_VAR} {generation!r} is not a generation of {CATALOG_VAR} "
+            f"(known: {', '.join(catalog)})"
+        )
+    entry = (catalog[generation].get("quantizations") or {}).get(quantization) or {}
+    published = entry.get("pair_reference")
+    if not published:
+        return None
+    return {
+        "release": None,
+        "inherited": False,
+        "pair": True,
+        "quantization": quantization,
+        "source": published["source"],
+        "stamp": published["stamp"],
+        "figures": dict(published["figures"]),
+        "stamps": {},
+        "note": f"two Sparks serving {quantization} as a pair",
+    }

@@ -1,0 +1,587 @@
+"""Move a file from storage into its part: several connections, a byte range each, hashed in order.
+
+The missing ranges of the part are cut into pieces of `piece` bytes, taken in file order by up to
+`connections` workers (as many as the rate gains from: Ramp); each piece is one ranged GET over a
+kept-alive connection, resumed within the piece after a cut, synced and added to the part's list of ranges
+when complete (PartState), so that a killed run loses at most one piece per connection. sha256 needs the
+bytes in file order: OrderedHash takes them as they are written, in memory while they fall within `window`
+bytes of its position, and reads from the part only the bytes that came further ahead than that (and the
+ranges that were on disk before the run). Memory is bounded by window + (connections + 1) * READ.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import math
+import os
+import re
+import threading
+import time
+from collections import deque
+
+from ansible_collections.ds4.fleet.plugins.module_utils._common.bytes import describe_bytes
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.protocol import (
+    TRANSIENT_EXC,
+    HubChangedError,
+    HubError,
+    HubMismatchError,
+    HubTransientError,
+    NoSpaceError,
+    origin,
+    raise_for_status,
+    retrying,
+    unquote_etag,
+)
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.records import free_bytes, merge, missing
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.relay import RELAY_HEADER
+
+# The largest body read: the Python work per read (a write, a handoff to the hash) stays small next to it.
+READ = 1 << 20
+# Where only a blocking read(n) is available (urllib3 1.26): the smallest read, and the read times (s)
+# below which the reads grow and above which they shrink (body_chunks).
+READ_MIN = 16 << 10
+READ_QUICK = 0.05
+READ_SLOW = 0.25
+# One ranged request and the unit of resumption: large next to a round trip at a connection's rate
+# (16 MiB at 150 MB/s is ~110 ms, against tens of ms to a CDN), small enough to lose little when killed.
+PIECE = 16 << 20
+# A file of fewer than 4 pieces per connection is cut finer, down to this, so that all connections work.
+MIN_PIECE = 1 << 20
+# Connections per file at most; measured in bench/fetch_throughput.py: with each connection held to 1/8 of
+# the link and a round trip before each piece, 16 fill the link where 8 leave the gaps between pieces idle.
+CONNECTIONS = 16
+# The ramp (Ramp): one connection for a first short step, then all it may open at once (RAMP_FACTOR is the
+# most connections: one step), kept while the rate grew nearly as much (RAMP_KEEP of it), else cut back to
+# what the rate needs. Each step is timed over RAMP_WINDOW seconds once RAMP_SETTLE has passed, so that the
+# new connections have sent their first request and left TCP's slow start at a CDN's round trip; the first
+# step, the one below the path's rate, is shorter (RAMP_FIRST_*): a connection measured in its slow start
+# only makes the ramp open more. That step is what the ramp costs (0.4 s at one connection), where a ramp
+# of several steps (1, 8, 16) cost a capped 1 GiB fetch 0.77 times hf_transfer's rate, which opens all at
+# once (bench/fetch_throughput.py measures it side by side). A file that ends before the first step need
+# not ramp.
+RAMP_FACTOR = CONNECTIONS
+RAMP_KEEP = 0.75
+RAMP_SETTLE = 0.3
+RAMP_WINDOW = 0.5
+RAMP_FIRST_SETTLE = 0.15
+RAMP_FIRST_WINDOW = 0.25
+# A rate within this factor of what fewer connections carry is theirs: measured rates wobble by a few percent.
+RAMP_SLACK = 1.1
+# How often the transfer's own thread looks at the rate (and the progress), in seconds.
+TICK = 0.1
+# A relay's "not yet" (_weights.relay.RELAY_HEADER) is asked again after NOT_YET_POLL seconds (the relay has
+# already held the request up to a bound while the bytes might come), for as long as the transfer's `stall`
+# allows: a source that has sent no byte for that long costs a try of the next one.
+NOT_YET_POLL = 0.05
+# Bytes ahead of the hash kept in memory; beyond it, bytes are hashed from the part.
+HASH_WINDOW = 256 << 20
+
+
+class RangesIgnored(Exception):
+    """The server answered a ranged request with the whole file: only one stream from byte 0 works."""
+
+
+class RunGone(HubError):
+    """The run that started this transfer is gone (_weights.heartbeat): it stops, keeping what it wrote."""
+
+
+class _NotYet(Exception):
+    """A relay does not hold the asked bytes yet and is still receiving them: ask again shortly."""
+
+
+class _Stopped(Exception):
+    """Another worker failed: this one stops where it is (its piece is not recorded)."""
+
+
+class OrderedHash:
+    """sha256 of a file whose ranges are written out of order, fed in order on its own thread.
+
+    `wrote(offset, data)` after each write; the bytes are kept while they lie within `window` bytes of the
+    hash's position and read back from `fd` otherwise. hashlib releases the GIL on large buffers, so the
+    hash runs on its own core beside the transfer. The written ranges not yet hashed are kept by their
+    start and by their end, so that a write (which continues a range) costs two dictionary lookups.
+    """
+
+    def __init__(self, fd, size, window=HASH_WINDOW):
+        self._fd, self._size, self._window = fd, size, window
+        self._hasher = hashlib.sha256()
+        self._cond = threading.Condition()
+        self._pos = 0
+        self._by_start, self._by_end = {}, {}
+        self._held = {}
+        self._closed = False
+        self._error = None
+        self.reread = 0  # bytes hashed from the part rather than from memory
+        self._thread = threading.Thread(target=self._run, name="ds4-sha256", daemon=True)
+        self._thread.start()
+
+    @property
+    def position(self):
+        return self._pos
+
+    def _add(self, start, end):
+        """Under the lock: [start, end) is written; ranges never overlap (each byte is written once)."""
+        start = max(start, self._pos)
+        if end <= start:
+            return
+        before = self._by_end.pop(start, None)
+        if before is not None:
+            del self._by_start[before]
+            start = before
+        after = self._by_start.pop(end, None)
+        if after is not None:
+            del self._by_end[after]
+            end = after
+        self._by_start[start], self._by_end[end] = end, start
+        if start == self._pos:
+            self._cond.notify()
+
+    def on_disk(self, start, end):
+        """Bytes [start, end) are in the part already (a resumed run's)."""
+        with self._cond:
+            self._add(start, end)
+
+    def wrote(self, offset, data):
+        end = offset + len(data)
+        with self._cond:
+            if offset >= self._pos and end <= self._pos + self._window:
+                self._held[offset] = data
+            self._add(offset, end)
+
+    def _next(self):
+        """Under the lock: (bytes from memory, 0) or (None, how many to read from disk); (None, 0): stop."""
+        while True:
+            if self._closed or self._pos >= self._size:
+                return None, 0
+            end = self._by_start.get(self._pos)
+            if end is not None:
+                held = self._held.pop(self._pos, None)
+                if held is not None:
+                    return held, 0
+                ahead = min((k for k in self._held if k > self._pos), default=end)
+                return None, min(end, ahead, self._pos + READ) - self._pos
+            self._cond.wait()
+
+    def _run(self):
+        try:
+            while True:
+                with self._cond:
+                    data, n = self._next()
+                    pos = self._pos
+                if data is None and not n:
+                    return
+                if data is None:
+                    data = os.pread(self._fd, n, pos)
+                    if not data:
+                        raise OSError(f"the part ended at byte {pos:,} while hashing it")
+                    self.reread += len(data)
+                self._hasher.update(data)
+                with self._cond:
+                    self._pos = new = pos + len(data)
+                    end = self._by_start.pop(pos)
+                    del self._by_end[end]
+                    if end > new:
+                        self._by_start[new], self._by_end[end] = end, new
+                    if self._held and min(self._held) < new:
+                        for stale in [k for k in self._held if k < new]:
+                            del self._held[stale]
+        except Exception as e:  # handed to the caller of hexdigest()
+            with self._cond:
+                self._error = e
+                self._cond.notify_all()
+
+    def hexdigest(self):
+        """The sha256 once every byte has come; call after all ranges are written."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        if self._pos != self._size:
+            raise HubError(f"the hash stopped at byte {self._pos:,} of {self._size:,}")
+        return self._hasher.hexdigest()
+
+    def close(self):
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._thread.join()
+
+
+class Ramp:
+    """How many connections a transfer uses: no more than its rate gains from.
+
+    From one connection, each step multiplies the count by RAMP_FACTOR (all at once, at most) while the
+    rate the step measured grew by at least RAMP_KEEP of that factor. A path that caps each connection (a
+    CDN) keeps them all; a path that one connection already fills (a LAN peer, a link slower than a
+    connection's share) stays at one.
+    When a step gains less, the count settles on the rate it reached over the per-connection rate of the
+    step before (never fewer than that step had, never more than it has): 16 connections on a link that 8
+    fill come back to 8, on a link that 3 fill to 3 (RAMP_SLACK allowed). `update(now, moved)` is fed the
+    clock and the bytes moved so far and answers the count; it decides nothing more once settled.
+    """
+
+    def __init__(self, most, now):
+        self.most = most
+        self.count = 1
+        self.settled = most <= 1
+        self._since = now
+        self._base = None  # (time, bytes moved) where the step's window began
+        self._last = None  # (count, rate) of the step before
+
+    def update(self, now, moved):
+        if self.settled:
+            return self.count
+        first = self._last is None
+        if self._base is None:
+            if now - self._since >= (RAMP_FIRST_SETTLE if first else RAMP_SETTLE):
+                self._base = (now, moved)
+            return self.count
+        began, moved_then = self._base
+        if now - began < (RAMP_FIRST_WINDOW if first else RAMP_WINDOW):
+            return self.count
+        rate = (moved - moved_then) / (now - began)
+        if self._last is not None:
+            count, last_rate = self._last
+            if rate < RAMP_KEEP * last_rate * self.count / count:
+                per_connection = last_rate / count
+                needed = math.ceil(rate / per_connection / RAMP_SLACK) if per_connection > 0 else self.count
+                self.count, self.settled = min(self.count, max(count, needed)), True
+                return self.count
+        if self.count >= self.most:
+            self.settled = True
+            return self.count
+        self._last = (self.count, rate)
+        self.count = min(self.most, self.count * RAMP_FACTOR)
+        self._since, self._base = now, None
+        return self.count
+
+
+class Transfer:
+    """Fill the missing ranges of an open part `fd` (state: PartState) from `location`.
+
+    `relocate()` asks the hub again for the storage URL (a signed one expires) and returns it. A peer
+    (`peer_sha256` set) must answer with that ETag, its verified copy's sha256, and is not relocated.
+    """
+
+    def __init__(
+        self, *, ref, location, relocate, fd, state, session_factory, token, connections, piece, window,
+        timeout, retries, retry_delay, progress, count, dest_dir, peer_sha256=None, ramp=True, stall=None,
+        heartbeat=None,
+    ):  # fmt: skip
+        self.ref, self.location, self.relocate = ref, location, relocate
+        self.peer_sha256 = peer_sha256
+        self.fd, self.state, self.session_factory, self._token = fd, state, session_factory, token
+        self.connections, self.window, self.ramp = connections, window, ramp
+        self.piece = min(piece, max(MIN_PIECE, -(-state.size // (4 * connections))))
+        self.timeout, self.retries, self.retry_delay = timeout, retries, retry_delay
+        self.progress, self.count, self.dest_dir = progress, count, dest_dir
+        # A peer's "not yet" is asked again until no byte has come from it for `stall` seconds.
+        self.stall = stall
+        self._last_byte = time.monotonic()
+        # A _weights.heartbeat.Heartbeat (or None): once the run that started this transfer is gone, it stops,
+        # keeping what it wrote for the next run.
+        self.heartbeat = heartbeat
+        self.size = state.size
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._error = None
+        self._moved = []
+        self._unrecorded = []
+        # Per worker, the range it has written of its piece and not yet listed: (start, end), for a relay.
+        self._writing = []
+        self._held = None
+        # Workers from this index on end after their piece (the ramp settled below them).
+        self._target = 0
+        self.used_connections = 0
+
+    @property
+    def moved(self):
+        return sum(self._moved)
+
+    def run(self, one_stream=False):
+        """Fetch what is missing; return (sha256, bytes hashed from disk). One stream: the whole file from
+        byte 0 over one connection, skipping what a server that ignores Range sends again."""
+        hasher = OrderedHash(self.fd, self.size, self.window)
+        try:
+            if one_stream:
+                pieces = deque([(0, self.size)])
+                self.state.etag = None
+            else:
+                for start, end in self.state.done:
+                    hasher.on_disk(start, end)
+                pieces = deque(
+                    (s, min(s + self.piece, end))
+                    for start, end in missing(self.state.done, self.size)
+                    for s in range(start, end, self.piece)
+                )
+            most = 1 if one_stream else min(self.connections, len(pieces))
+            ramp = Ramp(most, time.monotonic()) if self.ramp else None
+            self._target = min(ramp.count, most) if ramp else most
+            self._moved = [0] * most
+            self._unrecorded = [0] * most
+            self._writing = [None] * most
+            workers = []
+            while True:
+                while len(workers) < self._target:
+                    worker = threading.Thread(
+                        target=self._worker, args=(len(workers), pieces, hasher, one_stream), daemon=True
+                    )
+                    worker.start()
+                    workers.append(worker)
+                self.used_connections = self.progress.connections = self._target
+                alive = [worker for worker in workers if worker.is_alive()]
+                if not alive:
+                    break
+                alive[0].join(TICK)
+                if self.heartbeat is not None and not self._stop.is_set() and not self.heartbeat.alive():
+                    self._fail(RunGone(f"stopped fetching {self.ref.name}: {self.heartbeat.why()}"))
+                now = time.monotonic()
+                if ramp is not None and not self._stop.is_set():
+                    self._target = min(ramp.update(now, self.moved), most)
+                if self.progress.due(now):
+                    self.progress.report("fetching", self.state.bytes_done + self._in_flight())
+                self._publish()
+            self._publish()
+            if isinstance(self._error, OSError) and self._error.errno == errno.ENOSPC:
+                # Told once every worker has listed what it wrote: what stays is known.
+                raise self._no_space() from self._error
+            if self._error is not None:
+                raise self._error
+            return hasher.hexdigest(), hasher.reread
+        finally:
+            hasher.close()
+
+    def _no_space(self):
+        kept = self.state.bytes_done
+        still = self.size - kept
+        free = free_bytes(self.dest_dir)
+        short = still - free
+        return NoSpaceError(
+            f"{self.dest_dir} filled up while fetching {self.ref.name}: {describe_bytes(still)} are still "
+            f"to come and {describe_bytes(free)} are free; the {describe_bytes(kept)} that came stay in the "
+            "part for the next run: "
+            + (f"free {describe_bytes(short)} more and run again" if short > 0 else "run again"),
+            max(short, 0),
+        )
+
+    def _publish(self):
+        """Say which bytes are written (listed or still in a piece under way), for a relay serving them
+        while the part fills (_weights.relay); only when that changed, at most once a tick."""
+        with self._lock:
+            held = merge([*self.state.done, *(list(w) for w in self._writing if w and w[1] > w[0])])
+        if held != self._held:
+            with contextlib.suppress(OSError):  # best effort: a relay that cannot tell serves less
+                self.state.publish(held)
+            self._held = held
+
+    def _in_flight(self):
+        """Bytes written and not yet in the part's list (the pieces under way)."""
+        return sum(self._unrecorded)
+
+    def _worker(self, i, pieces, hasher, one_stream):
+        session = self.session_factory()
+        try:
+            while not self._stop.is_set():
+                with self._lock:
+                    if not pieces or i >= self._target:
+                        return
+                    start, end = pieces.popleft()
+                self._piece(i, session, start, end, hasher, one_stream)
+        except _Stopped:
+            pass
+        except BaseException as e:  # the first failure stops the others and is raised by run()
+            self._fail(e)
+
+    def _fail(self, error):
+        with self._lock:
+            if self._error is None:
+                self._error = error
+        self._stop.set()
+
+    def _headers(self, pos, end, one_stream):
+        headers = {}
+        if not (one_stream and pos == 0):
+            headers["Range"] = f"bytes={pos}-{end - 1}"
+        # The token goes to the hub's own origin only: never to the storage it redirects to.
+        same = self._token and origin(self.location) == origin(self.ref.url)
+        headers["Authorization"] = f"Bearer {self._token}" if same else None
+        return headers
+
+    def _piece(self, i, session, start, end, hasher, one_stream):
+        at = {"pos": start, "synced": start}
+
+        def attempt():
+            pos = at["pos"]
+            with session.get(
+                self.location, headers=self._headers(pos, end, one_stream), stream=True, timeout=self.timeout
+            ) as response:
+                if (
+                    response.status_code in (401, 403)
+                    and self.peer_sha256 is None
+                    and origin(self.location) != origin(self.ref.url)
+                ):
+                    # A signed storage URL that expired: the hub signs a new one.
+                    self.location = self.relocate()
+                    raise HubTransientError(f"the storage refused its URL (HTTP {response.status_code})")
+                if (
+                    response.status_code == 503
+                    and self.peer_sha256 is not None
+                    and response.headers.get(RELAY_HEADER) == "not-yet"
+                ):
+                    raise _NotYet
+                raise_for_status(response, self.ref, bool(self._token))
+                self._same_file(unquote_etag(response.headers.get("ETag")))
+                skip, answered = 0, end
+                if response.status_code == 206 and _range_starts_at(response, pos):
+                    # A relay answers with the bytes it holds so far, which may end before the piece; an
+                    # answer that ends before it starts would move nothing, again and again: it costs a try.
+                    answered = min(end, _range_end(response) or end)
+                    if answered <= pos:
+                        raise HubTransientError(
+                            f"{self.location} answered bytes {response.headers.get('Content-Range')!r} for "
+                            f"bytes {pos}-{end - 1}: a range that ends before it starts"
+                        )
+                elif response.status_code == 200 and (one_stream or (start, end) == (0, self.size)):
+                    skip = pos  # the whole file again: what is on disk already is skipped
+                else:
+                    raise RangesIgnored(f"HTTP {response.status_code} for a request of bytes {pos}-{end - 1}")
+                encoding = response.headers.get("Content-Encoding", "identity").lower()
+                if encoding != "identity":
+                    raise HubError(f"{self.ref.describe()} came {encoding}-encoded though identity was asked")
+                broken = None
+                try:
+                    self._copy(i, response, at, answered, hasher, skip)
+                except TRANSIENT_EXC as e:
+                    broken = e
+            if at["pos"] < answered:
+                why = f": {broken}" if broken else ""
+                raise HubTransientError(
+                    f"the connection ended at byte {at['pos']:,} of {self.size:,} for "
+                    f"{self.ref.describe()}{why}"
+                ) from broken
+
+        def on_retry(attempt_no, error):
+            self.progress.attempt = attempt_no
+            self.progress.report("retrying", self.state.bytes_done + self._in_flight(), error=error)
+
+        try:
+            # Until the piece is whole: an answer that ended where it said it would (a relay's bytes so
+            # far) or a relay's "not yet" costs no retry, as long as some byte came within `stall` seconds.
+            while at["pos"] < end:
+                try:
+                    retrying(
+                        attempt, what="download", ref=self.ref, retries=self.retries, delay=self.retry_delay,
+                        on_retry=on_retry, count=self.count,
+                    )  # fmt: skip
+                except _NotYet:
+                    quiet = time.monotonic() - self._last_byte
+                    if self.stall is not None and quiet >= self.stall:
+                        raise HubTransientError(
+                            f"{self.location} said 'not yet' and sent no byte for {quiet:.0f} s"
+                        ) from None
+                    if self._stop.wait(NOT_YET_POLL):
+                        raise _Stopped from None
+        except BaseException:
+            # Given up or stopped: what came of the range is kept for the next run. Best effort: a disk too
+            # full for the list costs that next run these bytes again, and the error that matters is raised.
+            if at["pos"] > at["synced"]:
+                with contextlib.suppress(OSError):
+                    self._checkpoint(i, at, at["pos"])
+            raise
+        self._checkpoint(i, at, end)
+
+    def _copy(self, i, response, at, end, hasher, skip):
+        for chunk in body_chunks(response.raw, READ):
+            if self._stop.is_set():
+                raise _Stopped
+            if skip:
+                dropped = min(skip, len(chunk))
+                chunk, skip = chunk[dropped:], skip - dropped
+                if not chunk:
+                    continue
+            pos = at["pos"]
+            chunk = chunk[: end - pos]
+            write_all(self.fd, chunk, pos)
+            hasher.wrote(pos, chunk)
+            at["pos"] = pos + len(chunk)
+            self._writing[i] = (at["synced"], at["pos"])
+            self._moved[i] += len(chunk)
+            self._unrecorded[i] += len(chunk)
+            self._last_byte = time.monotonic()
+            if at["pos"] >= end:
+                return
+            if at["pos"] - at["synced"] >= self.piece:
+                self._checkpoint(i, at, at["pos"])
+
+    def _checkpoint(self, i, at, end):
+        """Sync what worker `i` wrote up to `end` and add it to the part's list: a killed run keeps it."""
+        os.fdatasync(self.fd)
+        with self._lock:
+            self.state.add(at["synced"], end)
+            self.state.save()
+            self._writing[i] = None
+        self._unrecorded[i] -= end - at["synced"]
+        at["synced"] = end
+
+    def _same_file(self, etag):
+        if self.peer_sha256 is not None:
+            if etag != self.peer_sha256:
+                raise HubMismatchError(f"the peer {self.location} has another copy (ETag {etag})")
+            return
+        if etag is None:
+            return
+        with self._lock:
+            if self.state.etag is None:
+                self.state.etag = etag
+            elif etag != self.state.etag:
+                raise HubChangedError(
+                    f"{self.ref.describe()} changed during the transfer: ETag {self.state.etag}, then {etag}"
+                )
+
+
+def write_all(fd, data, offset):
+    """Write all of DATA at OFFSET: a disk that fills mid-write takes part of it (then the next write
+    fails with ENOSPC), and a byte never written must never be listed as on disk."""
+    view = memoryview(data)
+    while view:
+        n = os.pwrite(fd, view, offset)
+        view, offset = view[n:], offset + n
+
+
+def body_chunks(raw, chunk_size):
+    """The response body in chunks of at most chunk_size bytes, each as soon as the network gives it.
+
+    urllib3 2's read1 returns what the socket has: large chunks when the network outruns the loop, small
+    ones (and so timely progress) on a slow link, where the per-chunk cost is free. urllib3 1.26 (Debian
+    12, Ubuntu 22.04) has no read1, and its read(n) waits for all n bytes: the size asked for starts at
+    READ_MIN and doubles while reads come back quickly, halving when one keeps the caller waiting, so a
+    slow link still reports progress and a fast one still moves large chunks.
+    """
+    if hasattr(raw, "read1"):
+        while chunk := raw.read1(chunk_size, decode_content=False):
+            yield chunk
+        return
+    n = READ_MIN
+    while True:
+        asked = time.monotonic()
+        chunk = raw.read(n, decode_content=False)
+        if not chunk:
+            return
+        yield chunk
+        took = time.monotonic() - asked
+        if took < READ_QUICK:
+            n = min(chunk_size, n * 2)
+        elif took > READ_SLOW:
+            n = max(READ_MIN, n // 2)
+
+
+def _range_end(response):
+    """The end (exclusive) of the bytes a 206 answer carries, from its Content-Range; None if it lacks one."""
+    match = re.match(r"bytes \d+-(\d+)/", response.headers.get("Content-Range", ""))
+    return int(match.group(1)) + 1 if match else None
+
+
+def _range_starts_at(response, offset):
+    match = re.match(r"bytes (\d+)-", response.headers.get("Content-Range", ""))
+    return bool(match) and int(match.group(1)) == offset

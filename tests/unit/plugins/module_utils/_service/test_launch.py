@@ -1,0 +1,458 @@
+"""Launch settings -> environment file and ds4-server arguments: _service/launch.py and its module."""
+
+import hashlib
+import json
+import stat
+import subprocess
+
+import pytest
+from ansible_collections.ds4.fleet.plugins.module_utils._common.digest import keyed
+from ansible_collections.ds4.fleet.plugins.module_utils._service.launch import (
+    LaunchConfigError,
+    launch_config,
+)
+from ansible_collections.ds4.fleet.plugins.modules import ds4_launch_config
+from module_runner import run_module
+
+BASE = "/var/lib/ds4/models/DeepSeek-V4-Flash-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8-chat-v2-imatrix-0731.gguf"
+DRAFTER = "/var/lib/ds4/models/DSpark-drafter-Q2K-Q8-0731.gguf"
+LEGACY_BASE = "/var/lib/ds4/models/DeepSeek-V4-Flash-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8-chat-v2-imatrix.gguf"
+LEGACY_DRAFTER = "/var/lib/ds4/models/DSpark-drafter-Q2K-Q8.gguf"
+MTP = "/var/lib/ds4/models/DeepSeek-V4-Flash-MTP-Q4K-Q8_0-F32.gguf"
+
+MINIMAL = {"release_dir": "/opt/ds4/current", "base_model": BASE, "dspark_model": DRAFTER}
+LEGACY = {
+    "release_dir": "/opt/ds4/current",
+    "base_model": LEGACY_BASE,
+    "dspark_model": LEGACY_DRAFTER,
+    "mtp_model": MTP,
+    "model_generation": "legacy",
+}
+COMMON_ARGS = ["--host", "127.0.0.1", "--port", "8000"]
+DISK_AND_FLOOR = ["--kv-disk-dir", "/var/lib/ds4/kv", "--kv-disk-space-mb", "4096", "--mem-floor-gb", "4"]
+
+
+def settings(base=None, **changes):
+    return {**(MINIMAL if base is None else base), **changes}
+
+
+@pytest.mark.parametrize(
+    ("given", "env_lines", "args"),
+    [
+        pytest.param(
+            MINIMAL,
+            [
+                "DS4_NO_UPDATE_CHECK=1",
+                "DS4_LOCK_FILE=/run/ds4/ds4.lock",
+                "DS4_CONT_DSPARK=1",
+                f"DS4_DSPARK_MODEL={DRAFTER}",
+            ],
+            ["--cuda", "-m", BASE, "-c", "524288", *COMMON_ARGS, *DISK_AND_FLOOR],
+            id="0731-dspark-defaults",
+        ),
+        pytest.param(
+            settings(speculation="plain", dspark_model=None),
+            ["DS4_NO_UPDATE_CHECK=1", "DS4_LOCK_FILE=/run/ds4/ds4.lock"],
+            ["--cuda", "-m", BASE, "-c", "524288", *COMMON_ARGS, *DISK_AND_FLOOR, "--no-spec"],
+            id="0731-plain",
+        ),
+        pytest.param(
+            LEGACY,
+            [
+                "DS4_NO_UPDATE_CHECK=1",
+                "DS4_LOCK_FILE=/run/ds4/ds4.lock",
+                "DS4_CONT_DSPARK=1",
+                f"DS4_DSPARK_MODEL={LEGACY_DRAFTER}",
+            ],
+            ["--cuda", "-m", LEGACY_BASE, "-c", "524288", *COMMON_ARGS, *DISK_AND_FLOOR],
+            id="legacy-dspark",
+        ),
+        pytest.param(
+            settings(LEGACY, speculation="mtp"),
+            ["DS4_NO_UPDATE_CHECK=1", "DS4_LOCK_FILE=/run/ds4/ds4.lock", "DS4_CONT_MTP_MODE=2"],
+            ["--cuda", "-m", LEGACY_BASE, "-c", "524288", *COMMON_ARGS, *DISK_AND_FLOOR, "--mtp", MTP],
+            id="legacy-mtp",
+        ),
+        pytest.param(
+            settings(LEGACY, speculation="plain"),
+            ["DS4_NO_UPDATE_CHECK=1", "DS4_LOCK_FILE=/run/ds4/ds4.lock"],
+            ["--cuda", "-m", LEGACY_BASE, "-c", "524288", *COMMON_ARGS, *DISK_AND_FLOOR, "--no-spec"],
+            id="legacy-plain",
+        ),
+        pytest.param(
+            settings(
+                ctx="65536",
+                host="0.0.0.0",
+                port="9000",
+                kv_disk_dir="",
+                mem_floor_gb="",
+                lock_file="/var/lib/ds4/ds4.lock",
+                extra_args=["--cors", "-n", 512],
+                extra_env={"DS4_SERVER_MAX_CLIENTS": 64, "CUDA_VISIBLE_DEVICES": "0"},
+            ),
+            [
+                "DS4_NO_UPDATE_CHECK=1",
+                "DS4_LOCK_FILE=/var/lib/ds4/ds4.lock",
+                "DS4_CONT_DSPARK=1",
+                f"DS4_DSPARK_MODEL={DRAFTER}",
+                "CUDA_VISIBLE_DEVICES=0",
+                "DS4_SERVER_MAX_CLIENTS=64",
+            ],
+            ["--cuda", "-m", BASE, "-c", "65536", "--host", "0.0.0.0", "--port", "9000"]
+            + ["--cors", "-n", "512"],
+            id="strings-from-extra-vars-disk-off-floor-off-extras",
+        ),
+        pytest.param(
+            settings(kv_disk_dir="/srv/kv/", kv_disk_space_mb=20480, mem_floor_gb=0, ctx=None, port=None),
+            [
+                "DS4_NO_UPDATE_CHECK=1",
+                "DS4_LOCK_FILE=/run/ds4/ds4.lock",
+                "DS4_CONT_DSPARK=1",
+                f"DS4_DSPARK_MODEL={DRAFTER}",
+            ],
+            ["--cuda", "-m", BASE, "-c", "524288", *COMMON_ARGS]
+            + ["--kv-disk-dir", "/srv/kv", "--kv-disk-space-mb", "20480", "--mem-floor-gb", "0"],
+            id="null-takes-default",
+        ),
+    ],
+)
+def test_launch_config(given, env_lines, args):
+    result = launch_config(given)
+    assert result["env_lines"] == env_lines
+    assert result["env_content"] == "".join(line + "\n" for line in env_lines)
+    assert result["args"] == args
+    assert result["binary"] == "/opt/ds4/current/ds4-server"
+    assert result["exec_start"] == " ".join(["/opt/ds4/current/ds4-server", *args])
+
+
+def test_settings_are_returned_normalised():
+    result = launch_config(settings(ctx="65536", kv_disk_dir="", mem_floor_gb=""))
+    assert result["settings"] == {
+        "release_dir": "/opt/ds4/current",
+        "base_model": BASE,
+        "dspark_model": DRAFTER,
+        "mtp_model": None,
+        "speculation": "dspark",
+        "model_generation": "0731",
+        "ctx": 65536,
+        "host": "127.0.0.1",
+        "port": 8000,
+        "kv_disk_dir": None,
+        "kv_disk_space_mb": 4096,
+        "mem_floor_gb": None,
+        "extra_args": [],
+        "extra_env": {},
+        "lock_file": "/run/ds4/ds4.lock",
+        "dist_role": None,
+        "dist_layers": None,
+        "dist_host": None,
+        "dist_port": None,
+    }
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"port": 0}, "ds4_port must be a port number from 1 to 65535: 0"),
+        ({"port": 65536}, "ds4_port must be a port number from 1 to 65535: 65536"),
+        ({"port": "80a"}, "ds4_port must be a port number from 1 to 65535: '80a'"),
+        ({"port": True}, "ds4_port must be a port number from 1 to 65535: True"),
+        ({"port": 8000.0}, "ds4_port must be a port number from 1 to 65535: 8000.0"),
+        ({"ctx": "abc"}, "ds4_ctx must be a positive whole number of tokens: 'abc'"),
+        ({"ctx": 0}, "ds4_ctx must be a positive whole number of tokens: 0"),
+        ({"ctx": -4096}, "ds4_ctx must be a positive whole number of tokens: -4096"),
+        ({"ctx": "-4096"}, "ds4_ctx must be a positive whole number of tokens: '-4096'"),
+        ({"ctx": " 4096"}, "ds4_ctx must be a positive whole number of tokens: ' 4096'"),
+        ({"ctx": "４０９６"}, "ds4_ctx must be a positive whole number of tokens: '４０９６'"),
+        ({"ctx": False}, "ds4_ctx must be a positive whole number of tokens: False"),
+        ({"kv_disk_space_mb": 0}, "ds4_kv_disk_space_mb must be a positive whole number of MiB: 0"),
+        (
+            {"mem_floor_gb": -1},
+            "ds4_mem_floor_gb must be a whole number of GiB, or '' to leave the flag out: -1",
+        ),
+        ({"speculation": "eagle"}, "ds4_speculation must be one of dspark, mtp, plain: 'eagle'"),
+        ({"model_generation": ""}, "ds4_model_generation must be a generation name in quotes: ''"),
+        (
+            {"model_generation": 473},
+            "ds4_model_generation must be a generation name in quotes: 473 "
+            "(an unquoted 0731 in YAML is a number: write '0731' in quotes)",
+        ),
+        (
+            {"dspark_model": None},
+            "the drafter path (ds4_gguf_dir, ds4_model_catalog) must be an absolute path to the drafter GGUF "
+            "for dspark: None",
+        ),
+        (
+            {"base_model": "base.gguf"},
+            "the base model path (ds4_gguf_dir, ds4_model_catalog) must be an absolute path to the base "
+            "GGUF: 'base.gguf'",
+        ),
+        (
+            {"release_dir": None},
+            "the release directory (ds4_root, ds4_release) must be an absolute path: None",
+        ),
+        ({"lock_file": "ds4.lock"}, "the lock file must be an absolute path: 'ds4.lock'"),
+        (
+            {"kv_disk_dir": False},
+            "ds4_kv_disk_dir must be an absolute path, or '' to keep KV banks off disk: False",
+        ),
+        (
+            {"base_model": "/m/a\nb.gguf"},
+            "the base model path (ds4_gguf_dir, ds4_model_catalog) must not contain control characters "
+            "such as a newline: '/m/a\\nb.gguf'",
+        ),
+        ({"host": "-0.0.0.0"}, "ds4_host must be an IP address or a host name: '-0.0.0.0'"),
+        ({"host": "a b"}, "ds4_host must be an IP address or a host name: 'a b'"),
+        ({"host": ""}, "ds4_host must be an IP address or a host name: ''"),
+        ({"extra_args": "--cors"}, "ds4_extra_args must be a list of strings: '--cors'"),
+        ({"extra_args": ["--port", "9000"]}, "ds4_extra_args must not contain '--port': set ds4_port"),
+        ({"extra_args": ["--port=9000"]}, "ds4_extra_args must not contain '--port=9000': set ds4_port"),
+        ({"extra_args": ["-c", "8192"]}, "ds4_extra_args must not contain '-c': set ds4_ctx"),
+        ({"extra_args": ["--no-spec"]}, "ds4_extra_args must not contain '--no-spec': set ds4_speculation"),
+        (
+            {"extra_args": ["--dspark", DRAFTER]},
+            "ds4_extra_args must not contain '--dspark': set ds4_speculation",
+        ),
+        (
+            {"extra_args": ["-m", BASE]},
+            "ds4_extra_args must not contain '-m': the model is passed from the model settings",
+        ),
+        (
+            {"extra_args": ["--version"]},
+            "ds4_extra_args must not contain '--version': it makes ds4-server exit instead of serving",
+        ),
+        ({"extra_args": [True]}, "ds4_extra_args items must be a string: True"),
+        (
+            {"extra_args": ["--cors\n--port"]},
+            "ds4_extra_args items must not contain control characters such as a newline: '--cors\\n--port'",
+        ),
+        # Nothing of ds4_extra_env is shown: a value, or a name that is no variable name, may be a secret.
+        ({"extra_env": ["A=1"]}, "ds4_extra_env must be a mapping of variable names to strings, not a list"),
+        ({"extra_env": "A=1"}, "ds4_extra_env must be a mapping of variable names to strings, not a str"),
+        (
+            {"extra_env": {"cuda_visible_devices": "0"}},
+            "ds4_extra_env names must be UPPERCASE letters, digits and _, not starting with a digit: 1 of 1 "
+            "are not (not shown: one may be a secret)",
+        ),
+        (
+            {"extra_env": {"1X": "0", "A-B": "0", "OK": "1"}},
+            "ds4_extra_env names must be UPPERCASE letters, digits and _, not starting with a digit: 2 of 3 "
+            "are not (not shown: one may be a secret)",
+        ),
+        (
+            {"extra_env": {"DS4_LOCK_FILE": "/tmp/x"}},
+            "ds4_extra_env must not set DS4_LOCK_FILE, which ds4-fleet manages: the service keeps its lock "
+            "in its runtime directory",
+        ),
+        (
+            {"extra_env": {"DS4_NO_UPDATE_CHECK": "0"}},
+            "ds4_extra_env must not set DS4_NO_UPDATE_CHECK, which ds4-fleet manages: "
+            "the engine's own update check stays off; the ds4-update-check timer replaces it",
+        ),
+        (
+            {"extra_env": {"DS4_CONT_DSPARK": "0"}},
+            "ds4_extra_env must not set DS4_CONT_DSPARK, which ds4-fleet manages: set ds4_speculation",
+        ),
+        # An environment value may be a secret: a message names the variable, never the value.
+        ({"extra_env": {"X": False}}, "ds4_extra_env value of X must be a string"),
+        ({"extra_env": {"X": None}}, "ds4_extra_env value of X must be a string"),
+        (
+            {"extra_env": {"X": "a\nDS4_LOCK_FILE=/tmp/x"}},
+            "ds4_extra_env value of X must not contain control characters such as a newline",
+        ),
+        ({"prot": 9000}, "unknown launch settings: 'prot'"),
+    ],
+)
+def test_launch_config_refuses(changes, message):
+    with pytest.raises(LaunchConfigError) as info:
+        launch_config(settings(**changes))
+    assert info.value.errors == [message]
+    assert str(info.value) == message
+
+
+def test_mtp_needs_its_file():
+    with pytest.raises(LaunchConfigError) as info:
+        launch_config(settings(LEGACY, speculation="mtp", mtp_model=None))
+    assert info.value.errors == [
+        "the MTP model path (ds4_gguf_dir, ds4_model_catalog) must be an absolute path to the MTP GGUF "
+        "for mtp: None"
+    ]
+
+
+def test_a_generation_added_to_the_catalog_launches():
+    # The generations are the catalog's (data), not a list in the launcher.
+    cfg = launch_config(settings(model_generation="0932"))
+    assert cfg["settings"]["model_generation"] == "0932"
+
+
+def test_all_errors_are_reported_together():
+    with pytest.raises(LaunchConfigError) as info:
+        launch_config(settings(port=70000, ctx="abc", extra_args=["--port", "1"]))
+    assert info.value.errors == [
+        "ds4_ctx must be a positive whole number of tokens: 'abc'",
+        "ds4_port must be a port number from 1 to 65535: 70000",
+        "ds4_extra_args must not contain '--port': set ds4_port",
+    ]
+    assert str(info.value) == "; ".join(info.value.errors)
+
+
+def test_settings_must_be_a_mapping():
+    with pytest.raises(LaunchConfigError, match=r"launch settings must be a mapping: \['port'\]"):
+        launch_config(["port"])
+
+
+AWKWARD = {
+    "PLAIN": "/a/b.gguf",
+    "SPACES": "two words",
+    "QUOTES": 'it\'s "quoted"',
+    "SHELLISH": "$HOME `id` \\n %i ${X}",
+    "EMPTY": "",
+    "HASH": "#not-a-comment",
+    "UNICODE": "modèle",
+}
+
+
+def test_env_file_quoting():
+    lines = launch_config(settings(extra_env=AWKWARD))["env_lines"][4:]
+    assert lines == [
+        'EMPTY=""',
+        'HASH="#not-a-comment"',
+        "PLAIN=/a/b.gguf",
+        'QUOTES="it\'s \\"quoted\\""',
+        'SHELLISH="\\$HOME \\`id\\` \\\\n %i \\${X}"',
+        'SPACES="two words"',
+        'UNICODE="modèle"',
+    ]
+
+
+def test_env_file_reads_back_in_a_shell(tmp_path):
+    # systemd's EnvironmentFile= and a POSIX shell agree on bare words and on double quotes with
+    # \\ \" \$ \` escaped, the only forms written; a shell proves the file reads back value for value.
+    env_file = tmp_path / "ds4.env"
+    env_file.write_text(launch_config(settings(extra_env=AWKWARD))["env_content"], encoding="utf-8")
+    dump = f"import json, os; print(json.dumps({{k: os.environ[k] for k in {sorted(AWKWARD)!r}}}))"
+    out = subprocess.run(
+        ["sh", "-c", 'set -a; . "$1"; exec python3 -c "$2"', "sh", str(env_file), dump],
+        env={"PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert json.loads(out) == AWKWARD
+
+
+def test_exec_start_quoting():
+    result = launch_config(
+        settings(
+            base_model="/models/my model.gguf",
+            extra_args=["--tag", 'say "hi"', "100%", "$HOME", "a\\b", ";", ""],
+        )
+    )
+    assert result["args"][2] == "/models/my model.gguf"
+    assert result["exec_start"] == (
+        '/opt/ds4/current/ds4-server --cuda -m "/models/my model.gguf" -c 524288 --host 127.0.0.1 '
+        "--port 8000 --kv-disk-dir /var/lib/ds4/kv --kv-disk-space-mb 4096 --mem-floor-gb 4 "
+        '--tag "say \\"hi\\"" "100%%" "$$HOME" "a\\\\b" ";" ""'
+    )
+
+
+def _run_module(args):
+    return run_module(ds4_launch_config, args)[1]
+
+
+def test_module_returns_the_launch(monkeypatch):
+    result = _run_module({**MINIMAL, "port": "9000", "_ansible_check_mode": True})
+    assert result["changed"] is False
+    assert "failed" not in result
+    expected = launch_config({**MINIMAL, "port": "9000"})
+    for key in ("env", "env_lines", "env_content", "binary", "args", "exec_start", "settings"):
+        assert result[key] == expected[key]
+
+
+def test_module_fails_naming_the_variable(monkeypatch):
+    result = _run_module({**MINIMAL, "port": 70000, "ctx": "abc"})
+    assert result["failed"] is True
+    assert result["msg"] == (
+        "ds4_ctx must be a positive whole number of tokens: 'abc'; "
+        "ds4_port must be a port number from 1 to 65535: 70000"
+    )
+    assert len(result["errors"]) == 2
+
+
+def test_module_keeps_a_string_extra_args_for_its_own_message(monkeypatch):
+    result = _run_module({**MINIMAL, "extra_args": "--cors,--port=1"})
+    assert result["msg"] == "ds4_extra_args must be a list of strings: '--cors,--port=1'"
+
+
+KEY = b"k" * 32
+
+
+def test_the_public_view_tells_a_secret_changed_without_showing_it():
+    cfg = launch_config(settings(extra_env={"OPENAI_API_KEY": "sk-live-1", "LOG_LEVEL": "info"}), KEY)
+    assert "OPENAI_API_KEY=sk-live-1\n" in cfg["env_content"]
+    public = cfg["public"]
+    assert "sk-live-1" not in repr(public)
+    # Keyed by the Spark's key: a weak value cannot be found by hashing candidates.
+    assert public["env"]["OPENAI_API_KEY"] == keyed("sk-live-1", KEY)
+    assert hashlib.sha256(b"sk-live-1").hexdigest()[:12] not in repr(public)
+    assert public["settings"]["extra_env"] == {k: public["env"][k] for k in ("LOG_LEVEL", "OPENAI_API_KEY")}
+    assert public["args"] == cfg["args"]
+    extra_env = {"OPENAI_API_KEY": "sk-live-2", "LOG_LEVEL": "info"}
+    other = launch_config(settings(extra_env=extra_env), KEY)["public"]
+    assert other["env"]["OPENAI_API_KEY"] != public["env"]["OPENAI_API_KEY"]
+    assert other["env"]["LOG_LEVEL"] == public["env"]["LOG_LEVEL"]
+
+
+def test_module_keys_the_digests_with_the_spark_s_key_made_once(tmp_path):
+    key = tmp_path / "ds4-fleet" / "digest.key"
+    args = {**MINIMAL, "extra_env": {"OPENAI_API_KEY": "sk-live-1"}, "digest_key": str(key)}
+    # Bad settings are refused before anything is made; check mode makes nothing either.
+    assert _run_module({**args, "port": 70000})["failed"] and not key.parent.exists()
+    checked = _run_module({**args, "_ansible_check_mode": True})
+    assert checked["changed"] is False and not key.parent.exists()
+    made = _run_module(args)
+    assert made["changed"] is True and stat.S_IMODE(key.stat().st_mode) == 0o600
+    assert made["public"]["env"]["OPENAI_API_KEY"] == keyed("sk-live-1", key.read_bytes())
+    again = _run_module(args)
+    assert again["changed"] is False and again["public"] == made["public"]
+
+
+# --- a pair member (ds4_pairs): the distributed mode's flags ---------------------------------------------
+
+COORDINATOR = {"dist_role": "coordinator", "dist_layers": "0:20", "dist_host": "10.77.0.1", "dist_port": 9400}
+WORKER = dict(COORDINATOR, dist_role="worker", dist_layers="21:output")
+
+
+def test_a_coordinator_listens_on_the_link_and_a_worker_registers_there():
+    coordinator = launch_config(settings(**COORDINATOR))["args"]
+    assert coordinator[-7:] == ["--role", "coordinator", "--layers", "0:20", "--listen", "10.77.0.1", "9400"]
+    worker = launch_config(settings(**WORKER))["args"]
+    assert worker[-7:] == ["--role", "worker", "--layers", "21:output", "--coordinator", "10.77.0.1", "9400"]
+    alone = launch_config(settings())["args"]
+    assert "--role" not in alone and launch_config(settings())["settings"]["dist_role"] is None
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"dist_role": "leader"}, "the pair role (ds4_pairs) must be coordinator or worker: 'leader'"),
+        ({"dist_layers": "21:output"},
+         "the pair member's layers (ds4_pairs, ds4_model_catalog) of a coordinator must be 0:K: '21:output'"),
+        ({"dist_role": "worker", "dist_layers": "0:20"}, "of a worker must be K:output: '0:20'"),
+        ({"dist_host": "10.77.0.1 --role"},
+         "the coordinator's link address (ds4_pairs) must be an IP address"),
+        ({"dist_port": 0}, "the coordinator's link port (ds4_pairs, ds4_pair_port) must be a port number"),
+    ],
+)  # fmt: skip
+def test_a_pair_member_launch_that_cannot_be_is_refused(changes, message):
+    with pytest.raises(LaunchConfigError) as caught:
+        launch_config(settings(**dict(COORDINATOR, **changes)))
+    assert any(message in error for error in caught.value.errors), caught.value.errors
+
+
+@pytest.mark.parametrize("flag", ["--role", "--layers", "--listen", "--coordinator"])
+def test_the_distributed_flags_are_the_pair_declarations_alone(flag):
+    with pytest.raises(
+        LaunchConfigError, match=f"ds4_extra_args must not contain '{flag}': declare the pair"
+    ):
+        launch_config(settings(extra_args=[flag, "x"]))

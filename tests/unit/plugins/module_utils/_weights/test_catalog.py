@@ -1,0 +1,213 @@
+"""The model catalog: its shipped data, the generation of a file name, and the files a mode needs."""
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible.errors import AnsibleFilterError
+from ansible_collections.ds4.fleet.plugins.filter.ds4_models import FilterModule
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.catalog import (
+    CatalogError,
+    generation_of,
+    model_files,
+    other_generation_files,
+    pair_reference_figures,
+    validate_catalog,
+)
+
+DEFAULTS = Path(__file__).resolve().parents[5] / "roles" / "ds4_common" / "defaults" / "main.yml"
+BASE_0731 = "DeepSeek-V4-Flash-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8-chat-v2-imatrix-0731.gguf"
+DRAFTER_0731 = "DSpark-drafter-Q2K-Q8-0731.gguf"
+BASE_LEGACY = "DeepSeek-V4-Flash-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8-chat-v2-imatrix.gguf"
+DRAFTER_LEGACY = "DSpark-drafter-Q2K-Q8.gguf"
+MTP_LEGACY = "DeepSeek-V4-Flash-MTP-Q4K-Q8_0-F32.gguf"
+FILTERS = FilterModule().filters()
+
+
+@pytest.fixture(scope="module")
+def defaults():
+    return yaml.safe_load(DEFAULTS.read_text())
+
+
+@pytest.fixture
+def catalog(defaults):
+    return copy.deepcopy(defaults["ds4_model_catalog"])
+
+
+def test_shipped_defaults_hold_the_shared_keys(defaults):
+    assert defaults["ds4_gguf_dir"] == "/var/lib/ds4/gguf"
+    assert defaults["ds4_model_generation"] == "0731"
+    assert defaults["ds4_speculation"] == "dspark"
+    assert defaults["ds4_hf_endpoint"] == "https://huggingface.co"
+    assert defaults["ds4_hf_token"] == ""
+    assert defaults["ds4_old_weights"] == "auto"
+
+
+def test_shipped_catalog_matches_the_contract(catalog):
+    assert validate_catalog(catalog) is catalog
+    assert set(catalog) == {"0731", "legacy"}
+    new, old = catalog["0731"]["files"], catalog["legacy"]["files"]
+    assert set(new) == {"base", "dspark"} and set(old) == {"base", "dspark", "mtp"}
+    assert (new["base"]["name"], new["base"]["size"]) == (BASE_0731, 86_720_111_488)
+    assert new["base"]["sha256"] == "ca22ae2f838e14077c22bc1c1417b71b45b5e5a3687bd96c2ac6e17fdb6261c0"
+    assert (new["dspark"]["name"], new["dspark"]["size"]) == (DRAFTER_0731, 6_971_241_504)
+    assert new["dspark"]["sha256"] == "8fa269560dc76fd73e4233ad9b1938b5f65dd363381fd9b1a5c6183f7d12d686"
+    assert [old[r]["name"] for r in ("base", "dspark", "mtp")] == [BASE_LEGACY, DRAFTER_LEGACY, MTP_LEGACY]
+    assert all(old[r]["size"] is None and old[r]["sha256"] is None for r in old)
+    for files in (new, old):
+        assert files["base"]["repo"] == "antirez/deepseek-v4-gguf"
+        assert files["dspark"]["repo"] == "bleysg/DeepSeek-V4-Flash-DSpark-drafter-GGUF"
+        assert all(f["revision"] == "main" for f in files.values())
+
+
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        (BASE_0731, "0731"),
+        (DRAFTER_0731, "0731"),
+        (f"/home/u/gguf/{BASE_0731}", "0731"),
+        (BASE_LEGACY, "legacy"),
+        (DRAFTER_LEGACY, "legacy"),
+        (MTP_LEGACY, "legacy"),
+        ("DeepSeek-V4-Flash-Q4KExperts-chat-v2-imatrix-0731.gguf", "0731"),  # not in the catalog
+        ("some-other-model.gguf", None),
+    ],
+)
+def test_generation_of(catalog, name, expected):
+    assert generation_of(name, catalog) == expected
+
+
+def test_generation_without_catalog_knows_only_the_0731_mark():
+    assert generation_of(BASE_0731) == "0731"
+    assert generation_of(BASE_LEGACY) is None
+
+
+@pytest.mark.parametrize(
+    "generation, speculation, roles, names",
+    [
+        ("0731", "dspark", ["base", "dspark"], [BASE_0731, DRAFTER_0731]),
+        ("0731", "plain", ["base"], [BASE_0731]),
+        ("legacy", "dspark", ["base", "dspark"], [BASE_LEGACY, DRAFTER_LEGACY]),
+        ("legacy", "mtp", ["base", "mtp"], [BASE_LEGACY, MTP_LEGACY]),
+        ("legacy", "plain", ["base"], [BASE_LEGACY]),
+    ],
+)
+def test_model_files(catalog, generation, speculation, roles, names):
+    files = model_files(catalog, generation, speculation)
+    assert [f["role"] for f in files] == roles
+    assert [f["name"] for f in files] == names
+    assert all(f["generation"] == generation for f in files)
+    assert "role" not in catalog[generation]["files"]["base"], "the catalog itself is left alone"
+
+
+@pytest.mark.parametrize(
+    "generation, speculation, words",
+    [
+        ("0731", "mtp", ["ds4_speculation 'mtp'", "ds4_model_generation '0731'", "dspark, plain"]),
+        ("0731", "eagle", ["ds4_speculation 'eagle'", "dspark, mtp, plain"]),
+        ("0732", "dspark", ["ds4_model_generation '0732'", "0731, legacy"]),
+        (731, "dspark", ["ds4_model_generation 731"]),
+    ],
+)
+def test_model_files_refuses_impossible_pairs(catalog, generation, speculation, words):
+    with pytest.raises(CatalogError) as e:
+        model_files(catalog, generation, speculation)
+    assert isinstance(e.value, ValueError)
+    for word in words:
+        assert word in str(e.value)
+
+
+def test_a_drafter_of_the_other_generation_is_refused(catalog):
+    catalog["0731"]["files"]["dspark"] = dict(catalog["legacy"]["files"]["dspark"])
+    catalog["legacy"]["files"]["dspark"]["name"] = "DSpark-drafter-legacy-copy.gguf"
+    with pytest.raises(CatalogError, match=r"\['0731'\]\.files\.dspark\.name 'DSpark-drafter-Q2K-Q8\.gguf'"):
+        model_files(catalog, "0731", "dspark")
+
+
+def test_the_mtp_head_never_pairs_with_a_0731_base(catalog):
+    catalog["0731"]["files"]["mtp"] = dict(catalog["legacy"]["files"]["mtp"], name="DeepSeek-MTP-copy.gguf")
+    with pytest.raises(CatalogError, match=r"files never pair across generations"):
+        model_files(catalog, "0731", "mtp")
+
+
+@pytest.mark.parametrize(
+    "edit, where",
+    [
+        (lambda c: c["legacy"]["files"]["mtp"].update(sha256="ABC"), r"\['legacy'\]\.files\.mtp\.sha256"),
+        (lambda c: c["legacy"]["files"]["mtp"].update(size=-1), r"\['legacy'\]\.files\.mtp\.size"),
+        (lambda c: c["legacy"]["files"]["mtp"].update(size=True), r"\['legacy'\]\.files\.mtp\.size"),
+        (lambda c: c["0731"]["files"]["base"].update(repo="no-slash"), r"\['0731'\]\.files\.base\.repo"),
+        (lambda c: c["0731"]["files"]["base"].update(revision=""), r"\['0731'\]\.files\.base\.revision"),
+        (
+            lambda c: c["0731"]["files"]["base"].update(name="../x-0731.gguf"),
+            r"\['0731'\]\.files\.base\.name",
+        ),
+        (lambda c: c["0731"]["files"].pop("base"), r"\['0731'\]\.files has no 'base'"),
+        (lambda c: c["0731"]["files"].update(vision={}), r"unknown roles \['vision'\]"),
+        (lambda c: c.update({473: c.pop("0731")}), r"generation key 473 .* quote it"),
+        (
+            lambda c: c["legacy"]["files"]["dspark"].update(name=MTP_LEGACY),
+            r"is also ds4_model_catalog\['legacy'\]",
+        ),
+    ],
+)
+def test_validation_names_the_bad_entry(catalog, edit, where):
+    edit(catalog)
+    with pytest.raises(CatalogError, match=where):
+        validate_catalog(catalog)
+
+
+def test_other_generation_files(catalog):
+    assert [f["name"] for f in other_generation_files(catalog, "0731")] == [
+        BASE_LEGACY,
+        DRAFTER_LEGACY,
+        MTP_LEGACY,
+    ]
+    assert {f["generation"] for f in other_generation_files(catalog, "legacy")} == {"0731"}
+
+
+def test_filters_default_to_the_shipped_catalog(catalog):
+    assert FILTERS["model_generation"](BASE_LEGACY) == "legacy"
+    assert FILTERS["model_generation"](f"/var/lib/ds4/gguf/{DRAFTER_0731}", catalog) == "0731"
+    assert [f["name"] for f in FILTERS["model_files"](catalog, "0731", "dspark")] == [BASE_0731, DRAFTER_0731]
+
+
+def test_filters_fail_naming_the_value(catalog):
+    with pytest.raises(
+        AnsibleFilterError, match=r"model_generation: cannot tell the generation of 'x\.gguf'"
+    ):
+        FILTERS["model_generation"]("x.gguf")
+    with pytest.raises(AnsibleFilterError, match=r"model_files: ds4_speculation 'mtp' needs a mtp file"):
+        FILTERS["model_files"](catalog, "0731", "mtp")
+
+
+# --- a pair's published figures (issue 42) ---
+
+
+def test_a_q4_pair_is_held_to_the_published_two_spark_figures_alone(catalog):
+    reference = pair_reference_figures(catalog, "0731", "q4")
+    assert reference["figures"] == {"prefill_2k": 122, "decode_2k": 11.4}
+    assert reference["pair"] and reference["release"] is None and reference["stamp"] == "commit ba00a8a"
+    assert "10 GbE" in reference["source"]
+
+
+def test_a_quantization_without_pair_figures_has_none(catalog):
+    assert pair_reference_figures(catalog, "0731", "mxfp4") is None
+    assert pair_reference_figures(catalog, "0731", "q2") is None
+
+
+@pytest.mark.parametrize(
+    "pair_reference, says",
+    [
+        ({"source": "x", "stamp": "y", "figures": {"prefill_64k": 135}}, "unknown figures ['prefill_64k']"),
+        ({"source": "x", "stamp": "y", "figures": {"decode_2k": 0}}, "must be a positive tok/s"),
+        ({"stamp": "y", "figures": {"decode_2k": 11.4}}, ".pair_reference.source must be a non-empty text"),
+        ("fast", "must be a mapping with source, stamp and figures"),
+    ],
+)
+def test_bad_pair_figures_are_refused_naming_them(catalog, pair_reference, says):
+    catalog["0731"]["quantizations"]["q4"]["pair_reference"] = pair_reference
+    with pytest.raises(CatalogError, match="quantizations\\['q4'\\]") as error:
+        validate_catalog(catalog)
+    assert says in str(error.value)
