@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.parsing.convert_bool import boolean
+from ansible_collections.ds4.fleet.plugins.module_utils._host.gpu import spark_memory
 from ansible_collections.ds4.fleet.plugins.module_utils._pair.declaration import (
     ROLES,
     SAME,
@@ -98,14 +99,26 @@ def pair_member(pairs, host, catalog, generation, quantization, extra=None, port
 
 
 def pair_fit_problem(
-    pairs, host, catalog, generation, speculation, quantization, extra, memory_bytes, mem_floor_gb
+    pairs,
+    host,
+    catalog,
+    generation,
+    speculation,
+    quantization,
+    extra,
+    memory_bytes,
+    mem_floor_gb,
+    meminfo=None,
 ):
-    """Why the model files `host` would serve (its slice's, in its pair) do not fit `memory_bytes` less the
-    engine's floor; "" when they fit. The preflight's memory judgement, for a play that must refuse before
-    the preflight runs."""
+    """Why the model files `host` would serve (its slice's, in its pair) do not fit `memory_bytes` (else the
+    MemTotal of `meminfo`, the Spark's /proc/meminfo) less the engine's floor; "" when they fit. The
+    preflight's memory judgement, for a play that must refuse before the preflight runs."""
+    memory, problem = spark_memory(host, memory_bytes, meminfo)
+    if problem:
+        return problem
     try:
         return quantization_fit_problem(
-            catalog, generation, speculation, quantization, extra, pairs, host, int(memory_bytes),
+            catalog, generation, speculation, quantization, extra, pairs, host, memory,
             int(mem_floor_gb) * 1024**3,
         ) or ""  # fmt: skip
     except (PairError, CatalogError) as exc:

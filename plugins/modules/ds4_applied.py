@@ -61,6 +61,11 @@ options:
     description: The service user, whose ids, home and shell are recorded.
     type: str
     default: ds4
+  engine_answers:
+    description: Whether the engine answers HTTP on O(host) and O(port) here and is asked for its stats; a
+      pair's worker serves no HTTP (its units' active states, recorded, say whether it runs).
+    type: bool
+    default: true
 extends_documentation_fragment:
   - ds4.fleet.module
   - ds4.fleet.engine

@@ -100,6 +100,12 @@ options:
         description: The engine's port (C(ds4_port)).
         type: int
         default: 8000
+      engine_answers:
+        description: Whether the engine answers HTTP on O(unless_unchanged.host) and
+          O(unless_unchanged.port) here and is asked for its stats; a pair's worker serves no HTTP (its
+          units' active states, compared, say whether it runs).
+        type: bool
+        default: true
 extends_documentation_fragment:
   - ds4.fleet.module
 """

@@ -11,6 +11,9 @@ Each sandbox is a Podman network holding:
   only through its proxy, they cannot reach `forge` directly. The forge also serves the engine repository
   over HTTP (http://forge:18082/cgi-bin/git/ds4.git), which a proxy carries and git's own protocol is not,
   and once more behind a password (http://builder:S3cretTok3n@forge:18083/ds4.git, a private mirror's way).
+  The hub and feed are also served over HTTPS (https://forge:18443), and the engine repository
+  (https://forge:18445/ds4.git), signed by a site's own CA (site_ca.py, .sandbox/tls/) that every Spark
+  trusts in its system store, as a site's mirror is.
 - for Sparks cabled as a pair (`pair_link`, a Molecule platform key: {link: NAME, address: A.B.C.D/24}),
   a network of the pair's own, NAME, that only its two Sparks share: their direct QSFP link. Each Spark's
   interface on it is named as on DGX OS (enP2p1s0f1np1) and holds only the static address the key gives,
@@ -36,6 +39,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import site_ca
 
 ROOT = Path(__file__).resolve().parents[2]
 STATE = ROOT / ".sandbox"
@@ -78,6 +83,14 @@ IMAGE = (
 )
 HUB_PORT = 18080
 STORAGE_PORT = 18081
+# The hub and feed over HTTPS with the site CA's certificate (site_ca.py), as a site's mirror serves them.
+HUB_TLS_PORT = 18443
+STORAGE_TLS_PORT = 18444
+# The engine repository over HTTPS with the same certificate: https://forge:18445/ds4.git.
+GIT_TLS_PORT = 18445
+TLS_DIR = STATE / "tls"
+# Where a Spark's system store takes a site's CA (update-ca-certificates reads it).
+SPARK_CA = "/usr/local/share/ca-certificates/ds4-sandbox-site-ca.crt"
 GIT_HTTP_PORT = 18082
 # The engine repository behind HTTP basic authentication (tests/standins/engine/git_http_auth.py).
 GIT_AUTH_PORT = 18083
@@ -252,14 +265,6 @@ def ensure_forge(names: Names, data: Path) -> None:
     # A forge started before its data was rebuilt serves a repository that is gone: re-create it.
     digest = (data / ".digest").read_text()
     state = container_state(names.forge)
-    if state == "running":
-        label = podman(
-            "container", "inspect", "--format", '{{index .Config.Labels "ds4.forge-data"}}', names.forge
-        )
-        if label.stdout.decode().strip() == digest:
-            return
-    if state is not None:
-        podman("rm", "-f", "-t", "2", names.forge)
     serve = (
         "git daemon --reuseaddr --export-all --base-path=/srv/forge/git /srv/forge/git & "
         # Git's smart HTTP protocol (git http-backend as a CGI program): what a proxy carries to GitHub.
@@ -271,13 +276,28 @@ def ensure_forge(names: Names, data: Path) -> None:
         f"exec python3 -m http.server --cgi {GIT_HTTP_PORT} >/dev/null 2>&1) & "
         f"python3 /srv/standins/engine/git_http_auth.py --root /srv/forge/git --port {GIT_AUTH_PORT} "
         f"--user {GIT_AUTH_USER} --password {GIT_AUTH_PASSWORD} >/dev/null 2>&1 & "
+        f"python3 /srv/standins/engine/git_http_auth.py --root /srv/forge/git --port {GIT_TLS_PORT} "
+        "--tls-cert /srv/tls/server.pem --tls-key /srv/tls/server.key >/dev/null 2>&1 & "
+        f"python3 /srv/standins/hub/hubstandin.py --data /srv/forge/hub --bind 0.0.0.0 "
+        f"--port {HUB_TLS_PORT} --storage-port {STORAGE_TLS_PORT} "
+        "--tls-cert /srv/tls/server.pem --tls-key /srv/tls/server.key >/dev/null 2>&1 & "
         f"exec python3 /srv/standins/hub/hubstandin.py --data /srv/forge/hub --bind 0.0.0.0 "
         f"--port {HUB_PORT} --storage-port {STORAGE_PORT}"
     )
+    # A forge that serves other data, or serves it otherwise, is made anew.
+    digest = hashlib.sha256(f"{digest}\n{serve}".encode()).hexdigest()
+    if state == "running":
+        label = podman(
+            "container", "inspect", "--format", '{{index .Config.Labels "ds4.forge-data"}}', names.forge
+        )
+        if label.stdout.decode().strip() == digest:
+            return
+    if state is not None:
+        podman("rm", "-f", "-t", "2", names.forge)
     podman(
         "run", "-d", "--name", names.forge, "--hostname", "forge", "--label", f"ds4.forge-data={digest}",
         "--network", names.network, "--network-alias", "forge",
-        "-v", f"{STANDINS}:/srv/standins:ro", "-v", f"{data}:/srv/forge:ro",
+        "-v", f"{STANDINS}:/srv/standins:ro", "-v", f"{data}:/srv/forge:ro", "-v", f"{TLS_DIR}:/srv/tls:ro",
         IMAGE, "sh", "-c", serve,
     )  # fmt: skip
 
@@ -386,9 +406,16 @@ def ensure_spark(
     wait_booted(container)
     if pair_link:
         address_link(container, pair_link["address"])
-    # Every time: a host made from another checkout of this repository knows that checkout's key.
+    # Every time: a host made from another checkout of this repository knows that checkout's key, and trusts
+    # that checkout's site CA (the forge's HTTPS), in its system store as a site's own CA is.
     exec_in(container, "sh", "-c", "install -d -m 700 /root/.ssh && cat > /root/.ssh/authorized_keys",
             stdin=SSH_KEY.with_suffix(".pub").read_bytes())  # fmt: skip
+    exec_in(
+        container, "sh", "-c",
+        f"cat > {SPARK_CA}.new && if cmp -s {SPARK_CA}.new {SPARK_CA}; then rm {SPARK_CA}.new; "
+        f"else mv {SPARK_CA}.new {SPARK_CA} && update-ca-certificates >/dev/null 2>&1; fi",
+        stdin=(TLS_DIR / "ca.pem").read_bytes(),
+    )  # fmt: skip
     if created:
         set_persona(container, persona)
         dropin = "/etc/systemd/system/haproxy.service.d"
@@ -429,7 +456,9 @@ def wait_forge(names: Names, from_container: str, timeout: float = 30, behind_pr
     deadline = time.monotonic() + timeout
     probe = (
         f"curl -fsS -o /dev/null http://forge:{HUB_PORT}/Entrpi/ds4-on-spark/main/LATEST && "
-        "git ls-remote git://forge/ds4.git >/dev/null"
+        f"curl -fsS -o /dev/null https://forge:{HUB_TLS_PORT}/Entrpi/ds4-on-spark/main/LATEST && "
+        "git ls-remote git://forge/ds4.git >/dev/null && "
+        f"git ls-remote https://forge:{GIT_TLS_PORT}/ds4.git | grep -q refs/tags/"
     )
     if behind_proxy:
         probe = (
@@ -480,6 +509,7 @@ def up(args: argparse.Namespace) -> None:
     with build_lock():
         ensure_image()
         ensure_ssh_key()
+        site_ca.ensure(TLS_DIR)
         data = ensure_forge_data()
     ensure_network(names, isolate=bool(proxied))
     ensure_forge(names, data)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 HUB_STANDIN = Path(__file__).resolve().parents[1] / "standins" / "hub"
+SANDBOX = Path(__file__).resolve().parents[1] / "sandbox"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
@@ -55,14 +56,39 @@ def hub_files(hub_data):
     return files
 
 
+def _load(name, path):
+    """A module of the stand-ins or the sandbox, loaded by path: they are not packages, and the product
+    never imports them."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # dataclasses look their module up there
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
 @pytest.fixture(scope="session")
 def hub_server(hub_data):
-    # Loaded by path: the stand-ins are not a package, and the product never imports them.
-    spec = importlib.util.spec_from_file_location("hubstandin", HUB_STANDIN / "hubstandin.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    standin = module.HubStandin(hub_data).start()
+    standin = _load("hubstandin", HUB_STANDIN / "hubstandin.py").HubStandin(hub_data).start()
+    yield standin
+    standin.stop()
+
+
+@pytest.fixture(scope="session")
+def site_ca(tmp_path_factory):
+    """A site's own CA and the certificate of a server on loopback that it signed (tests/sandbox/site_ca.py):
+    {"ca.pem", "server.pem", "server.key"} -> path."""
+    return _load("site_ca", SANDBOX / "site_ca.py").ensure(tmp_path_factory.mktemp("site-ca"))
+
+
+@pytest.fixture(scope="session")
+def tls_hub(hub_data, site_ca):
+    """The hub stand-in over HTTPS, its certificate signed by site_ca's CA, as a site's mirror serves it."""
+    import ssl
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(site_ca["server.pem"], site_ca["server.key"])
+    standin = _load("hubstandin", HUB_STANDIN / "hubstandin.py").HubStandin(hub_data, tls=context).start()
     yield standin
     standin.stop()
 

@@ -9,7 +9,7 @@ Each test starts from converge's state and leaves the pair serving as it found i
 import json
 
 import pytest
-from members import COORDINATOR, UNITS, WORKER, answers
+from members import COORDINATOR, UNITS, WORKER, answers, site_run
 from nested import PROJECT, play
 from spark import API, QUESTION, ask, main_pid, sandbox_host, show
 from waits import wait_for
@@ -58,6 +58,26 @@ def serving_again(coordinator, before_pid, host, unit):
 
 
 # --- provisioned as one ----------------------------------------------------------------------------------
+
+
+def test_site_again_changes_nothing_on_either_member_and_ends_in_its_first_play():
+    """Issue 50: the worker serves no HTTP, and its run record asked it for /v1/stats, so every run on it
+    was a whole run that rewrote its files (`changed=2` each time). Again with converge's settings, both
+    members are as the last run left them: nothing changes, no engine restarts (the state holds each unit's
+    MainPID and every launch file's time), and each run ends in site.yml's first play. A whole run
+    changes nothing either: on the worker it made ds4.service's drop-in directory for the firewall and
+    removed it as an old part's remains, every run."""
+    whole, before, after = site_run("-e", "ds4_skip_when_unchanged=false")
+    assert whole.rc == 0, whole
+    assert {name: whole.changed(name) for name in (COORDINATOR, WORKER)} == {COORDINATOR: 0, WORKER: 0}, whole
+    assert after == before
+    run, before, after = site_run()
+    assert run.rc == 0, run
+    assert {name: run.changed(name) for name in (COORDINATOR, WORKER)} == {COORDINATOR: 0, WORKER: 0}, run
+    for name in (COORDINATOR, WORKER):
+        assert run.said("Nothing to change: the Spark is as the last finished run left it", name), run
+        assert run.plays_of(name) == ["Find out which Sparks have anything to change"], run
+    assert after == before
 
 
 def test_the_model_crossed_the_hub_link_once(coordinator, worker):

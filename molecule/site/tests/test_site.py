@@ -27,6 +27,9 @@ from settings_cases import site_rounds  # noqa: E402
 
 ROOT = "/opt/ds4"
 GGUF = "/var/lib/ds4/gguf"
+# The forge's hub and feed over HTTPS (host_vars/), and where the update check keeps its last answer.
+TLS_HUB = "https://forge:18443"
+UPDATE_STATE = "/var/lib/ds4/update-check.json"
 PREFIX = f"mol-{os.environ.get('MOLECULE_SCENARIO_NAME', 'site')}-"
 NAMES = ("spark01", "spark02")
 BOTH = ",".join(NAMES)
@@ -94,6 +97,26 @@ def test_fresh_provision_serves_the_release_and_model_it_names(host):
     assert "v0.6.3" in description and "chat-v2-imatrix.gguf" in description
     assert "Paris" in ask(host)
     assert host.socket("tcp://127.0.0.1:8000").is_listening
+
+
+def test_the_hub_and_the_feed_are_reached_over_https_with_the_sites_ca(host):
+    """The shipped endpoints' scheme: each Spark fetched its weights from the forge's HTTPS hub (host_vars/),
+    whose certificate the site's CA in the Spark's system store signed, and its update check reads the feed
+    there too."""
+    served = json.loads(host.check_output(f"curl -fsS {TLS_HUB}/_standin/stats"))["content_bytes"]
+    assert served >= sum(host.file(f"{GGUF}/{name}").size for name in LEGACY)
+    host.check_output("systemctl reset-failed ds4-update-check.service")
+    host.check_output("systemctl start ds4-update-check.service")
+    state = json.loads(host.file(UPDATE_STATE).content_string)
+    assert (state["status"], state["error"]) == ("ok", None), state
+    # Trusting only a public CA of the system's store (not the site's; no CA directory, which holds the site's
+    # too), the same request is refused: the certificate is what curl verifies (exit 60), not the forge's
+    # reach. With the system's bundle alone it is accepted.
+    public = host.check_output("ls /usr/share/ca-certificates/mozilla/*.crt | head -1")
+    refused = host.run(f"curl -sS --capath /nonexistent --cacert {public} {TLS_HUB}/_standin/stats")
+    assert refused.rc == 60, refused
+    bundle = "/etc/ssl/certs/ca-certificates.crt"
+    assert host.run(f"curl -fsS --capath /nonexistent --cacert {bundle} {TLS_HUB}/_standin/stats").rc == 0
 
 
 @pytest.fixture(scope="module")

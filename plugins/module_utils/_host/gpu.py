@@ -154,12 +154,32 @@ def cuda_facts(
     return facts, warnings
 
 
+# What a site sets where a Spark's memory is not to be read from the Spark (ds4_common's defaults).
+MEMORY_VAR = "ds4_spark_memory_bytes"
+
+
 def parse_meminfo_total(text: str) -> int:
     """/proc/meminfo -> MemTotal in bytes."""
     match = re.search(r"^MemTotal:\s+(\d+) kB$", text, re.MULTILINE)
     if not match:
         raise HostFactsError("/proc/meminfo has no 'MemTotal: N kB' line")
     return int(match.group(1)) * 1024
+
+
+def spark_memory(host: str, memory_bytes: int | None, meminfo: str | None) -> tuple[int | None, str | None]:
+    """The memory a Spark's model is fitted in: `memory_bytes` (ds4_spark_memory_bytes) where the site set it,
+    else the MemTotal of the Spark's /proc/meminfo text (None or "" when it could not be read). Returns
+    (bytes, None), or (None, why) naming the setting that would decide it when neither gives a figure."""
+    if memory_bytes is not None:
+        return int(memory_bytes), None
+    try:
+        return parse_meminfo_total(meminfo or ""), None
+    except HostFactsError as exc:
+        reason = str(exc) if meminfo else "/proc/meminfo could not be read"
+        return None, (
+            f"{MEMORY_VAR} is not set, so {host}'s memory is read from /proc/meminfo, and {reason}: set "
+            f"{MEMORY_VAR} to the memory the Spark has for the engine, in bytes"
+        )
 
 
 def gpu_memory(device: dict, host_memory_bytes: int | None) -> dict:

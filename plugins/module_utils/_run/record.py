@@ -59,6 +59,7 @@ OPTIONS = {
     "user": {"type": "str", "default": "ds4"},
     "host": {"type": "str", "default": "127.0.0.1"},
     "port": {"type": "int", "default": 8000},
+    "engine_answers": {"type": "bool", "default": True},
 }
 
 # What of the collection shapes a run: a new version of any of these files takes the whole run.
@@ -230,11 +231,12 @@ def inputs_and_state(options, run_command, check_mode):
 
 def compare(options, run_command, check_mode):
     """Why the Spark is not as the last finished run left it, in words, or None when it is and its engine
-    answers on OPTIONS' host and port (OPTIONS: those of the module ds4_applied). A record that no longer
-    holds is removed, not in CHECK_MODE, so that only a whole run that finishes writes one again."""
+    answers on OPTIONS' host and port (OPTIONS: those of the module ds4_applied). A pair's worker serves no
+    HTTP (engine_answers false): its units' active states, in the record, say whether it runs. A record that
+    no longer holds is removed, not in CHECK_MODE, so that only a whole run that finishes writes one again."""
     inputs, now = inputs_and_state(options, run_command, check_mode)
     reason = difference(read_record(options["path"]), inputs, now)
-    if reason is None:
+    if reason is None and options["engine_answers"]:
         try:
             read_stats(engine_url(options["host"], options["port"]), agent=AGENT_STATUS)
         except (EngineUnreachable, ProbeError) as exc:

@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
-"""STAND-IN for a git server that wants a password (a private mirror of the engine, GitHub with a token).
+"""STAND-IN for a git server that wants a password (a private mirror of the engine, GitHub with a token),
+or serves over HTTPS (GitHub itself, a site's mirror signed by the site's own CA).
 
 Test infrastructure of ds4-fleet, importing nothing of the product. Serves the bare repositories under
---root over git's smart HTTP protocol (git http-backend as a CGI program, as real servers run it), but
-only to a request that carries `Authorization: Basic base64(USER:PASSWORD)` of --user and --password;
-any other gets 401 with a `WWW-Authenticate: Basic` challenge, as a real server answers.
+--root over git's smart HTTP protocol (git http-backend as a CGI program, as real servers run it). With
+--user and --password, only to a request that carries `Authorization: Basic base64(USER:PASSWORD)`; any
+other gets 401 with a `WWW-Authenticate: Basic` challenge, as a real server answers. With --tls-cert and
+--tls-key, over HTTPS.
 
     git_http_auth.py --root DIR --port 18083 --user builder --password S3cretTok3n
+    git_http_auth.py --root DIR --port 18445 --tls-cert server.pem --tls-key server.key
 
 With --port 0 it picks a free port and prints it on its first line (`listening on PORT`).
 """
@@ -17,6 +20,7 @@ import argparse
 import base64
 import http.server
 import os
+import ssl
 import subprocess
 import sys
 from urllib.parse import urlsplit
@@ -40,13 +44,14 @@ def _read_body(handler):
 
 class Handler(http.server.BaseHTTPRequestHandler):
     root = ""
-    expected = ""
+    # The Authorization header a request must carry; None: anyone may read.
+    expected: str | None = None
 
     def log_message(self, format, *args):  # noqa: A002 - the base class's name
         pass
 
     def _serve(self):
-        if self.headers.get("Authorization") != self.expected:
+        if self.expected is not None and self.headers.get("Authorization") != self.expected:
             self.send_response(401)
             self.send_header("WWW-Authenticate", 'Basic realm="ds4 mirror"')
             self.send_header("Content-Length", "0")
@@ -95,12 +100,22 @@ def main(argv=None):
     parser.add_argument("--root", required=True)
     parser.add_argument("--bind", default="0.0.0.0")
     parser.add_argument("--port", type=int, default=18083)
-    parser.add_argument("--user", required=True)
-    parser.add_argument("--password", required=True)
+    parser.add_argument("--user")
+    parser.add_argument("--password")
+    parser.add_argument("--tls-cert", help="serve HTTPS with this certificate (PEM); needs --tls-key")
+    parser.add_argument("--tls-key")
     args = parser.parse_args(argv)
+    if (args.user is None) != (args.password is None):
+        parser.error("--user and --password go together")
     Handler.root = os.path.abspath(args.root)
-    Handler.expected = "Basic " + base64.b64encode(f"{args.user}:{args.password}".encode()).decode()
+    if args.user is not None:
+        Handler.expected = "Basic " + base64.b64encode(f"{args.user}:{args.password}".encode()).decode()
     server = http.server.ThreadingHTTPServer((args.bind, args.port), Handler)
+    if args.tls_cert:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(args.tls_cert, args.tls_key)
+        # The handshake in the request's thread (its first read), never in the accepting loop.
+        server.socket = context.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
     print(f"listening on {server.server_address[1]}", flush=True)
     sys.stdout.flush()
     server.serve_forever()

@@ -32,6 +32,7 @@ import io
 import json
 import signal
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -135,6 +136,10 @@ def _listen(host: str, port: int, hub: HubStandin, handler: type[BaseHTTPRequest
     server_class = _Server6 if ":" in host else _Server
     server = server_class((host, port), handler)
     server.hub = hub
+    if hub.tls is not None:
+        # HTTPS, as the real hub and a site's mirror serve. The handshake happens in the request's thread, on
+        # its first read, so that a slow client never holds up the others' accept.
+        server.socket = hub.tls.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
     return server
 
 
@@ -175,7 +180,10 @@ class _Handler(BaseHTTPRequestHandler):
     def handle(self):
         # The connection's handshake costs the client one round trip before its first request.
         self._round_trip()
-        super().handle()
+        # A client that does not trust the certificate ends the handshake: its failure is the client's to
+        # report, as a real server's log would not trace it.
+        with contextlib.suppress(ssl.SSLError):
+            super().handle()
 
     def handle_one_request(self):
         # Modelled as one wait after the request line is in, before the answer; idle waits are not paced.
@@ -384,7 +392,7 @@ class _ApiHandler(_Handler):
                 "Expires": str(int(time.time()) + 3600),
             }
         )
-        location = f"http://{host}:{hub.storage_port}/_storage/{entry.sha256}?{query}"
+        location = f"{hub.scheme}://{host}:{hub.storage_port}/_storage/{entry.sha256}?{query}"
         self.send_response(302)
         self.send_header("Location", location)
         self.send_header("X-Repo-Commit", commit)
@@ -517,8 +525,12 @@ def _sha256_file(path: Path) -> str:
 class HubStandin:
     """The hub (API) and storage servers over the data of make_weights.py (DIR/hub.json)."""
 
-    def __init__(self, data_dir, host: str = "127.0.0.1", port: int = 0, storage_port: int = 0, network=None):
+    def __init__(
+        self, data_dir, host: str = "127.0.0.1", port: int = 0, storage_port: int = 0, network=None, tls=None
+    ):
         self.data_dir = Path(data_dir)
+        # An ssl.SSLContext (server side) to serve both the hub and its storage over HTTPS; None: plain HTTP.
+        self.tls = tls
         self.network = Network()
         self.link = _Link()
         # Body bytes of weight files and the feed sent so far (GET /_standin/stats), each counted before it
@@ -603,12 +615,16 @@ class HubStandin:
         return self._servers[1].server_address[1] if self._servers else self._storage_port
 
     @property
+    def scheme(self) -> str:
+        return "https" if self.tls is not None else "http"
+
+    @property
     def endpoint(self) -> str:
-        return f"http://{_bracket(self.host)}:{self.port}"
+        return f"{self.scheme}://{_bracket(self.host)}:{self.port}"
 
     @property
     def storage_endpoint(self) -> str:
-        return f"http://{_bracket(self.host)}:{self.storage_port}"
+        return f"{self.scheme}://{_bracket(self.host)}:{self.storage_port}"
 
     # -- content ----------------------------------------------------------------------------------------
 
@@ -771,10 +787,16 @@ def main(argv=None) -> int:
     parser.add_argument("--conn-bps", type=int, help="cap on each connection's rate, bytes/s (a CDN's)")
     parser.add_argument("--link-bps", type=int, help="cap on all connections together, bytes/s (the uplink)")
     parser.add_argument("--rtt-ms", type=float, default=0, help="round-trip delay, milliseconds")
+    parser.add_argument("--tls-cert", help="serve HTTPS with this certificate (PEM); needs --tls-key")
+    parser.add_argument("--tls-key", help="the certificate's private key (PEM)")
     args = parser.parse_args(argv)
     network = Network(args.conn_bps, args.link_bps, args.rtt_ms)
+    tls = None
+    if args.tls_cert:
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls.load_cert_chain(args.tls_cert, args.tls_key)
     hub = HubStandin(
-        args.data, host=args.bind, port=args.port, storage_port=args.storage_port, network=network
+        args.data, host=args.bind, port=args.port, storage_port=args.storage_port, network=network, tls=tls
     )
     if args.feed is not None:
         hub.set_feed(args.feed)

@@ -12,6 +12,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils._host.gpu import (
     parse_gpu_query,
     parse_meminfo_total,
     parse_nvcc_version,
+    spark_memory,
 )
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
@@ -191,3 +192,28 @@ def test_missing_tool_failing_driver_and_no_gpu_are_facts():
     failed = gpu_facts("/usr/bin/nvidia-smi", 6, "No devices were found\n", "", 1)
     assert not failed["present"] and failed["error"] == "nvidia-smi exited 6: No devices were found"
     assert gpu_facts("/usr/bin/nvidia-smi", 0, "\n", "", 1)["error"] == "nvidia-smi listed no GPU"
+
+
+def test_the_spark_memory_is_the_setting_else_the_meminfo_total():
+    gb10 = "MemTotal:       125489508 kB\nMemFree:         7789944 kB\n"
+    assert spark_memory("spark01", None, gb10) == (128501256192, None)
+    assert spark_memory("spark01", 4 * 1024**3, None) == (4 * 1024**3, None)
+
+
+@pytest.mark.parametrize(
+    "meminfo, why",
+    [
+        (None, "could not be read"),
+        ("", "could not be read"),
+        ("MemTotal: 12 MB\n", "no 'MemTotal: N kB' line"),
+    ],
+)
+def test_a_meminfo_without_a_total_names_the_setting(meminfo, why):
+    memory, problem = spark_memory("spark01", None, meminfo)
+    assert memory is None
+    assert problem.startswith(
+        "ds4_spark_memory_bytes is not set, so spark01's memory is read from /proc/meminfo"
+    )
+    assert why in problem and problem.endswith(
+        "set ds4_spark_memory_bytes to the memory the Spark has for the engine, in bytes"
+    )

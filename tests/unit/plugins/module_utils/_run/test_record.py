@@ -157,7 +157,7 @@ class Engine(Handler):
         self.answer(200, json.dumps({"server": {"requests_inflight": 0}}).encode(), "application/json")
 
 
-def applied(tree, record, port, state="checked", check_mode=False, monkeypatch=None, secrets=None):
+def applied(tree, record, port, state="checked", check_mode=False, monkeypatch=None, secrets=None, **more):
     monkeypatch.setattr(module.AnsibleModule, "run_command", lambda self, cmd, **kw: (0, SHOWN, ""))
     args = {
         "state": state,
@@ -171,6 +171,7 @@ def applied(tree, record, port, state="checked", check_mode=False, monkeypatch=N
         "units": ["ds4.service", "ds4-watchdog.timer"],
         "port": port,
         "_ansible_check_mode": check_mode,
+        **more,
     }
     return run_module(module, args)
 
@@ -259,3 +260,13 @@ def test_the_spark_keys_every_secret_setting_of_its_roles():
                 no_log |= {name for name, option in spec.get("options", {}).items() if option.get("no_log")}
     assert set(secrets) == (SECRETS | no_log) - {"ds4_gateway_api_keys"}
     assert all(value == "{{ " + name + " }}" for name, value in secrets.items())
+
+
+def test_a_pairs_worker_which_serves_no_http_is_judged_by_its_units_alone(tree, tmp_path, monkeypatch):
+    record = tmp_path / "state" / "applied.json"
+    with local_http(Engine) as url:
+        port = int(url.rsplit(":", 1)[1])
+    # Nothing listens on the port now, as on a worker, whose engine connects to its coordinator.
+    applied(tree, record, port, state="recorded", monkeypatch=monkeypatch, engine_answers=False)
+    rc, result = applied(tree, record, port, monkeypatch=monkeypatch, engine_answers=False)
+    assert (rc, result["converged"], result["reason"]) == (0, True, None), result

@@ -211,3 +211,28 @@ def test_bad_pair_figures_are_refused_naming_them(catalog, pair_reference, says)
     with pytest.raises(CatalogError, match="quantizations\\['q4'\\]") as error:
         validate_catalog(catalog)
     assert says in str(error.value)
+
+
+def test_every_quantization_of_the_shipped_catalog_plans_its_files_or_names_what_it_lacks(catalog):
+    """The sandbox serves a catalog of its own (stand-in bytes): the shipped one's entries are planned here.
+    A quantization published by name gives its files, each pinned to a repository and revision, with a size
+    and hash or null ones that the hub's metadata decides; one not published by name is refused naming the
+    setting that supplies it."""
+    planned, refused = {}, {}
+    for generation, entry in catalog.items():
+        speculation = "dspark"
+        for quantization in [entry.get("base_quantization", "q2"), *entry.get("quantizations", {})]:
+            try:
+                files = model_files(catalog, generation, speculation, quantization, {})
+            except CatalogError as exc:
+                refused[(generation, quantization)] = str(exc)
+                continue
+            for item in files:
+                assert item["repo"] and item["revision"] and item["name"].endswith(".gguf"), item
+                assert (item["size"] is None) == (item["sha256"] is None), item
+            planned[(generation, quantization)] = [item["role"] for item in files]
+    assert planned == {("0731", "q2"): ["base", "dspark"], ("0731", "q4"): ["base", "dspark"],
+                       ("legacy", "q2"): ["base", "dspark"]}  # fmt: skip
+    assert set(refused) == {("0731", "q2-q4"), ("0731", "mxfp4")}
+    for (generation, quantization), why in refused.items():
+        assert f"ds4_extra_quantizations['{generation}']['{quantization}']" in why, why
