@@ -29,6 +29,14 @@ the disk (ours fsyncs, the others do not). Everything is removed at the end, als
 
     .venv/bin/python bench/fetch_throughput.py [--size-mib 1024] [--repeat 3] [--capped-mib 256]
         [--capped-repeat 1] [--link-mbps 100] [--rtt-ms 20] [--capped-only] [--no-sweep]
+
+With --goals MIB... it measures issue 56's goals alone, side by side in one run, on files of those sizes
+(the issue's: --goals 1024 4096 --link-mbps 128), printing each ratio with its goal: on the capped path
+ours against hf_transfer at each size (goals 0.95 below 4 GiB, 1.0 at 4 GiB); uncapped and verified, ours
+against one core's hashlib.sha256 rate (the ceiling, printed first; goal 0.8) with its CPU seconds per GiB;
+and a relay between two local processes (_weights.relay's PeerServer serving a verified copy, our client
+fetching it) against the same ceiling. --profile N... then prints where ours spends its CPU uncapped, per
+stage of the transfer, with N connections each.
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -51,6 +60,7 @@ from typing import NamedTuple
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "collections"))
 
+from ansible_collections.ds4.fleet.plugins.module_utils._weights import transfer  # noqa: E402
 from ansible_collections.ds4.fleet.plugins.module_utils._weights.hub import HubFile  # noqa: E402
 from ansible_collections.ds4.fleet.plugins.module_utils._weights.protocol import FileRef  # noqa: E402
 from ansible_collections.ds4.fleet.plugins.module_utils._weights.records import PartState  # noqa: E402
@@ -343,6 +353,101 @@ def capped(hub, clients, dest_root, blob, link_bps, rtt_ms, repeat):
         hub.network()
 
 
+def hash_ceiling(size):
+    """One core's hashlib.sha256 rate in MB/s over `size` bytes in memory (64 MiB blocks): the rate a
+    verified transfer could reach if hashing were all it did."""
+    block = os.urandom(min(size, 64 << 20))
+    hasher = hashlib.sha256()
+    started = time.perf_counter()
+    for _ in range(max(1, size // len(block))):
+        hasher.update(block)
+    return max(1, size // len(block)) * len(block) / (time.perf_counter() - started) / MB
+
+
+class Relay:
+    """_weights.relay's PeerServer in a process of its own, serving the verified files of `directory` on
+    loopback (as one Spark serves another), until stop()."""
+
+    def __init__(self, directory, work):
+        self.stop_file = work / "relay.stop"
+        code = (
+            "import sys, time\n"
+            f"sys.path.insert(0, {str(ROOT / 'collections')!r})\n"
+            "from ansible_collections.ds4.fleet.plugins.module_utils._weights.relay import PeerServer\n"
+            "server = PeerServer(sys.argv[1], '127.0.0.1', 0, ['127.0.0.1']).start()\n"
+            "print(server.port, flush=True)\n"
+            "server.serve_until(time.monotonic() + 86400, sys.argv[2])\n"
+        )
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", code, str(directory), str(self.stop_file)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.url = f"http://127.0.0.1:{int(self.proc.stdout.readline())}"
+
+    def stop(self):
+        self.stop_file.touch()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def from_relay(relay):
+    def fetch(hub, dest, blob):
+        return HubFile(
+            FileRef(hub.endpoint, REPO, "main", blob.name), str(dest), expected_size=blob.size,
+            expected_sha256=blob.sha256, retries=1, retry_delay=0.1, peers=[relay.url],
+        ).ensure()["bytes_from"][relay.url]  # fmt: skip
+
+    return fetch
+
+
+def goals(hub, work, dest_root, blobs, link_bps, rtt_ms, repeat):
+    """Issue 56's goals side by side: on the capped path (each connection link/8) ours against hf_transfer at
+    each size; uncapped and verified, ours against one core's sha256 (the ceiling) and its CPU seconds per
+    GiB; a relay between two local processes (_weights.relay's server, our client) against the same
+    ceiling."""
+    largest = max(blobs.values(), key=lambda b: b.size)
+    ceiling = hash_ceiling(largest.size)
+    print(f"ceiling: one core's hashlib.sha256, {ceiling:.0f} MB/s ({ceiling * MB / (1 << 30):.2f} GiB/s)")
+    link = link_bps / MB
+    print(f"\ncapped: link {link:.0f} MB/s, {link / 8:.1f} MB/s per connection, round trip {rtt_ms} ms; "
+          f"best of {repeat}")  # fmt: skip
+    print(
+        "{:<12}{:>10}{:>14}{:>18}{:>8}".format("size", "ours MB/s", "hf_transfer", "ours/hf_transfer", "goal")
+    )
+    hub.network(conn_bps=link_bps // 8, link_bps=link_bps, rtt_ms=rtt_ms)
+    try:
+        for blob in sorted(blobs.values(), key=lambda b: b.size):
+            rates = best_rates({"ours": ours, "hf_transfer": hf_transfer}, hub, dest_root, blob, repeat)
+            goal = 1.0 if blob.size >= 4 << 30 else 0.95
+            print(f"{blob.size / (1 << 30):<12.2f}{rates['ours']:>10.1f}{rates['hf_transfer']:>14.1f}"
+                  f"{rates['ours'] / rates['hf_transfer']:>18.2f}{goal:>8.2f}", flush=True)  # fmt: skip
+    finally:
+        hub.network()
+    print(settled())
+    cpu = {}
+    rate = best_rates({"ours": ours}, hub, dest_root, largest, repeat, cpu)["ours"]
+    per_gib = cpu["ours"] * (1 << 30) / 1e9
+    print(f"\nuncapped, verified, {largest.size / (1 << 30):.2f} GiB: ours {rate:.0f} MB/s, "
+          f"{rate / ceiling:.2f} of the ceiling (goal 0.80), {per_gib:.2f} CPU s/GiB")  # fmt: skip
+    print(settled())
+    seed = dest_root / "relay-seed"
+    seed.mkdir()
+    ours(hub, seed, largest)  # a verified copy, its record beside it
+    relay = Relay(seed, work)
+    try:
+        cpu = {}
+        rate = best_rates({"relay": from_relay(relay)}, hub, dest_root, largest, repeat, cpu)["relay"]
+    finally:
+        relay.stop()
+        shutil.rmtree(seed, ignore_errors=True)
+    per_gib = cpu["relay"] * (1 << 30) / 1e9
+    print(f"relay between two processes, verified, {largest.size / (1 << 30):.2f} GiB: {rate:.0f} MB/s, "
+          f"{rate / ceiling:.2f} of the ceiling (goal 0.80), {per_gib:.2f} CPU s/GiB here")  # fmt: skip
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mib", type=int, default=1024, help="file size in MiB (default 1024)")
@@ -355,7 +460,17 @@ def main():
     parser.add_argument("--capped-repeat", type=int, default=1, help="fetches per client when capped")
     parser.add_argument("--capped-only", action="store_true", help="only the capped setting")
     parser.add_argument("--no-sweep", action="store_true", help="no sweep of our connections uncapped")
+    parser.add_argument(
+        "--goals", type=int, nargs="+", metavar="MIB",
+        help="only issue 56's goals, side by side, on files of these sizes in MiB (the issue's: 1024 4096)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--profile", type=int, nargs="+", metavar="N",
+        help="with --goals: then where ours spends its CPU uncapped, with N connections each",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.goals:
+        return run_goals(args)
     size = args.size_mib << 20
 
     work = Path(tempfile.mkdtemp(prefix="ds4-bench-", dir="/tmp"))
@@ -406,6 +521,109 @@ def main():
         print(" the killed run had not written; curl: its size_download on the second run; hf: the body")
         print(" bytes its HTTP client received in the call that resumed by itself, less the half before")
         print(" the cut)")
+        print(f"load average {os.getloadavg()[0]:.1f} at the end")
+    finally:
+        if hub is not None:
+            hub.stop()
+        shutil.rmtree(dest_root, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+class Stages:
+    """Where a verified transfer spends its CPU: each stage of _weights.transfer timed on the thread that
+    runs it (time.thread_time), wrapped around the module's own functions for the time of a `with`."""
+
+    def __init__(self):
+        self.seconds, self._lock, self._saved = {}, threading.Lock(), []
+
+    def _add(self, name, seconds):
+        with self._lock:
+            self.seconds[name] = self.seconds.get(name, 0.0) + seconds
+
+    def _timed(self, name, fn):
+        def timed_call(*args, **kwargs):
+            started = time.thread_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self._add(name, time.thread_time() - started)
+
+        return timed_call
+
+    def _timed_chunks(self, fn):
+        def chunks(*args, **kwargs):
+            source = fn(*args, **kwargs)
+            while True:
+                started = time.thread_time()
+                chunk = next(source, None)
+                self._add("receive (socket to bytes)", time.thread_time() - started)
+                if chunk is None:
+                    return
+                yield chunk
+
+        return chunks
+
+    def __enter__(self):
+        patches = [
+            (transfer, "write_all", self._timed("write (pwrite to the part)", transfer.write_all)),
+            (transfer, "body_chunks", self._timed_chunks(transfer.body_chunks)),
+            (transfer.OrderedHash, "wrote", self._timed("hand-off to the hash", transfer.OrderedHash.wrote)),
+            (transfer.OrderedHash, "_run", self._timed("hash thread (sha256)", transfer.OrderedHash._run)),
+            (
+                transfer.Transfer,
+                "_checkpoint",
+                self._timed("checkpoint (fdatasync)", transfer.Transfer._checkpoint),
+            ),
+            (
+                transfer.Transfer,
+                "_worker",
+                self._timed("connection threads, in all", transfer.Transfer._worker),
+            ),
+        ]
+        for owner, name, replacement in patches:
+            self._saved.append((owner, name, getattr(owner, name)))
+            setattr(owner, name, replacement)
+        return self
+
+    def __exit__(self, *exc):
+        for owner, name, original in self._saved:
+            setattr(owner, name, original)
+
+
+def profile(hub, dest_root, blob, counts):
+    """Ours uncapped and verified, all connections open from the start, each stage's CPU seconds per GiB."""
+    gib = blob.size / (1 << 30)
+    for n in counts:
+        dest = dest_root / "profiled"
+        shutil.rmtree(dest, ignore_errors=True)
+        dest.mkdir()
+        with Stages() as stages:
+            wall, used = timed(lambda *a, n=n: ours(*a, connections=n, ramp=False), hub, dest, blob)
+        shutil.rmtree(dest, ignore_errors=True)
+        print(f"\n{n} connection(s): {blob.size / wall / MB:.0f} MB/s, {used / gib:.2f} CPU s/GiB in all "
+              f"(the stand-in's not counted), load average {os.getloadavg()[0]:.1f}")  # fmt: skip
+        for name, seconds in sorted(stages.seconds.items(), key=lambda item: -item[1]):
+            print(f"  {name:<30}{seconds / gib:>6.2f} s/GiB")
+
+
+def run_goals(args):
+    work = Path(tempfile.mkdtemp(prefix="ds4-bench-", dir="/tmp"))
+    shm = Path("/dev/shm")
+    total = sum(mib << 20 for mib in args.goals)
+    room = shutil.disk_usage(shm).free if shm.is_dir() else 0
+    # The relay's seed and its receiver hold the largest file at once, beside one download.
+    dest_root = Path(
+        tempfile.mkdtemp(prefix="ds4-bench-", dir=shm if room > 3 * max(args.goals) << 20 else work)
+    )
+    hub = None
+    try:
+        print(f"writing {total:,} random bytes to {work} ...", flush=True)
+        blobs = make_data(work / "hub", {f"goal-{mib}.gguf": mib << 20 for mib in args.goals})
+        hub = Standin(work / "hub", work / "standin.log")
+        print(f"downloads to {dest_root}; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}\n")
+        goals(hub, work, dest_root, blobs, int(args.link_mbps * MB), args.rtt_ms, args.repeat)
+        if args.profile:
+            profile(hub, dest_root, max(blobs.values(), key=lambda b: b.size), args.profile)
         print(f"load average {os.getloadavg()[0]:.1f} at the end")
     finally:
         if hub is not None:

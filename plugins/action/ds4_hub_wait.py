@@ -11,6 +11,9 @@ down:
 
 Any other job whose module keeps such a file may be waited for the same way: a record with a `message`
 (the engine build's, ds4_release_build) is printed as it stands.
+
+While it waits it touches `heartbeat` on the host, if given: the jobs watch it (_weights.heartbeat) and end,
+keeping what they made, once the run that waited for them is gone.
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ display = Display()
 
 # Status checks start quick (a verified file is done in a second) and back off to this many seconds.
 MAX_POLL = 5.0
+# The heartbeat file is touched at most this often: the jobs end once it is left far longer
+# (_weights.heartbeat).
+HEARTBEAT_EVERY = 10.0
 
 
 def human_seconds(s):
@@ -73,12 +79,14 @@ class ActionModule(ActionBase):
                 "progress_files": {"type": "list", "elements": "str", "required": True},
                 "interval": {"type": "float", "default": 20.0},
                 "labels": {"type": "list", "elements": "str"},
+                "heartbeat": {"type": "path"},
             }
         )
         _check(args)
         self._task_vars = task_vars
         self._host = (task_vars or {}).get("inventory_hostname", "")
         self._async_dir = self.get_shell_option("async_dir", default="~/.ansible_async")
+        self._heartbeat, self._beaten = args["heartbeat"], None
         finished = self._wait(_pending(args), args["interval"])
         result.update(_outcome(finished))
         return result
@@ -89,6 +97,7 @@ class ActionModule(ActionBase):
         poll = 0.5
         next_print = time.monotonic() + interval
         while pending:
+            self._beat()
             for job in list(pending):
                 status = self._job(job["jid"], "status")
                 if status.get("finished"):
@@ -105,6 +114,14 @@ class ActionModule(ActionBase):
             time.sleep(min(poll, max(0.1, next_print - time.monotonic())))
             poll = min(MAX_POLL, poll * 2)
         return finished
+
+    def _beat(self):
+        """Touch the heartbeat file (never through a link), at most every HEARTBEAT_EVERY seconds."""
+        now = time.monotonic()
+        if self._heartbeat is None or (self._beaten is not None and now - self._beaten < HEARTBEAT_EVERY):
+            return
+        self._module("file", path=self._heartbeat, state="touch", mode="0600", follow=False)
+        self._beaten = now
 
     def _module(self, name, **module_args):
         return self._execute_module(

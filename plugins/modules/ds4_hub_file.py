@@ -110,6 +110,7 @@ options:
     type: str
 extends_documentation_fragment:
   - ds4.fleet.module
+  - ds4.fleet.heartbeat
   - ds4.fleet.hub
   - ds4.fleet.proxy
 """
@@ -219,6 +220,7 @@ import re  # noqa: E402
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib  # noqa: E402
 from ansible_collections.ds4.fleet.plugins.module_utils._net.proxy_env import ProxyEnvError, apply_proxy_env  # noqa: E402
 from ansible_collections.ds4.fleet.plugins.module_utils._weights.file_names import progress_name  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.heartbeat import HEARTBEAT_ARGS, from_params  # noqa: E402
 from ansible_collections.ds4.fleet.plugins.module_utils._weights.hub import HubFile  # noqa: E402
 from ansible_collections.ds4.fleet.plugins.module_utils._weights.protocol import (  # noqa: E402
     REQUESTS_IMPORT_ERROR,
@@ -256,6 +258,7 @@ def _ensure(module, progress_file):
             timeout=p["timeout"],
             connections=p["connections"],
             peers=p["peers"],
+            heartbeat=from_params(p),
             uid=_id(module, pwd.getpwnam, "pw_uid", p["owner"], "user"),
             gid=_id(module, grp.getgrnam, "gr_gid", p["group"], "group"),
             mode=int(p["mode"], 8) if p["mode"] is not None else None,
@@ -295,6 +298,7 @@ def main():
             group=dict(type="str"),
             mode=dict(type="str"),
             proxy_env=dict(type="dict", default={}, no_log=True),
+            **HEARTBEAT_ARGS,
         ),
         supports_check_mode=True,
     )

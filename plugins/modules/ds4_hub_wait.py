@@ -39,6 +39,11 @@ options:
     description: Seconds between progress lines.
     type: float
     default: 20.0
+  heartbeat:
+    description: >-
+      A file on the host touched while this waits (at most every 10 seconds), which the jobs watch
+      (O(ds4.fleet.ds4_hub_file#module:heartbeat)): they end once the run that waited for them is gone.
+    type: path
   labels:
     description: >-
       What each job's lines and failures are called, in the order of O(jobs); by default the loop item's

@@ -12,9 +12,10 @@ description:
     sha256), read-only, to the addresses in O(peers) only; any other client's connection is closed before
     its request is read. Peers fetch with M(ds4.fleet.ds4_hub_file) O(ds4.fleet.ds4_hub_file#module:peers)
     and verify the hub's sha256, so a peer can never hand over a wrong byte.
-  - Runs until O(stop_file) appears or O(lifetime) seconds have passed, then closes its port and every
-    connection. Start it with C(async) and C(poll) 0; the role creates the stop file when the run ends,
-    failed or not, and O(lifetime) ends it if the run is cut off.
+  - Runs until O(stop_file) appears, O(lifetime) seconds have passed or the run that started it is gone
+    (O(heartbeat)) and no peer is connected, then closes its port and every connection. Start it with
+    C(async) and C(poll) 0; the role creates the stop file when the run ends, failed or not, and
+    O(heartbeat) ends it if the run is cut off.
 version_added: 0.1.0
 attributes:
   check_mode:
@@ -61,8 +62,16 @@ options:
     description: The server stops once this file exists (removed at start).
     type: path
     required: true
+  ready_file:
+    description:
+      - Where the server says, once it listens, which listening sockets are its own, or why it could not
+        listen (a file of this module's user alone, written whole, never through a link), for
+        M(ds4.fleet.ds4_peer_listening) to prove that the port is this server's before the receivers
+        fetch from it. Omitted, nothing is said.
+    type: path
 extends_documentation_fragment:
   - ds4.fleet.module
+  - ds4.fleet.heartbeat
 """
 
 EXAMPLES = r"""
@@ -99,7 +108,8 @@ import os  # noqa: E402
 import time  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.ds4.fleet.plugins.module_utils._weights.relay import PeerServer  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.heartbeat import HEARTBEAT_ARGS, from_params  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.relay import PeerServer, announce  # noqa: E402
 
 
 def main():
@@ -113,21 +123,29 @@ def main():
             rate=dict(type="int", default=0),
             lifetime=dict(type="int", required=True),
             stop_file=dict(type="path", required=True),
+            ready_file=dict(type="path"),
+            **HEARTBEAT_ARGS,
         ),
         supports_check_mode=False,
     )
     p = module.params
     if p["lifetime"] <= 0 or p["rate"] < 0 or not 0 < p["port"] < 65536:
         module.fail_json(msg="lifetime must be positive, rate 0 or more and port 1 to 65535")
-    if os.path.exists(p["stop_file"]):
-        os.unlink(p["stop_file"])
+    for stale in (p["stop_file"], p["ready_file"]):
+        if stale and os.path.lexists(stale):
+            os.unlink(stale)
     try:
         server = PeerServer(
             p["gguf_dir"], p["address"], p["port"], p["peers"], p["rate"] or None, p["relays"]
         ).start()
     except OSError as e:
-        module.fail_json(msg=f"cannot serve the weights on {', '.join(p['address'])} port {p['port']}: {e}")
-    server.serve_until(time.monotonic() + p["lifetime"], p["stop_file"])
+        msg = f"cannot serve the weights on {', '.join(p['address'])} port {p['port']}: {e}"
+        if p["ready_file"]:
+            announce(p["ready_file"], error=msg)
+        module.fail_json(msg=msg)
+    if p["ready_file"]:
+        announce(p["ready_file"], server)
+    server.serve_until(time.monotonic() + p["lifetime"], p["stop_file"], from_params(p))
     module.exit_json(
         changed=False, served=server.served, relayed=server.relayed, refused=sorted(set(server.refused))
     )

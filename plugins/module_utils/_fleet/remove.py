@@ -151,6 +151,8 @@ def made(root, gguf_dir, kv_dir, build_log_dir, weight_names, weights=False, tex
         # The watchdog's file alone: the directory is node_exporter's (a site's own, or the package's).
         (FILE, f"{textfile_dir}/ds4.prom", ()),
         (FILE, "/run/ds4-weights-peer-serve.stop", ()),
+        (FILE, "/run/ds4-weights-peer-serve.ready", ()),
+        (FILE, "/run/ds4-weights.heartbeat", ()),
         # The engine's working directory (CacheDirectory=ds4): the service user's, and systemd keeps it.
         (TREE, "/var/cache/ds4", ()),
         # The engine's runtime directory (its lock): systemd removes it when ds4.service stops.

@@ -50,11 +50,13 @@ from ansible_collections.ds4.fleet.plugins.module_utils._weights.records import 
     stat_or_none,
     write_record,
 )
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.relay import RELAY_START
 from ansible_collections.ds4.fleet.plugins.module_utils._weights.transfer import (
     CONNECTIONS,
     HASH_WINDOW,
     PIECE,
     RangesIgnored,
+    RunGone,
     Transfer,
 )
 
@@ -62,6 +64,10 @@ from ansible_collections.ds4.fleet.plugins.module_utils._weights.transfer import
 CHUNK = 8 << 20
 # A peer is on the LAN: one that does not answer within this many seconds is given up for the next source.
 PEER_TIMEOUT = 10.0
+# A peer that has sent no byte for this many seconds while it says "not yet" (a relay whose own fetch has
+# not begun, or is stalled; or a local user's server on the peer port) is given up for the next source:
+# longer than a relay waits for its own fetch to begin (_weights.relay.RELAY_START).
+PEER_STALL = RELAY_START + 30.0
 # Bounded: a file whose content disagrees with its hash twice, or that changes twice under the transfer,
 # is a hub problem, not a transfer one.
 VERIFY_ATTEMPTS = 2
@@ -104,6 +110,7 @@ class HubFile:
         hash_window=HASH_WINDOW,
         peers=(),
         session=None,
+        heartbeat=None,
         uid=None,
         gid=None,
         mode=None,
@@ -127,6 +134,8 @@ class HubFile:
         self.ramp = ramp
         # Base URLs of Sparks serving their verified copies (_weights.relay), tried in order before the hub.
         self.peers = list(peers)
+        # The run's _weights.heartbeat.Heartbeat (or None): a transfer whose run is gone stops (RunGone).
+        self.heartbeat = heartbeat
         self._token = token
         self.session = session or new_session(token)
         # Content GETs: without the token (Transfer adds it for the hub's own origin only).
@@ -388,7 +397,8 @@ class HubFile:
     def _transfer(self, fd, state, location, **kw):
         kw = {
             "relocate": lambda: self._metadata().location, "connections": self.connections, "ramp": self.ramp,
-            "retries": self.retries, "timeout": self.timeout, "session_factory": self._content_session, **kw,
+            "retries": self.retries, "timeout": self.timeout, "session_factory": self._content_session,
+            "heartbeat": self.heartbeat, **kw,
         }  # fmt: skip
         return Transfer(
             ref=self.ref, location=location, fd=fd, state=state,
@@ -440,11 +450,11 @@ class HubFile:
         location = f"{peer.rstrip('/')}/{quote(self.ref.name)}"
         transfer = self._transfer(
             fd, state, location, relocate=None, peer_sha256=state.sha256, retries=min(self.retries, 1),
-            timeout=min(self.timeout, PEER_TIMEOUT), session_factory=self._peer_session,
+            timeout=min(self.timeout, PEER_TIMEOUT), session_factory=self._peer_session, stall=PEER_STALL,
         )  # fmt: skip
         try:
             digest, reread = transfer.run()
-        except NoSpaceError:
+        except (NoSpaceError, RunGone):
             raise
         except (HubError, RangesIgnored, OSError, *TRANSIENT_EXC) as e:
             self._outcome(transfer, peer)

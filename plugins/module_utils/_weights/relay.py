@@ -16,11 +16,14 @@ import contextlib
 import json
 import os
 import socket
+import stat
 import threading
 import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.listener import read_listener, user_name
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.no_follow import replace_file
 from ansible_collections.ds4.fleet.plugins.module_utils._weights.file_names import (
     held_name,
     part_name,
@@ -41,16 +44,28 @@ RELAY_START = 300.0
 
 
 def _read_json(path):
-    """A small JSON document the fetch wrote, or None: never through a link."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
+    """A small JSON document the fetch wrote, or None: never through a link, nor from a FIFO."""
+    f = _open_regular(path)
+    if f is None:
         return None
     try:
-        with os.fdopen(fd, "rb") as f:
+        with f:
             return json.loads(f.read(1 << 20))
     except (OSError, ValueError):
         return None
+
+
+def _open_regular(path):
+    """`path` open for reading if it is a regular file, else None: never through a link, and without
+    blocking on a FIFO put in its place (the weights' owner is not root); judged through the descriptor."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    return os.fdopen(fd, "rb")
 
 
 def _held(gguf_dir, name):
@@ -173,9 +188,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _open_verified(self, name):
         """(open file, size, sha256) of a verified copy of `name`, or None."""
-        try:
-            f = open(os.path.join(self.server.gguf_dir, name), "rb")  # noqa: SIM115 -- the caller closes it
-        except OSError:
+        f = _open_regular(os.path.join(self.server.gguf_dir, name))
+        if f is None:
             return None
         st = os.fstat(f.fileno())
         record = read_record(os.path.join(self.server.gguf_dir, sidecar_name(name)), st)
@@ -265,12 +279,11 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(RELAY_POLL)
 
     def _answer_part(self, name, held, start, end):
-        try:
-            # Never through a link: the fetch refuses one at the part, and so does what serves it.
-            fd = os.open(os.path.join(self.server.gguf_dir, part_name(name)), os.O_RDONLY | os.O_NOFOLLOW)
-        except OSError:
+        # Never through a link (the fetch refuses one at the part, and so does what serves it), nor a FIFO.
+        f = _open_regular(os.path.join(self.server.gguf_dir, part_name(name)))
+        if f is None:
             return self._not_yet()
-        with os.fdopen(fd, "rb") as f:
+        with f:
             if os.fstat(f.fileno()).st_size < end:
                 return self._not_yet()
             self._answer(name, f, held["size"], held["sha256"], start, end, True, relayed=True)
@@ -337,6 +350,11 @@ class PeerServer:
             threading.Thread(target=server.serve_forever, args=(0.1,), daemon=True).start()
         return self
 
+    def _connected(self):
+        first = self._servers[0]
+        with first.live_lock:
+            return bool(first.live)
+
     def stop(self):
         for server in self._servers:
             server.shutdown()
@@ -351,6 +369,11 @@ class PeerServer:
         self.stop()
 
     @property
+    def inodes(self):
+        """The inodes of its listening sockets, as /proc/net/tcp names them (announce, wait_listening)."""
+        return [os.fstat(server.fileno()).st_ino for server in self._servers]
+
+    @property
     def served(self):
         return dict(self._servers[0].served)
 
@@ -362,13 +385,54 @@ class PeerServer:
     def refused(self):
         return list(self._servers[0].refused)
 
-    def serve_until(self, deadline, stop_file):
-        """Serve until the monotonic `deadline` or until `stop_file` exists; then stop."""
+    def serve_until(self, deadline, stop_file, heartbeat=None):
+        """Serve until the monotonic `deadline`, until `stop_file` exists, or until the run that started the
+        server is gone (`heartbeat`, a _weights.heartbeat.Heartbeat) and no peer is connected; then stop.
+        Its own run touches the heartbeat only while this Spark waits for its own fetches: a Spark with
+        nothing to fetch, or done first, serves on while its receivers (whose fetches end with their run)
+        are at it."""
         try:
-            while time.monotonic() < deadline and not os.path.exists(stop_file):
+            while (
+                time.monotonic() < deadline
+                and not os.path.exists(stop_file)
+                and (heartbeat is None or heartbeat.alive() or self._connected())
+            ):
                 time.sleep(0.2)
         finally:
             self.stop()
+
+
+def announce(path, server=None, error=None):
+    """Say, in root's file `path`, which listening sockets are this run's server's (their inodes), or why
+    it could not listen: the port is unprivileged, and any local user may hold it instead."""
+    doc = {"error": error} if server is None else {"inodes": server.inodes, "pid": os.getpid()}
+    replace_file(path, json.dumps(doc).encode(), 0o600)
+
+
+def wait_listening(path, addresses, port, timeout, uid, proc_root="/proc"):
+    """None once the socket a connection to each of `addresses` on `port` reaches is one the server
+    announced in `path` and made by `uid`; else, at once or after `timeout` seconds of no announcement, what
+    is wrong (the server's own error, or who holds the port)."""
+    deadline = time.monotonic() + timeout
+    while (doc := _read_json(path)) is None:
+        if time.monotonic() >= deadline:
+            return f"no peer server announced itself in {path} within {timeout} s"
+        time.sleep(0.1)
+    if isinstance(doc, dict) and doc.get("error"):
+        return str(doc["error"])
+    if not isinstance(doc, dict) or not isinstance(doc.get("inodes"), list):
+        return f"{path} is not a peer server's announcement"
+    for address in addresses:
+        socket_ = read_listener(address, port, proc_root)
+        if socket_ is None:
+            return f"nothing listens on {address} port {port}, though the peer server said it did"
+        if socket_["inode"] not in doc["inodes"] or socket_["uid"] != uid:
+            return (
+                f"{address} port {port} is held by a socket of {user_name(socket_['uid'])}, not this run's "
+                "peer server: its receivers would take their weights from a stranger; stop that process or "
+                "set ds4_weights_peer_port to a free port"
+            )
+    return None
 
 
 def peer_url(address, port):

@@ -72,7 +72,8 @@ RAMP_SLACK = 1.1
 # How often the transfer's own thread looks at the rate (and the progress), in seconds.
 TICK = 0.1
 # A relay's "not yet" (_weights.relay.RELAY_HEADER) is asked again after NOT_YET_POLL seconds (the relay has
-# already held the request up to a bound while the bytes might come).
+# already held the request up to a bound while the bytes might come), for as long as the transfer's `stall`
+# allows: a source that has sent no byte for that long costs a try of the next one.
 NOT_YET_POLL = 0.05
 # Bytes ahead of the hash kept in memory; beyond it, bytes are hashed from the part.
 HASH_WINDOW = 256 << 20
@@ -80,6 +81,10 @@ HASH_WINDOW = 256 << 20
 
 class RangesIgnored(Exception):
     """The server answered a ranged request with the whole file: only one stream from byte 0 works."""
+
+
+class RunGone(HubError):
+    """The run that started this transfer is gone (_weights.heartbeat): it stops, keeping what it wrote."""
 
 
 class _NotYet(Exception):
@@ -261,7 +266,8 @@ class Transfer:
 
     def __init__(
         self, *, ref, location, relocate, fd, state, session_factory, token, connections, piece, window,
-        timeout, retries, retry_delay, progress, count, dest_dir, peer_sha256=None, ramp=True,
+        timeout, retries, retry_delay, progress, count, dest_dir, peer_sha256=None, ramp=True, stall=None,
+        heartbeat=None,
     ):  # fmt: skip
         self.ref, self.location, self.relocate = ref, location, relocate
         self.peer_sha256 = peer_sha256
@@ -270,6 +276,12 @@ class Transfer:
         self.piece = min(piece, max(MIN_PIECE, -(-state.size // (4 * connections))))
         self.timeout, self.retries, self.retry_delay = timeout, retries, retry_delay
         self.progress, self.count, self.dest_dir = progress, count, dest_dir
+        # A peer's "not yet" is asked again until no byte has come from it for `stall` seconds.
+        self.stall = stall
+        self._last_byte = time.monotonic()
+        # A _weights.heartbeat.Heartbeat (or None): once the run that started this transfer is gone, it stops,
+        # keeping what it wrote for the next run.
+        self.heartbeat = heartbeat
         self.size = state.size
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -322,6 +334,8 @@ class Transfer:
                 if not alive:
                     break
                 alive[0].join(TICK)
+                if self.heartbeat is not None and not self._stop.is_set() and not self.heartbeat.alive():
+                    self._fail(RunGone(f"stopped fetching {self.ref.name}: {self.heartbeat.why()}"))
                 now = time.monotonic()
                 if ramp is not None and not self._stop.is_set():
                     self._target = min(ramp.update(now, self.moved), most)
@@ -377,10 +391,13 @@ class Transfer:
         except _Stopped:
             pass
         except BaseException as e:  # the first failure stops the others and is raised by run()
-            with self._lock:
-                if self._error is None:
-                    self._error = e
-            self._stop.set()
+            self._fail(e)
+
+    def _fail(self, error):
+        with self._lock:
+            if self._error is None:
+                self._error = error
+        self._stop.set()
 
     def _headers(self, pos, end, one_stream):
         headers = {}
@@ -407,14 +424,24 @@ class Transfer:
                     # A signed storage URL that expired: the hub signs a new one.
                     self.location = self.relocate()
                     raise HubTransientError(f"the storage refused its URL (HTTP {response.status_code})")
-                if response.status_code == 503 and response.headers.get(RELAY_HEADER) == "not-yet":
+                if (
+                    response.status_code == 503
+                    and self.peer_sha256 is not None
+                    and response.headers.get(RELAY_HEADER) == "not-yet"
+                ):
                     raise _NotYet
                 raise_for_status(response, self.ref, bool(self._token))
                 self._same_file(unquote_etag(response.headers.get("ETag")))
                 skip, answered = 0, end
                 if response.status_code == 206 and _range_starts_at(response, pos):
-                    # A relay answers with the bytes it holds so far, which may end before the piece.
+                    # A relay answers with the bytes it holds so far, which may end before the piece; an
+                    # answer that ends before it starts would move nothing, again and again: it costs a try.
                     answered = min(end, _range_end(response) or end)
+                    if answered <= pos:
+                        raise HubTransientError(
+                            f"{self.location} answered bytes {response.headers.get('Content-Range')!r} for "
+                            f"bytes {pos}-{end - 1}: a range that ends before it starts"
+                        )
                 elif response.status_code == 200 and (one_stream or (start, end) == (0, self.size)):
                     skip = pos  # the whole file again: what is on disk already is skipped
                 else:
@@ -440,7 +467,7 @@ class Transfer:
 
         try:
             # Until the piece is whole: an answer that ended where it said it would (a relay's bytes so
-            # far) or a relay's "not yet" costs no retry; the relay bounds how long it keeps saying so.
+            # far) or a relay's "not yet" costs no retry, as long as some byte came within `stall` seconds.
             while at["pos"] < end:
                 try:
                     retrying(
@@ -448,6 +475,11 @@ class Transfer:
                         on_retry=on_retry, count=self.count,
                     )  # fmt: skip
                 except _NotYet:
+                    quiet = time.monotonic() - self._last_byte
+                    if self.stall is not None and quiet >= self.stall:
+                        raise HubTransientError(
+                            f"{self.location} said 'not yet' and sent no byte for {quiet:.0f} s"
+                        ) from None
                     if self._stop.wait(NOT_YET_POLL):
                         raise _Stopped from None
         except BaseException:
@@ -476,6 +508,7 @@ class Transfer:
             self._writing[i] = (at["synced"], at["pos"])
             self._moved[i] += len(chunk)
             self._unrecorded[i] += len(chunk)
+            self._last_byte = time.monotonic()
             if at["pos"] >= end:
                 return
             if at["pos"] - at["synced"] >= self.piece:

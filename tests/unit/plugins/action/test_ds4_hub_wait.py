@@ -2,7 +2,9 @@
 
 import pytest
 from ansible.errors import AnsibleActionFail
+from ansible_collections.ds4.fleet.plugins.action import ds4_hub_wait
 from ansible_collections.ds4.fleet.plugins.action.ds4_hub_wait import (
+    ActionModule,
     _check,
     _outcome,
     _pending,
@@ -85,3 +87,23 @@ def test_the_outcome_keeps_each_result_with_its_item_and_names_the_failed_files(
     }
     both = _outcome([ok, bad])
     assert (both["failed"], both["msg"], both["warnings"]) == (True, "b: HTTP 404", ["w"])
+
+
+def test_while_it_waits_it_touches_the_heartbeat_the_jobs_watch(monkeypatch):
+    """Issue 55, finding 1: the jobs end once their run is gone, which they tell by this file's age."""
+    action = object.__new__(ActionModule)
+    calls, statuses = [], iter([{"finished": False}, {"finished": False}, {"finished": True}])
+
+    def module(name, **args):
+        calls.append((name, args))
+        return next(statuses) if args.get("mode") == "status" else {}
+
+    monkeypatch.setattr(action, "_module", module)
+    monkeypatch.setattr(ds4_hub_wait.time, "sleep", lambda s: None)
+    action._heartbeat, action._beaten = "/run/beat", None
+    action._async_dir = "/a"
+    action._wait([{"jid": "1.1", "label": "f"}], 3600)
+    touches = [args for name, args in calls if name == "file"]
+    assert touches == [{"path": "/run/beat", "state": "touch", "mode": "0600", "follow": False}], (
+        "touched once at the start, then not within HEARTBEAT_EVERY"
+    )

@@ -8,10 +8,12 @@ import shutil
 import socket
 import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import requests
 from ansible_collections.ds4.fleet.plugins.filter.ds4_peers import FilterModule
+from ansible_collections.ds4.fleet.plugins.module_utils._weights import hub as ds4_hub
 from ansible_collections.ds4.fleet.plugins.module_utils._weights import relay as ds4_peer
 from ansible_collections.ds4.fleet.plugins.module_utils._weights.hub import HubFile
 from ansible_collections.ds4.fleet.plugins.module_utils._weights.protocol import FileRef
@@ -580,3 +582,229 @@ def test_a_relay_whose_bytes_fail_the_hash_is_named_and_dropped_and_its_ranges_c
     assert result["source"] == "hub" and result["bytes_from"] == {url: want["size"], "hub": want["size"]}
     assert any(f"from the peer {url} had sha256" in w for w in result["warnings"])
     assert sha256_of(receiver / BASE) == want["sha256"]
+
+
+class _Liar:
+    """A server on the peer port that is not a Spark's peer server: each GET is answered by `answer(handler,
+    start)` (start: the first byte asked for), each request counted."""
+
+    def __init__(self, answer):
+        liar = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, fmt, *args):
+                pass
+
+            def do_GET(self):
+                liar.requests += 1
+                start = int(self.headers.get("Range", "bytes=0-").removeprefix("bytes=").partition("-")[0])
+                answer(self, start)
+
+        self.requests = 0
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = peer_url("127.0.0.1", self.server.server_address[1])
+
+    def __enter__(self):
+        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _fetch_bounded(fetch, what):
+    """fetch.ensure() on a thread, given 60 s (a hang guard: the bounds under test are far smaller)."""
+    outcome = {}
+    worker = threading.Thread(target=lambda: outcome.update(fetch.ensure()), daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert not worker.is_alive(), f"the fetch never gave up on {what}"
+    return outcome
+
+
+def test_a_peer_that_says_not_yet_forever_costs_a_try_and_the_file_comes_from_the_hub(
+    hub, hub_files, tmp_path, monkeypatch
+):
+    """Issue 55, finding 1: a local user's server on a Spark's relay port answering "not yet" forever held
+    its receivers for the whole fetch timeout; a source that sends no byte for PEER_STALL costs a try."""
+    monkeypatch.setattr(ds4_hub, "PEER_STALL", 0.5)
+    want = hub_files[BASE]
+
+    def not_yet(handler, start):
+        handler.send_response(503)
+        handler.send_header("X-Ds4-Relay", "not-yet")
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+
+    dest = tmp_path / "receiver"
+    dest.mkdir()
+    with _Liar(not_yet) as squatter:
+        fetch = hub_file(hub, hub_files, dest, peers=[squatter.url])
+        outcome = _fetch_bounded(fetch, "a peer saying not yet")
+    assert outcome["source"] == "hub" and outcome["bytes_from"] == {squatter.url: 0, "hub": want["size"]}
+    assert any(squatter.url in w and "sent no byte" in w for w in outcome["warnings"]), outcome["warnings"]
+    assert sha256_of(dest / BASE) == want["sha256"]
+
+
+def test_a_peer_whose_answer_ends_before_it_starts_costs_a_try_and_the_file_comes_from_the_hub(
+    hub, hub_files, tmp_path
+):
+    """Issue 55, finding 1: a 206 whose Content-Range ends before its start wrote nothing, raised nothing
+    and was asked again at once, forever."""
+    want = hub_files[BASE]
+
+    first = want["path"].read_bytes()[:1]
+
+    def backwards(handler, start):
+        # The first byte honestly (a range cannot end before byte 0), then ranges that end before they start.
+        body = first if start == 0 else b""
+        handler.send_response(206)
+        handler.send_header("ETag", f'"{want["sha256"]}"')
+        handler.send_header("Content-Range", f"bytes {start}-{max(start - 1, 0) // 2}/{want['size']}")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    dest = tmp_path / "receiver"
+    dest.mkdir()
+    with _Liar(backwards) as liar:
+        outcome = _fetch_bounded(hub_file(hub, hub_files, dest, peers=[liar.url]), "a backwards range")
+    assert outcome["source"] == "hub" and outcome["bytes_from"][liar.url] <= 1
+    warnings = outcome["warnings"]
+    assert any(liar.url in w and "ends before it starts" in w for w in warnings), warnings
+    assert liar.requests <= 4 * 2, "each connection tried it twice at most (one retry for a peer)"
+    assert sha256_of(dest / BASE) == want["sha256"]
+
+
+def test_the_peer_port_is_proved_to_be_this_runs_server_before_its_receivers_are_let_at_it(seed, tmp_path):
+    """Issue 55, finding 1: "wait until this Spark listens" took any listener on the peer port, a local
+    user's included, and the server that could not bind failed its async job alone. The server says which
+    sockets are its own (announce), or why it could not listen; the wait proves the socket each address
+    reaches is one of them (ds4_listener's reading of /proc/net/tcp), else names its holder."""
+    ready = str(tmp_path / "ready.json")
+    uid = os.geteuid()
+    with serving(seed) as server:
+        ds4_peer.announce(ready, server)
+        assert ds4_peer.wait_listening(ready, ["127.0.0.1"], server.port, 30, uid) is None
+        # Another uid is not this run's server's, whatever the socket.
+        said = ds4_peer.wait_listening(ready, ["127.0.0.1"], server.port, 30, uid + 1)
+        assert "not this run's peer server" in said, said
+    # A squatter on the port: this run's server could not bind, and the wait says so at once.
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        with pytest.raises(OSError) as bound:
+            PeerServer(str(seed), "127.0.0.1", port, ("127.0.0.1",)).start()
+        ds4_peer.announce(ready, error=f"cannot serve on 127.0.0.1 port {port}: {bound.value}")
+        said = ds4_peer.wait_listening(ready, ["127.0.0.1"], port, 30, uid)
+        assert said.startswith(f"cannot serve on 127.0.0.1 port {port}"), said
+        # A stale announcement (a server of an earlier run) does not vouch for the squatter's socket.
+        with serving(seed) as earlier:
+            ds4_peer.announce(ready, earlier)
+        said = ds4_peer.wait_listening(ready, ["127.0.0.1"], port, 30, uid)
+        assert "not this run's peer server" in said and str(port) in said, said
+    # Nothing announced and nothing listening: the wait ends at its bound and says so.
+    os.unlink(ready)
+    said = ds4_peer.wait_listening(ready, ["127.0.0.1"], port, 0.3, uid)
+    assert "no peer server announced itself" in said, said
+
+
+class _Gone:
+    """A heartbeat whose run is gone (ds4_heartbeat.Heartbeat's interface), counting the looks at it."""
+
+    def __init__(self):
+        self.looks = 0
+
+    def alive(self):
+        self.looks += 1
+        return False
+
+    def why(self):
+        return "the run that started it is gone"
+
+
+def test_a_fetch_whose_run_is_gone_stops_keeping_its_part_and_takes_no_next_source(
+    hub, hub_files, seed, tmp_path
+):
+    """Issue 55, finding 1: a controller killed mid-run left its Sparks' fetches (async, a day) running. A
+    fetch whose run is gone stops, keeping what came for the next run, and asks neither the next peer nor
+    the hub."""
+    want = hub_files[BASE]
+    dest = tmp_path / "receiver"
+    dest.mkdir()
+    before = hub.content_bytes
+    # Paced (the whole file in 2 s) so that the run is found gone midway.
+    with serving(seed, rate_bps=want["size"] // 2) as server:
+        url = peer_url("127.0.0.1", server.port)
+        fetch = hub_file(hub, hub_files, dest, peers=[url], heartbeat=_Gone())
+        with pytest.raises(ds4_hub.RunGone, match="the run that started it is gone"):
+            fetch.ensure()
+    assert hub.content_bytes == before, "the hub was not asked"
+    assert not (dest / BASE).exists() and (dest / f"{BASE}.part").exists(), "the part stays for the next run"
+
+
+def test_a_peer_server_whose_run_is_gone_serves_its_connected_peers_then_closes_its_port(seed, tmp_path):
+    """Its run touches the heartbeat only while this Spark waits for its own fetches: a holder with nothing
+    to fetch serves on while a receiver is connected (whose fetch ends with its own run), then stops."""
+    server = serving(seed).start()
+    url = f"{peer_url('127.0.0.1', server.port)}/{BASE}"
+    gone = _Gone()
+    with requests.Session() as receiver:
+        assert receiver.get(url, headers={"Range": "bytes=0-9"}, timeout=30).status_code == 206
+        worker = threading.Thread(
+            target=server.serve_until, args=(time.monotonic() + 60, str(tmp_path / "stop"), gone)
+        )
+        worker.start()
+        deadline = time.monotonic() + 60  # a hang guard: it looks five times a second
+        while gone.looks < 3 and worker.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert worker.is_alive(), "it stopped with a receiver connected"
+        # Kept alive: the connection is the receiver's next piece's too.
+        assert receiver.get(url, headers={"Range": "bytes=10-19"}, timeout=30).status_code == 206
+    worker.join(timeout=60)  # a hang guard
+    assert not worker.is_alive() and _refused(server.port)
+
+
+@pytest.mark.parametrize("shape", ["link to a verified copy", "link to a FIFO", "FIFO"])
+def test_a_weight_file_swapped_for_a_link_or_a_fifo_is_not_served_and_holds_no_one(seed, tmp_path, shape):
+    """Issue 55, finding 7: the server opened weight files with open(), following a link that the weights'
+    owner (not root) put in the file's place, and blocking for ever on a FIFO there."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    if shape == "link to a verified copy":
+        # A copy whose record matches it, as the file's own would: the link alone is what is refused.
+        target = elsewhere / BASE
+        shutil.copy(seed / BASE, target)
+        st = target.stat()
+        record = json.loads((seed / f".{BASE}.verified.json").read_text())
+        record.update(size=st.st_size, mtime_ns=st.st_mtime_ns, ino=st.st_ino, dev=st.st_dev)
+        (seed / f".{BASE}.verified.json").write_text(json.dumps(record))
+    else:
+        target = elsewhere / "fifo"
+        os.mkfifo(target)
+    (seed / BASE).unlink()
+    if shape == "FIFO":
+        os.mkfifo(seed / BASE)
+    else:
+        (seed / BASE).symlink_to(target)
+    with serving(seed) as server:
+        # The time-out is a hang guard: the answer comes at once.
+        got = requests.get(f"{peer_url('127.0.0.1', server.port)}/{BASE}", timeout=20)
+    assert got.status_code == 404, shape
+
+
+def test_a_relay_never_serves_its_part_through_a_link_nor_waits_on_a_fifo_there(tmp_path, monkeypatch):
+    monkeypatch.setattr(ds4_peer, "RELAY_WAIT", 0.1)
+    content = os.urandom(64 << 10)
+    directory = relay_dir(tmp_path, content, [(0, len(content))])
+    (directory / f"{BASE}.part").unlink()
+    os.mkfifo(directory / f"{BASE}.part")
+    with relaying(directory) as server:
+        got = requests.get(f"{peer_url('127.0.0.1', server.port)}/{BASE}", headers={"Range": "bytes=0-99"},
+                           timeout=20)  # fmt: skip
+    assert (got.status_code, got.headers.get("X-Ds4-Relay")) == (503, "not-yet")

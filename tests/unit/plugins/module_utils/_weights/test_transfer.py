@@ -79,6 +79,24 @@ def test_beyond_the_hash_window_bytes_are_hashed_from_the_part(hub, hub_files, t
     assert sha256_of(tmp_path / BASE) == want["sha256"]
 
 
+def test_a_hub_answer_that_ends_before_it_starts_costs_a_try_and_the_tries_run_out(hub, hub_files, tmp_path):
+    """Issue 55, finding 1: a 206 whose Content-Range ends before its start moved nothing and was asked again
+    at once, without end; it is a failed try like any, and the tries run out."""
+    session = new_session()
+    answers = []
+
+    def backwards(response, *args, **kwargs):
+        start = response.headers.get("Content-Range", "").removeprefix("bytes ").partition("-")[0]
+        if response.status_code == 206 and start not in ("", "0"):
+            answers.append(start)
+            response.headers["Content-Range"] = f"bytes {start}-{int(start) // 2}/{hub_files[BASE]['size']}"
+
+    session.hooks["response"].append(backwards)
+    with pytest.raises(HubTransientError, match="ends before it starts"):
+        hub_file(hub, hub_files, BASE, tmp_path, retries=2, connections=1, session=session).ensure()
+    assert len(answers) == 3, "the first try and two retries"
+
+
 def test_a_cut_in_one_connection_is_resumed_within_its_range(hub, hub_files, tmp_path):
     want = hub_files[BASE]
     hub.set_fault(BASE, cut_after=PIECE // 2)
