@@ -39,19 +39,20 @@ def test_a_directory_root_keeps_is_refused_by_name_before_any_change(host, path)
 
 
 def test_a_link_or_another_user_s_parent_never_aims_the_chown_elsewhere(host):
-    """nobody owns /srv/other and has put a link to /etc in it; root made a link at /srv/linked/ds4-kv."""
+    """nobody owns /srv/ds4-other and has put a link to /etc in it; root made a link at /srv/ds4-linked/kv.
+    Both are directories named for ds4 directly below /srv, the only place there the settings accept."""
     etc = owner(host, "/etc")
     host.check_output(
-        "install -d -o nobody -m 0755 /srv/other && ln -sfn /etc /srv/other/ds4-kv "
-        "&& install -d -m 0755 /srv/linked && ln -sfn /etc /srv/linked/ds4-kv"
+        "install -d -o nobody -m 0755 /srv/ds4-other && ln -sfn /etc /srv/ds4-other/kv "
+        "&& install -d -m 0755 /srv/ds4-linked && ln -sfn /etc /srv/ds4-linked/kv"
     )
     try:
-        rc, output = play("-e", "ds4_kv_disk_dir=/srv/other/ds4-kv")
-        assert rc != 0 and "/srv/other belongs to uid 65534, neither root nor" in output, output
-        rc, output = play("-e", "ds4_kv_disk_dir=/srv/linked/ds4-kv")
-        linked = "/srv/linked/ds4-kv is a symbolic link: refusing to go through it"
+        rc, output = play("-e", "ds4_kv_disk_dir=/srv/ds4-other/kv")
+        assert rc != 0 and "/srv/ds4-other belongs to uid 65534, neither root nor" in output, output
+        rc, output = play("-e", "ds4_kv_disk_dir=/srv/ds4-linked/kv")
+        linked = "/srv/ds4-linked/kv is a symbolic link: refusing to go through it"
         assert rc != 0 and linked in output, output
         assert owner(host, "/etc") == etc == "root:root 755"
     finally:
-        host.check_output("rm -rf /srv/other /srv/linked")
+        host.check_output("rm -rf /srv/ds4-other /srv/ds4-linked")
     assert host.run("curl -fsS --max-time 5 http://127.0.0.1:8000/v1/models").rc == 0
