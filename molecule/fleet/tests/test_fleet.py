@@ -176,7 +176,9 @@ def test_a_release_failing_its_smoke_test_stops_at_the_canary_which_is_rolled_ba
     # is within the 34% allowed, so the rollout went on to the canary. Both run the same engine process.
     assert summary["spark02"]["upgrade"]["outcome"] == "not switched"
     assert summary["spark03"]["upgrade"]["outcome"] == "not staged"
-    assert "building release v0.6.7 failed" in summary["spark03"]["upgrade"]["detail"]
+    # The failed build names its commit (issue 52).
+    assert "building release v0.6.7 (commit " in summary["spark03"]["upgrade"]["detail"]
+    assert ") failed: `/usr/bin/make cuda-spark" in summary["spark03"]["upgrade"]["detail"]
     for name in ("spark02", "spark03"):
         assert after[name] == before[name]
     assert document["stopped"].startswith("the rollout stopped after batch 1 (spark01): 1 of 1 failed")
