@@ -4,6 +4,7 @@ verdict and the order of the causes, and the lines an operator reads."""
 
 import copy
 import json
+from pathlib import Path
 
 import pytest
 from ansible_collections.ds4.fleet.plugins.module_utils._perf import figures as ds4_verify
@@ -638,3 +639,24 @@ def test_the_module_holds_a_pair_to_its_quantizations_two_spark_figures(spark, m
     rc, result = run_module(module, dict(args, catalog=pair_catalog(), pair=True, quantization="mxfp4"))
     assert rc == 0 and result["report"]["verdict"] == "unknown"
     assert "no published figures for 0731 at v0.6.5 or before for a pair" in result["lines"][0]
+
+
+def test_the_shipped_runs_and_answer_length_reach_the_measurement(spark, monkeypatch):
+    """The sandbox verifies with one run and 32-token answers; a Spark with the role's shipped defaults
+    (ds4_verify_runs, ds4_verify_decode_tokens, as the verify task passes them) measures with those."""
+    import yaml
+
+    module, args, _fact = spark
+    root = Path(__file__).resolve().parents[5]
+    shipped = yaml.safe_load((root / "roles" / "ds4_fleet" / "defaults" / "main.yml").read_text())
+    seen = {}
+
+    def measure(url, **kwargs):
+        seen.update(kwargs)
+        return at(0.5)
+
+    monkeypatch.setattr(module, "measure_figures", measure)
+    passed = {"runs": shipped["ds4_verify_runs"], "decode_tokens": shipped["ds4_verify_decode_tokens"]}
+    rc, result = run_module(module, dict(args, **passed))
+    assert rc == 0, result
+    assert (seen["runs"], seen["decode_tokens"]) == (2, 128) == (passed["runs"], passed["decode_tokens"])
