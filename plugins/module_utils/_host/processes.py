@@ -60,7 +60,13 @@ def _pids(proc_root: str) -> list[int]:
 def interpreter_script(program: str, cmdline: list[str]) -> str | None:
     """The script an interpreter runs (its first argument after its own options), when PROGRAM (a program's
     base name) is one of the interpreters a server may run under; None otherwise, or when it runs code
-    given in its arguments (-c, -m) rather than a file."""
+    given in its arguments (-c, -m) rather than a file. A script started by its `#!/usr/bin/env python3`
+    line runs as env for a moment, until env execs the interpreter: env's script is its interpreter's."""
+    if program == "env":
+        for index, arg in enumerate(cmdline[1:], 1):
+            if not (arg.startswith("-") or "=" in arg):
+                return interpreter_script(os.path.basename(arg), cmdline[index:])
+        return None
     if not _INTERPRETER_RE.match(program):
         return None
     for arg in cmdline[1:]:

@@ -93,6 +93,23 @@ def test_only_a_service_whose_main_process_is_the_server_blocks_the_takeover(tmp
     ]
 
 
+def test_a_script_still_in_its_env_shebang_is_judged_by_the_script(tmp_path):
+    # `#!/usr/bin/env python3`: for a moment the kernel runs env under the script's name, before env execs
+    # python3. Judged in that moment, the server is still the script, not /usr/bin/env.
+    fake_proc(tmp_path, 100, "/usr/bin/env")
+    fake_proc(tmp_path, 200, "/usr/bin/env")
+    servers = [
+        {"pid": 100, "cmdline": ["/usr/bin/env", "python3", "/opt/ds4/current/ds4-server"], "cgroup": ""},
+        {"pid": 200, "cmdline": ["env", "-i", "A=1", "python3", "-u", "/tmp/ds4-server"], "cgroup": ""},
+    ]
+    found = takeover(servers, lambda unit: 0, ACCEPTED, proc_root=str(tmp_path))
+    assert [s["program"] for s in found["servers"]] == [
+        os.path.realpath("/opt/ds4/current/ds4-server"),
+        "/tmp/ds4-server",
+    ]
+    assert found["pids"] == [] and len(found["refused"]) == 2
+
+
 def test_no_server_outside_the_unit_asks_no_service():
     assert takeover([], lambda unit: pytest.fail(f"asked {unit}"), ACCEPTED) == {
         "servers": [],
