@@ -8,7 +8,9 @@ once nothing is in flight, or once the drain timeout says it may not wait longer
 The engine reports requests in flight in two places: `/metrics` (Prometheus text, the gauge
 `ds4_requests_inflight`) and `/v1/stats` with `Accept: application/json` (`server.requests_inflight`).
 `/metrics` is read first; `/v1/stats` when it is missing or lacks the gauge. An engine that does not
-answer at all holds no request to wait for.
+answer at all holds no request to wait for. Upstream's engine (ds4_engine_lineage upstream) serves neither
+place: told so, the drain asks it only `/v1/models`, whether it answers, and does not wait; the engine's
+own drain on SIGTERM is what there is.
 
 This file is also how the collection reaches the engine at all: engine_url() (from ds4_host and
 ds4_port; the filter ds4.fleet.engine_url gives the roles the same), request_failure() and json_post()
@@ -230,6 +232,12 @@ def _plural(count: int) -> str:
     return f"{count} request{'' if count == 1 else 's'}"
 
 
+# The lineages (ds4_engine_lineage, as the running engine was launched) whose engines say how many requests
+# they hold; "" when not known (read as the fork's, which says it where it can).
+COUNTING_LINEAGES = ("", "fork")
+UPSTREAM = "upstream"
+
+
 def drain(
     base_url: str,
     timeout: float = 300.0,
@@ -239,6 +247,7 @@ def drain(
     clock: Any = time.monotonic,
     sleep: Any = time.sleep,
     read: Any = read_inflight,
+    lineage: str = "",
 ) -> dict:
     """Poll the engine until no request is in flight or `timeout` seconds pass; a busy engine is no error.
 
@@ -247,7 +256,10 @@ def drain(
     `url` and a one-sentence `message`. With `wait` false it reads once and reports (check mode).
     An engine that answers but says nothing of what it holds (a release before /metrics and /v1/stats)
     is not waited for: `drained` is false and `source` null, and the engine's own SIGTERM drain remains.
+    LINEAGE "upstream" (an engine that serves no count at all) is asked only whether it answers.
     """
+    if lineage not in (*COUNTING_LINEAGES, UPSTREAM):
+        raise ValueError(f"lineage must be fork, upstream or empty: {lineage!r}")
     started = clock()
     report = {
         "url": base_url,
@@ -261,6 +273,16 @@ def drain(
         "source": None,
         "waited_s": 0.0,
     }
+    if lineage == UPSTREAM:
+        try:
+            read_models(base_url, request_timeout, AGENT_DRAIN)
+        except EngineUnreachable as exc:
+            return _not_answering(report, exc)
+        report["message"] = (
+            "upstream's engine serves no count of requests in flight (no /metrics, no /v1/stats), so not "
+            "waiting: its own drain on SIGTERM finishes them"
+        )
+        return report
     while True:
         try:
             inflight, source = read(base_url, request_timeout)

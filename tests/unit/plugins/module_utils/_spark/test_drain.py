@@ -65,6 +65,8 @@ class Engine(Handler):
                 self.answer(200, json.dumps(body).encode(), "application/json")
             else:
                 self.answer(200, f"server.requests_inflight: {Engine.report()}\n".encode(), "text/plain")
+        elif self.path == "/v1/models":
+            self.answer(200, b'{"object":"list","data":[{"id":"deepseek-v4-flash"}]}', "application/json")
         else:
             self.answer(404, b'{"error":{"message":"unknown endpoint"}}', "application/json")
 
@@ -248,6 +250,34 @@ def test_an_engine_that_says_nothing_of_its_requests_is_not_waited_for(engine):
     assert report["message"].startswith("cannot tell how many requests are in flight, so not waiting")
 
 
+UPSTREAM_SAYS = (
+    "upstream's engine serves no count of requests in flight (no /metrics, no /v1/stats), so not waiting: "
+    "its own drain on SIGTERM finishes them"
+)
+
+
+def test_an_upstream_engine_is_asked_only_v1_models_and_not_waited_for(engine):
+    """Upstream serves neither /metrics nor /v1/stats: the drain reads neither, whatever the engine would
+    answer there, and says why it does not wait (ds4_engine_lineage upstream)."""
+    Engine.inflight = 3
+    report = drain(engine, timeout=10, lineage="upstream")
+    assert [path for path, _ in Engine.seen] == ["/v1/models"]
+    assert report["answering"] and not report["drained"] and not report["timed_out"]
+    assert (report["source"], report["polls"], report["inflight_at_start"]) == (None, 0, None)
+    assert report["message"] == UPSTREAM_SAYS
+
+
+def test_an_upstream_engine_that_is_down_has_nothing_to_drain(closed_port):
+    report = drain(f"http://127.0.0.1:{closed_port}", timeout=10, lineage="upstream")
+    assert report["drained"] and not report["answering"]
+    assert report["message"].startswith("the engine is not answering, so no request is in flight to wait for")
+
+
+def test_an_unknown_lineage_is_refused():
+    with pytest.raises(ValueError, match="lineage must be fork, upstream or empty: 'other'"):
+        drain("http://x", lineage="other")
+
+
 def test_without_waiting_one_look_reports_what_is_in_flight(engine):
     Engine.inflight = 4
     report = drain(engine, timeout=10, wait=False)
@@ -268,6 +298,13 @@ def test_the_module_waits_and_changes_nothing(engine):
     code, out = drain_module({"host": "0.0.0.0", "port": port, "interval": 0.1})
     assert code == 0 and out["changed"] is False
     assert out["drained"] and (out["inflight_at_start"], out["polls"]) == (1, 3) and out["url"] == engine
+
+
+def test_the_module_asks_an_upstream_engine_nothing_it_does_not_serve(engine):
+    port = int(engine.rsplit(":", 1)[1])
+    code, out = drain_module({"port": port, "lineage": "upstream"})
+    assert code == 0 and out["message"] == UPSTREAM_SAYS and not out["drained"]
+    assert [path for path, _ in Engine.seen] == ["/v1/models"]
 
 
 def test_the_module_in_check_mode_does_not_wait(engine):
