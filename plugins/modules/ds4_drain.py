@@ -13,7 +13,7 @@ description:
   - Never fails for a busy engine. A drain that times out returns C(timed_out=true), and the caller goes
     on (the engine finishes what it holds after its SIGTERM). An engine that does not answer holds nothing
     to wait for (C(answering=false)). An engine that answers without saying what it holds is not waited for.
-  - Upstream's engine (I(lineage=upstream)) serves no count of requests in flight: it is asked only
+  - Upstream's engine (I(lineage=upstream)) serves no count of requests in flight, so it is asked only
     C(/v1/models), whether it answers, and not waited for; its own drain on SIGTERM finishes them.
   - Changes nothing. In check mode it reads once and does not wait.
   - Run it with the Spark already out of the load balancer, or new requests keep arriving.
