@@ -232,9 +232,8 @@ def _plural(count: int) -> str:
     return f"{count} request{'' if count == 1 else 's'}"
 
 
-# The lineages (ds4_engine_lineage, as the running engine was launched) whose engines say how many requests
-# they hold; "" when not known (read as the fork's, which says it where it can).
-COUNTING_LINEAGES = ("", "fork")
+# The lineage (ds4_engine_lineage, as the running engine was launched) whose engine says nothing of the
+# requests it holds; any other ("" when not known) is read as the fork's, which says it where it can.
 UPSTREAM = "upstream"
 
 
@@ -258,8 +257,6 @@ def drain(
     is not waited for: `drained` is false and `source` null, and the engine's own SIGTERM drain remains.
     LINEAGE "upstream" (an engine that serves no count at all) is asked only whether it answers.
     """
-    if lineage not in (*COUNTING_LINEAGES, UPSTREAM):
-        raise ValueError(f"lineage must be fork, upstream or empty: {lineage!r}")
     started = clock()
     report = {
         "url": base_url,
