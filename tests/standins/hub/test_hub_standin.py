@@ -31,7 +31,6 @@ GATED = "ds4-standin/gated-gguf"
 BASE_0731 = "DeepSeek-V4-Flash-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8-chat-v2-imatrix-0731.gguf"
 BASE_LEGACY = "DeepSeek-V4-Flash-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8-chat-v2-imatrix.gguf"
 MTP_LEGACY = "DeepSeek-V4-Flash-MTP-Q4K-Q8_0-F32.gguf"
-SUPPORT_0731 = "DeepSeek-V4-Flash-DSpark-support-0731.gguf"
 # The engine contract's Q4 (ds4f-q4) file, which two Sparks serve as a pair.
 Q4_0731 = (
     "DeepSeek-V4-Flash-Q4KExperts-F16HC-F16Compressor-F16Indexer-Q8Attn-Q8Shared-Q8Out-chat-v2-imatrix-0731"
@@ -126,7 +125,7 @@ def test_data_has_the_contracts_names_and_real_gguf(data):
         for repo, content in doc["repos"].items()
     }
     assert files == {
-        BASE: {BASE_0731, Q4_0731, BASE_LEGACY, MTP_LEGACY, SUPPORT_0731},
+        BASE: {BASE_0731, Q4_0731, BASE_LEGACY, MTP_LEGACY},
         DRAFTER: {DRAFTER_0731, DRAFTER_LEGACY},
         GATED: {GATED_FILE},
     }
@@ -136,7 +135,6 @@ def test_data_has_the_contracts_names_and_real_gguf(data):
         BASE_0731: ("base", "0731"),
         BASE_LEGACY: ("base", "legacy"),
         MTP_LEGACY: ("mtp", "legacy"),
-        SUPPORT_0731: ("dspark_support", "0731"),
         DRAFTER_0731: ("dspark", "0731"),
         DRAFTER_LEGACY: ("dspark", "legacy"),
     }
@@ -160,7 +158,7 @@ def test_data_has_the_contracts_names_and_real_gguf(data):
     smaller = max(size for name, size in sizes.items() if name not in (BASE_0731, Q4_0731, BASE_LEGACY))
     assert min(sizes[BASE_0731], sizes[Q4_0731], sizes[BASE_LEGACY]) > 4 * smaller
     assert sizes[Q4_0731] > sizes[BASE_0731]
-    assert len(set(hashes)) == len(hashes) == 8  # distinct content: a mix-up cannot pass unnoticed
+    assert len(set(hashes)) == len(hashes) == 7  # distinct content: a mix-up cannot pass unnoticed
 
 
 def test_server_imports_only_the_standard_library():
