@@ -13,6 +13,8 @@ description:
   - Never fails for a busy engine. A drain that times out returns C(timed_out=true), and the caller goes
     on (the engine finishes what it holds after its SIGTERM). An engine that does not answer holds nothing
     to wait for (C(answering=false)). An engine that answers without saying what it holds is not waited for.
+  - Upstream's engine (I(lineage=upstream)) serves no count of requests in flight, so it is asked only
+    C(/v1/models), whether it answers, and not waited for; its own drain on SIGTERM finishes them.
   - Changes nothing. In check mode it reads once and does not wait.
   - Run it with the Spark already out of the load balancer, or new requests keep arriving.
 version_added: 0.1.0
@@ -29,6 +31,13 @@ options:
     description: Seconds one look may take before the engine counts as not answering.
     type: float
     default: 5
+  lineage:
+    description:
+      - The running engine's lineage, as it was launched (C(ds4_engine_lineage)); empty when not known,
+        read as the fork's.
+    type: str
+    choices: ["", fork, upstream]
+    default: ""
 extends_documentation_fragment:
   - ds4.fleet.module
   - ds4.fleet.engine
@@ -103,6 +112,7 @@ def main():
             "timeout": {"type": "float", "default": 300},
             "interval": {"type": "float", "default": 1},
             "request_timeout": {"type": "float", "default": 5},
+            "lineage": {"type": "str", "default": "", "choices": ["", "fork", "upstream"]},
         },
         supports_check_mode=True,
     )
@@ -118,6 +128,7 @@ def main():
         interval=p["interval"],
         request_timeout=p["request_timeout"],
         wait=not module.check_mode,
+        lineage=p["lineage"],
     )
     module.exit_json(changed=False, **report)
 

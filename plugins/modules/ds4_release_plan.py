@@ -43,6 +43,8 @@ options:
       - The engine's lineage, V(fork) or V(upstream) (the filter C(ds4.fleet.engine_lineage)).
       - A release pinned by commit whose source at the commit shows the other lineage (only the fork serves
         C(/v1/stats); upstream's server takes C(--mtp-model)) is refused, naming C(ds4_engine_lineage).
+      - So is any release, a tag's too, whose build stamp records the other lineage (its built server's
+        C(--help) showed it); a tag's source is not read (upstream has no tags).
     type: str
     choices: [fork, upstream]
     default: fork
@@ -214,6 +216,7 @@ kept:
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.ds4.fleet.plugins.module_utils._engine.lineage import (  # noqa: E402
     LineageError,
+    built_lineage,
     check_source,
     source_lineage,
 )
@@ -225,6 +228,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils._engine.release_plan imp
     check_release,
     choose_target,
     plan_release,
+    read_stamp,
     recorded_commit,
     remote_of,
     resolve_commit,
@@ -299,6 +303,14 @@ def main():
         )
         plan = plan_release(
             p["root"], release, commit, target["build_target"], p["cuda_version"], p["keep"], p["log_dir"]
+        )
+        # A tag's source is not read (upstream has no tags), but a release built before says what it is.
+        check_source(
+            p["lineage"],
+            built_lineage(read_stamp(plan["path"])[0]),
+            release,
+            commit,
+            "the release as built (its build stamp)",
         )
         target = as_built(target, plan)
     except (ReleaseError, ProxyEnvError, LineageError) as exc:

@@ -51,6 +51,8 @@ class Engine(Handler):
                 self.answer(200, json.dumps(body).encode(), "application/json")
             else:
                 self.answer(200, f"server.requests_inflight: {Engine.report()}\n".encode(), "text/plain")
+        elif self.path == "/v1/models":
+            self.answer(200, b'{"object":"list","data":[{"id":"deepseek-v4-flash"}]}', "application/json")
         else:
             self.answer(404, b'{"error":{"message":"unknown endpoint"}}', "application/json")
 

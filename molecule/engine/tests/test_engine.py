@@ -19,6 +19,9 @@ PROJECT = SCENARIO.parents[1]
 # The forge serves the stand-in repository built from this file's sibling; its tag -> commit map.
 TAGS = json.loads((PROJECT / ".sandbox" / "forge" / "git" / "ds4-tags.json").read_text())
 REPO = "git://forge/ds4.git"
+# Upstream's stand-in: untagged commits on main (first, second, broken, fixed), served beside the fork's.
+UPSTREAM_REPO = "git://forge/ds4-upstream.git"
+UPSTREAM = json.loads((PROJECT / ".sandbox" / "forge" / "git" / "ds4-upstream-commits.json").read_text())
 ROOT = "/opt/ds4"
 RELEASES = f"{ROOT}/releases"
 LOGS = "/var/log/ds4"
@@ -267,8 +270,9 @@ TINY_GGUF = (
 )
 
 
-def served(host, tag):
-    """Start RELEASES/TAG/ds4-server on a tiny model, ask /v1/models, stop it: {log lines, models}."""
+def served(host, tag, probes=()):
+    """Start RELEASES/TAG/ds4-server on a tiny model, ask /v1/models (and the HTTP status of each of
+    PROBES), stop it: {log lines, models, codes}."""
     model, log, port = "/root/tiny.gguf", f"/root/served-{tag}.log", 18581
     host.check_output(f'python3 -c "{TINY_GGUF}" {model}')
     pid = host.check_output(
@@ -278,9 +282,13 @@ def served(host, tag):
     try:
         wait_for(f"{tag}'s ds4-server listening", lambda: host.file(log).contains("listening on"))
         models = json.loads(host.check_output(f"curl -sf http://127.0.0.1:{port}/v1/models"))
+        codes = {
+            path: host.check_output(f"curl -s -o /dev/null -w '%{{http_code}}' http://127.0.0.1:{port}{path}")
+            for path in probes
+        }
     finally:
         host.run(f"kill {pid}; while kill -0 {pid} 2>/dev/null; do sleep 0.1; done")
-    return {"log": host.file(log).content_string.splitlines(), "models": models}
+    return {"log": host.file(log).content_string.splitlines(), "models": models, "codes": codes}
 
 
 def test_the_spark_target_s_build_serves_and_names_no_faster_target(host):
@@ -424,3 +432,76 @@ def test_a_release_pinned_by_commit_alone_is_built_beside_refused_and_failed_as_
     assert "the failed step starts at line " in result["msg"]
     assert not host.file(f"{RELEASES}/g{broken[:12]}").exists and hidden(host) == []
     assert host.file(f"{ROOT}/current").linked_to == f"{RELEASES}/v0.6.5"
+
+
+def upstream_pin(commit_name):
+    """Upstream at one commit of its main, the lineage implied by the commit: (release name, -e args)."""
+    commit = UPSTREAM[commit_name]
+    name = f"g{commit[:12]}"
+    return name, (
+        "-e", f"ds4_engine_repo={UPSTREAM_REPO}",
+        "-e", "ds4_engine_branch=main",
+        "-e", f"ds4_release={name}",
+        "-e", f"ds4_release_commit={commit}",
+        # The sandbox's hub and catalog have no upstream DSpark support file: the settings check would
+        # refuse dspark on upstream first, naming ds4_model_catalog.
+        "-e", "ds4_speculation=plain",
+    )  # fmt: skip
+
+
+def test_upstream_pinned_by_commit_builds_serves_its_own_way_and_a_broken_commit_changes_nothing(host):
+    """Issue 52: the untagged upstream stand-in at a commit, its lineage implied and read from its source;
+    its built server serves /v1/models and none of the fork's probes; a later commit built beside it; a
+    commit whose build fails leaves both, naming the commit and the build log's line; again, nothing."""
+    first, pinned = upstream_pin("first")
+    activate(host, "v0.6.5", "v0.5.6")
+    # 1. Built for the GB10 with upstream's cuda-spark; the plan says how far main has moved past the pin.
+    run = play(*pinned)
+    assert run.rc == 0, run
+    said = run.result("Say what this run does with the engine releases").msg
+    assert said.startswith(
+        f"{first} (commit {UPSTREAM['first']}, pinned by commit, main is 3 commits ahead, at "
+        f"{UPSTREAM['fixed'][:12]}, make cuda-spark, CUDA 13.0)"
+    ), said
+    built = stamp(host, first)
+    assert (built["commit"], built["lineage"], built["make_target"]) == (
+        UPSTREAM["first"],
+        "upstream",
+        "cuda-spark",
+    )
+    assert "--mtp-model FILE" in host.check_output(f"{RELEASES}/{first}/ds4-server --help")
+    assert host.file(f"{ROOT}/current").linked_to == f"{RELEASES}/v0.6.5"
+
+    # 2. It serves as upstream does: /v1/models, and 404 where the fork serves its counts.
+    booted = served(host, first, ("/v1/stats", "/metrics", "/health"))
+    assert booted["models"]["data"][0]["id"] == "deepseek-v4-flash"
+    assert booted["codes"] == {"/v1/stats": "404", "/metrics": "404", "/health": "404"}
+
+    # 3. The later commit, beside it.
+    second, pinned_second = upstream_pin("second")
+    run = play(*pinned_second)
+    assert run.rc == 0, run
+    assert (
+        stamp(host, second)["commit"] == UPSTREAM["second"]
+        and stamp(host, first)["commit"] == UPSTREAM["first"]
+    )
+
+    # 4. A commit whose build fails: nothing else touched, the commit and the build log's line named.
+    broken, pinned_broken = upstream_pin("broken")
+    run = play(*pinned_broken)
+    task, result = failure(run)
+    assert task == WAIT, (task, result)
+    assert f"building release {broken} (commit {UPSTREAM['broken']}) failed: " in result["msg"], result["msg"]
+    assert "the failed step starts at line " in result["msg"], result["msg"]
+    assert f"of the build log {LOGS}/build-{broken}.log" in result["msg"], result["msg"]
+    assert not host.file(f"{RELEASES}/{broken}").exists and hidden(host) == []
+    assert host.file(f"{ROOT}/current").linked_to == f"{RELEASES}/v0.6.5"
+    assert {stamp(host, name)["commit"] for name in (first, second)} == {
+        UPSTREAM["first"],
+        UPSTREAM["second"],
+    }
+
+    # 5. The later commit again: nothing built, nothing changed.
+    run = play(*pinned_second)
+    assert run.rc == 0 and run.changed("spark01") == 0, run
+    assert all(r.data["results"][0]["built"] is False for r in run.of("spark01", WAIT)), run

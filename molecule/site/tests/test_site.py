@@ -42,6 +42,9 @@ GEN_0731 = {
     "DSpark-drafter-Q2K-Q8-0731.gguf",
 }
 UPGRADE = ["-e", "ds4_release=v0.6.5", "-e", "ds4_model_generation=0731"]
+# Upstream's stand-in (tests/standins/engine/README.md): untagged commits on main, served by the forge.
+UPSTREAM_REPO = "git://forge/ds4-upstream.git"
+UPSTREAM = json.loads((PROJECT / ".sandbox" / "forge" / "git" / "ds4-upstream-commits.json").read_text())
 # The message of the task that says whether the run goes on.
 NOTHING_TO_CHANGE = "Nothing to change: the Spark is as the last finished run left it"
 
@@ -411,3 +414,105 @@ def test_the_upgrade_path_a_failed_release_rolled_back_then_0731_with_old_weight
         assert models(host) == expected, name
         env = host.file("/etc/ds4/ds4.env").content_string
         assert "DS4_DSPARK_MODEL=/var/lib/ds4/gguf/DSpark-drafter-Q2K-Q8-0731.gguf" in env
+
+
+def upstream_pin(commit_name):
+    """The settings that pin upstream's stand-in at one commit of its main, under an operator's own name:
+    (the release name, the -e arguments)."""
+    commit = UPSTREAM[commit_name]
+    name = f"dwarfstar-g{commit[:12]}"
+    return name, [
+        "-e", f"ds4_engine_repo={UPSTREAM_REPO}",
+        "-e", "ds4_engine_lineage=upstream",
+        "-e", "ds4_engine_branch=main",
+        "-e", f"ds4_release={name}",
+        "-e", f"ds4_release_commit={commit}",
+        "-e", "ds4_model_generation=0731",
+        # The sandbox's hub has no upstream DSpark support file (its catalog pins the hub's commits).
+        "-e", "ds4_speculation=plain",
+    ]  # fmt: skip
+
+
+def upstream_upgrade(tmp_path, commit_name):
+    """upgrade.yml across both Sparks (a canary, then the rest) to upstream at COMMIT_NAME: the release
+    name, the run, the summary by host and the summary document."""
+    name, pin = upstream_pin(commit_name)
+    summary = tmp_path / f"summary-{commit_name}.json"
+    run = play(PROJECT / "playbooks" / "upgrade.yml", "-e", f"ds4_upgrade_summary_json={summary}", *pin)
+    document = json.loads(summary.read_text())
+    return name, run, {h["host"]: h for h in document["hosts"]}, document
+
+
+def http_status(host, path):
+    return host.check_output(f"curl -s -o /dev/null -w '%{{http_code}}' http://127.0.0.1:8000{path}")
+
+
+@pytest.mark.ends_scenario
+def test_upstream_pinned_by_commit_serves_upgrades_with_a_canary_and_refuses_a_broken_commit(
+    sparks, tmp_path
+):
+    """Issue 52's proof, after the upgrade path: the untagged upstream stand-in at a commit, provisioned by
+    site.yml on both Sparks; upgrade.yml to a later commit, canary first; a commit whose build fails stops
+    the rollout with both still serving; the same upgrade again changes nothing."""
+    # Step 1: site.yml provisions upstream at its first commit.
+    first, pin = upstream_pin("first")
+    run = site(BOTH, *pin)
+    assert run.rc == 0, run
+    for name, host in sparks.items():
+        assert release(host) == first, name
+        stamp = json.loads(host.file(f"{ROOT}/releases/{first}/.ds4-build.json").content_string)
+        assert (stamp["commit"], stamp["lineage"]) == (UPSTREAM["first"], "upstream"), stamp
+        assert "Paris" in ask(host)
+        # Readiness is /v1/models; upstream serves no /v1/stats, /metrics or /health.
+        assert [http_status(host, path) for path in ("/v1/models", "/v1/stats", "/metrics", "/health")] == [
+            "200", "404", "404", "404",
+        ]  # fmt: skip
+        start = host.check_output("systemctl show ds4 -p ExecStart --value")
+        assert "--no-spec" in start and "--dspark" not in start, start
+        assert "DS4_DSPARK_MODEL" not in host.file("/etc/ds4/ds4.env").content_string
+        assert first in host.check_output("systemctl show ds4 -p Description --value")
+
+    # Step 2: upgrade.yml to the later commit: the canary (spark01) first, then spark02; the drain asks
+    # upstream's engine nothing it does not serve.
+    second, run, summary, document = upstream_upgrade(tmp_path, "second")
+    assert run.rc == 0, run
+    assert document["stopped"] is None
+    started = {}
+    for name, host in sparks.items():
+        assert summary[name]["upgrade"]["outcome"] == "switched", summary[name]
+        assert summary[name]["upgrade"]["detail"] == f"{first} -> {second}; serving {second}"
+        assert summary[name]["upgrade"]["drain"]["message"].startswith(
+            "upstream's engine serves no count of requests in flight"
+        ), summary[name]["upgrade"]["drain"]
+        assert (release(host), release(host, "previous")) == (second, first), name
+        assert "Paris" in ask(host)
+        started[name] = int(
+            host.check_output("systemctl show ds4 -p ExecMainStartTimestampMonotonic --value")
+        )
+    # One kernel's monotonic clock across the sandbox's containers: the canary restarted first.
+    assert started["spark01"] < started["spark02"], started
+
+    # Step 3: a commit whose build fails cannot be staged: no switch anywhere, both serve on, and the
+    # message names the commit and where the build log shows the failure.
+    broken, run, summary, document = upstream_upgrade(tmp_path, "broken")
+    assert run.rc != 0, run
+    assert document["stopped"], document
+    for name, host in sparks.items():
+        outcome = summary[name]["upgrade"]
+        assert outcome["outcome"] == "not staged", outcome
+        assert f"building release {broken} (commit {UPSTREAM['broken']}) failed: " in outcome["detail"], (
+            outcome
+        )
+        assert f"of the build log /var/log/ds4/build-{broken}.log" in outcome["detail"], outcome
+        assert "the failed step starts at line " in outcome["detail"], outcome
+        assert release(host) == second and host.service("ds4").is_running, name
+        assert "Paris" in ask(host)
+        assert host.run(f"test -e {ROOT}/releases/{broken}").rc != 0, name
+
+    # Step 4: the same upgrade again: nothing to switch, no engine restarted.
+    before = {name: exec_pid(host) for name, host in sparks.items()}
+    _, run, summary, _ = upstream_upgrade(tmp_path, "second")
+    assert run.rc == 0, run
+    for name, host in sparks.items():
+        assert summary[name]["upgrade"]["outcome"] == "unchanged", summary[name]
+        assert exec_pid(host) == before[name] and release(host) == second, name

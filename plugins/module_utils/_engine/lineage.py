@@ -5,8 +5,10 @@ late 2026").
 The lineage is declared (`ds4_engine_lineage`), or follows the release: a tag is the fork's (upstream has
 none), a release pinned by commit is upstream's. Either way it is known from the settings alone, before
 anything changes, and the plan holds it to the source at the commit (`source_lineage`, over the output of
-`git grep` there) and the build to the built server's `--help` (`help_lineage`): a mismatch is refused,
-naming the variable.
+`git grep` there) and to a release already built (`built_lineage`, its stamp), the build to the built
+server's `--help` (`help_lineage`): a mismatch is refused, naming the variable. A tag's source is not read:
+upstream has no tags, and a mirror's tag on upstream's source is caught by the built server's `--help`
+before the build is renamed into place, and by its stamp on every run after.
 
 - speculation (dspark): the fork `DS4_CONT_DSPARK=1 DS4_DSPARK_MODEL=FILE` (its `--dspark FILE`) with the
   drafter `DSpark-drafter-Q2K-Q8-0731.gguf`; upstream `--dspark --mtp-model FILE` with the support GGUF
@@ -83,6 +85,13 @@ def source_lineage(found):
     if UPSTREAM_MARK in found:
         return UPSTREAM
     return None
+
+
+def built_lineage(stamp):
+    """The lineage a built release's STAMP (release_plan.read_stamp's) records, as its built server's --help
+    showed it; None without a stamp, or for one written before it recorded the lineage."""
+    found = stamp.get("lineage") if isinstance(stamp, dict) else None
+    return found if found in LINEAGES else None
 
 
 def help_lineage(text):

@@ -4,7 +4,9 @@ Before a Spark is switched to another release its engine restarts, and the first
 accepting and finish what it holds. Waiting here first, with the Spark already out of the load balancer,
 keeps that restart from holding a long generation hostage for up to ds4_stop_timeout: the switch starts
 once nothing is in flight, or once the drain timeout says it may not wait longer. An engine that does not
-answer at all holds no request to wait for. How many it holds is read by _spark/engine_http.py.
+answer at all holds no request to wait for. How many it holds is read by _spark/engine_http.py. Upstream's
+engine (ds4_engine_lineage upstream) serves no such count: told so, the drain asks it only `/v1/models`,
+whether it answers, and does not wait; the engine's own drain on SIGTERM is what there is.
 """
 
 from __future__ import annotations
@@ -13,10 +15,16 @@ import time
 from typing import Any
 
 from ansible_collections.ds4.fleet.plugins.module_utils._spark.engine_http import (
+    AGENT_DRAIN,
     EngineUnreachable,
     ProbeError,
     read_inflight,
+    read_models,
 )
+
+# The lineage (ds4_engine_lineage, as the running engine was launched) whose engine says nothing of the
+# requests it holds; any other ("" when not known) is read as the fork's, which says it where it can.
+UPSTREAM = "upstream"
 
 
 def _plural(count: int) -> str:
@@ -32,6 +40,7 @@ def drain(
     clock: Any = time.monotonic,
     sleep: Any = time.sleep,
     read: Any = read_inflight,
+    lineage: str = "",
 ) -> dict:
     """Poll the engine until no request is in flight or `timeout` seconds pass; a busy engine is no error.
 
@@ -40,6 +49,7 @@ def drain(
     `url` and a one-sentence `message`. With `wait` false it reads once and reports (check mode).
     An engine that answers but says nothing of what it holds (a release before /metrics and /v1/stats)
     is not waited for: `drained` is false and `source` null, and the engine's own SIGTERM drain remains.
+    LINEAGE "upstream" (an engine that serves no count at all) is asked only whether it answers.
     """
     started = clock()
     report = {
@@ -54,6 +64,16 @@ def drain(
         "source": None,
         "waited_s": 0.0,
     }
+    if lineage == UPSTREAM:
+        try:
+            read_models(base_url, request_timeout, AGENT_DRAIN)
+        except EngineUnreachable as exc:
+            return _not_answering(report, exc)
+        report["message"] = (
+            "upstream's engine serves no count of requests in flight (no /metrics, no /v1/stats), so not "
+            "waiting: its own drain on SIGTERM finishes them"
+        )
+        return report
     while True:
         try:
             inflight, source = read(base_url, request_timeout)

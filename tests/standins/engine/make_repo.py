@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""STAND-IN for the ds4 engine's git repository (test infrastructure of ds4-fleet, NOT the real engine).
+"""STAND-IN for the ds4 engine's git repositories (test infrastructure of ds4-fleet, NOT the real engine).
 
-Builds the bare repository `OUT/ds4.git` from the stand-in engine tree in `tree/`: one commit per release,
-each carrying a RELEASE file with the release's version and flavour, an annotated tag per release and
-`main` on the newest. Authors, committers, taggers and dates are fixed, so the hashes depend only on the
-tree and the release table: re-running gives the same hashes and leaves an identical repository alone.
-It also writes `OUT/ds4-tags.json` (tag -> commit) and marks the repository for `git daemon`.
+Builds the bare repository `OUT/ds4.git`, the fork's, from the stand-in engine tree in `tree/` with the
+fork's own files in `fork/`: one commit per release, each carrying a RELEASE file with the release's
+version and flavour, an annotated tag per release and `main` on the newest. And `OUT/ds4-upstream.git`,
+upstream's: the same tree without the fork's files, upstream's Makefile, and no tag at all, only commits on
+`main` (one that does not build among them). Authors, committers, taggers and dates are fixed, so the
+hashes depend only on the trees and the tables: re-running gives the same hashes and leaves an identical
+repository alone. It also writes `OUT/ds4-tags.json` (tag -> commit), `OUT/ds4-upstream-commits.json`
+(name -> commit, oldest first) and marks the repositories for `git daemon`.
 
     make_repo.py --out DIR
 """
@@ -22,11 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 TREE = Path(__file__).resolve().parent / "tree"
+# The fork's own files (its /v1/stats and /metrics), committed into the fork's releases alone.
+FORK_TREE = Path(__file__).resolve().parent / "fork"
 # The Makefile of each shape a release's may have, committed as its `Makefile`.
 MAKEFILES = Path(__file__).resolve().parent / "makefiles"
 REPO_NAME = "ds4.git"
 TAGS_NAME = "ds4-tags.json"
 IDENTITY = ("ds4 stand-in", "standin@ds4.invalid")
+UPSTREAM_REPO_NAME = "ds4-upstream.git"
+UPSTREAM_COMMITS_NAME = "ds4-upstream-commits.json"
 
 
 @dataclass(frozen=True)
@@ -59,6 +66,27 @@ RELEASES = (
     Release("v0.6.9", "drops-arch", "2026-10-28", "spark-empty-arch"),
     # The fork's October 2026 tree: the Spark cache decided at start-up, cuda-spark an alias of cuda-generic.
     Release("v0.7.0", "good", "2026-10-30", "spark-alias"),
+)
+
+
+@dataclass(frozen=True)
+class UpstreamCommit:
+    name: str  # its key in ds4-upstream-commits.json
+    flavour: str  # "good" or "build-broken"
+    date: str  # ISO date; the commit is dated noon UTC that day
+    subject: str
+
+
+# Upstream's main, untagged (engine contract: "antirez/ds4 has no tagged release"), oldest first: two
+# commits that build and serve, one whose `make cuda-spark` fails as upstream main's did (issue #974), and
+# the later one that builds again (as 67bd55c fixed it).
+UPSTREAM_COMMITS = (
+    UpstreamCommit("first", "good", "2026-10-02", "Serve DSpark with its support GGUF (--mtp-model)"),
+    UpstreamCommit("second", "good", "2026-10-04", "Faster prefill on the GB10"),
+    UpstreamCommit(
+        "broken", "build-broken", "2026-10-06", "Tensor-parallel block context (breaks cuda-spark)"
+    ),
+    UpstreamCommit("fixed", "good", "2026-10-08", "Fix the cuda-spark build"),
 )
 
 
@@ -102,12 +130,22 @@ def release_file(release: Release) -> bytes:
     ).encode()
 
 
-def tree_files() -> dict[str, bytes]:
-    return {path.name: path.read_bytes() for path in sorted(TREE.iterdir()) if path.is_file()}
+def upstream_release_file(commit: UpstreamCommit) -> bytes:
+    # Upstream names no release: its version is its branch (guess: the real one prints none).
+    return (
+        "# STAND-IN upstream engine commit (ds4-fleet test infrastructure): written by make_repo.py,\n"
+        "# read by link.py.\n"
+        f"version=main\nflavour={commit.flavour}\nlineage=upstream\n"
+    ).encode()
 
 
-def build(repo: Path) -> dict[str, str]:
-    """Create the bare repository at `repo` and return {tag: commit}."""
+def tree_files(*trees: Path) -> dict[str, bytes]:
+    return {
+        path.name: path.read_bytes() for tree in trees for path in sorted(tree.iterdir()) if path.is_file()
+    }
+
+
+def init(repo: Path) -> None:
     subprocess.run(
         ["git", "init", "--quiet", "--bare", "--initial-branch=main", str(repo)],
         env=git_env("2026-01-01"),
@@ -115,25 +153,50 @@ def build(repo: Path) -> dict[str, str]:
     )
     # GitHub serves any reachable commit by id, which a provisioner pinning commits may rely on.
     git(repo, "config", "uploadpack.allowReachableSHA1InWant", "true")
-    files = tree_files()
+
+
+def commit_tree(repo: Path, files: dict[str, bytes], parent: str | None, date: str, message: str) -> str:
+    entries = []
+    for name, content in files.items():
+        blob = git(repo, "hash-object", "-w", "--no-filters", "--stdin", data=content)
+        entries.append(f"100644 blob {blob}\t{name}\n")
+    tree = git(repo, "mktree", data="".join(entries).encode())
+    parents = ["-p", parent] if parent else []
+    return git(repo, "commit-tree", tree, *parents, date=date, data=message.encode())
+
+
+def build(repo: Path) -> dict[str, str]:
+    """Create the fork's bare repository at `repo` and return {tag: commit}."""
+    init(repo)
+    files = tree_files(TREE, FORK_TREE)
     tags = {}
     parent = None
     for release in RELEASES:
-        entries = []
         makefile = (MAKEFILES / f"{release.makefile}.mk").read_bytes()
-        for name, content in {**files, "Makefile": makefile, "RELEASE": release_file(release)}.items():
-            blob = git(repo, "hash-object", "-w", "--no-filters", "--stdin", data=content)
-            entries.append(f"100644 blob {blob}\t{name}\n")
-        tree = git(repo, "mktree", data="".join(entries).encode())
         message = f"Release {release.tag}\n\nStand-in engine release, flavour {release.flavour}.\n"
-        parents = ["-p", parent] if parent else []
-        commit = git(repo, "commit-tree", tree, *parents, date=release.date, data=message.encode())
+        content = {**files, "Makefile": makefile, "RELEASE": release_file(release)}
+        commit = commit_tree(repo, content, parent, release.date, message)
         git(repo, "tag", "-a", release.tag, commit, "-m", f"ds4 {release.tag} (stand-in)", date=release.date)
         tags[release.tag] = commit
         parent = commit
     git(repo, "update-ref", "refs/heads/main", parent)
     (repo / "git-daemon-export-ok").touch()
     return tags
+
+
+def build_upstream(repo: Path) -> dict[str, str]:
+    """Create upstream's bare repository at `repo`, untagged, and return {name: commit}, oldest first."""
+    init(repo)
+    files = {**tree_files(TREE), "Makefile": (MAKEFILES / "upstream.mk").read_bytes()}
+    commits = {}
+    parent = None
+    for each in UPSTREAM_COMMITS:
+        message = f"{each.subject}\n\nStand-in upstream commit, flavour {each.flavour}.\n"
+        content = {**files, "RELEASE": upstream_release_file(each)}
+        commits[each.name] = parent = commit_tree(repo, content, parent, each.date, message)
+    git(repo, "update-ref", "refs/heads/main", parent)
+    (repo / "git-daemon-export-ok").touch()
+    return commits
 
 
 def refs(repo: Path) -> str | None:
@@ -156,35 +219,48 @@ def write_if_changed(path: Path, content: str) -> None:
     os.replace(temporary, path)
 
 
-def make_repo(out: Path) -> tuple[dict[str, str], bool]:
-    """Build into a scratch directory beside the target and swap it in only when the refs differ, so a
-    `git daemon` serving the old repository never sees a half-built one. Returns (tags, changed)."""
-    out.mkdir(parents=True, exist_ok=True)
-    target = out / REPO_NAME
-    scratch = Path(tempfile.mkdtemp(prefix=".ds4.git.", dir=out))
+def make_one(out: Path, name: str, builder, index: str) -> tuple[dict[str, str], bool]:
+    """Build OUT/NAME into a scratch directory beside it and swap it in only when the refs differ, so a
+    `git daemon` serving the old repository never sees a half-built one; write its INDEX json. Returns
+    (the builder's {name: commit}, changed)."""
+    target = out / name
+    scratch = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=out))
     try:
-        tags = build(scratch / REPO_NAME)
-        changed = refs(scratch / REPO_NAME) != refs(target) or not (target / "git-daemon-export-ok").exists()
+        commits = builder(scratch / name)
+        changed = refs(scratch / name) != refs(target) or not (target / "git-daemon-export-ok").exists()
         if changed:
             if target.exists():
                 target.rename(scratch / "old")
-            (scratch / REPO_NAME).rename(target)
+            (scratch / name).rename(target)
     finally:
         shutil.rmtree(scratch)
-    write_if_changed(out / TAGS_NAME, json.dumps(tags, indent=2) + "\n")
-    return tags, changed
+    write_if_changed(out / index, json.dumps(commits, indent=2) + "\n")
+    return commits, changed
+
+
+def make_repo(out: Path) -> tuple[dict[str, str], bool]:
+    """The fork's repository and upstream's. Returns (the fork's tags, whether either changed)."""
+    out.mkdir(parents=True, exist_ok=True)
+    tags, changed = make_one(out, REPO_NAME, build, TAGS_NAME)
+    _, upstream_changed = make_one(out, UPSTREAM_REPO_NAME, build_upstream, UPSTREAM_COMMITS_NAME)
+    return tags, changed or upstream_changed
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description="Build the stand-in ds4 engine repository OUT/ds4.git.")
-    parser.add_argument("--out", required=True, type=Path, help="directory to hold ds4.git and ds4-tags.json")
+    parser = argparse.ArgumentParser(description="Build the stand-in ds4 engine repositories in OUT.")
+    parser.add_argument(
+        "--out", required=True, type=Path, help="directory to hold the repositories and indexes"
+    )
     args = parser.parse_args()
     tags, changed = make_repo(args.out.resolve())
-    print(f"{args.out / REPO_NAME}: {'built' if changed else 'unchanged'}")
+    print(f"{args.out / REPO_NAME}, {args.out / UPSTREAM_REPO_NAME}: {'built' if changed else 'unchanged'}")
     flavours = {release.tag: release.flavour for release in RELEASES}
     makefiles = {release.tag: release.makefile for release in RELEASES}
     for tag, commit in tags.items():
         print(f"{tag:<10} {commit} {flavours[tag]} {makefiles[tag]}")
+    upstream = json.loads((args.out / UPSTREAM_COMMITS_NAME).read_text(encoding="utf-8"))
+    for each in UPSTREAM_COMMITS:
+        print(f"upstream {each.name:<8} {upstream[each.name]} {each.flavour}")
     return 0
 
 

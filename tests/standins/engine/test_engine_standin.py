@@ -179,6 +179,53 @@ def build(repo, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def upstream(repo) -> dict[str, str]:
+    """Upstream's untagged commits by name, oldest first."""
+    out, _ = repo
+    return json.loads((out / "ds4-upstream-commits.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def build_upstream(repo, upstream, tmp_path_factory):
+    """build_upstream(name) -> (clone, make cuda-spark result): the commit fetched by its id alone, as a
+    provisioner pinning upstream fetches it, each built once."""
+    out, _ = repo
+    built = {}
+
+    def build_(name: str):
+        if name not in built:
+            clone = tmp_path_factory.mktemp(f"upstream-{name}") / "ds4"
+            for argv in (
+                ["git", "init", "-q", clone],
+                [
+                    "git",
+                    "-C",
+                    clone,
+                    "fetch",
+                    "-q",
+                    "--depth",
+                    "1",
+                    f"file://{out}/ds4-upstream.git",
+                    upstream[name],
+                ],
+                ["git", "-C", clone, "checkout", "-q", "--detach", upstream[name]],
+            ):
+                done = run(argv)
+                assert done.returncode == 0, done.stderr
+            built[name] = clone, run(["make", "cuda-spark", "-j4"], cwd=clone)
+        return built[name]
+
+    return build_
+
+
+@pytest.fixture(scope="module")
+def upstream_good(build_upstream) -> Path:
+    clone, result = build_upstream("first")
+    assert result.returncode == 0, result.stdout + result.stderr
+    return clone
+
+
+@pytest.fixture(scope="module")
 def good(build) -> Path:
     clone, result = build("v0.6.5", "cuda-spark")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -317,6 +364,50 @@ def test_a_pinned_commit_can_be_fetched_by_its_id(repo, tmp_path):
     assert fetched.returncode == 0, fetched.stderr
 
 
+def test_upstream_is_untagged_commits_on_main_with_a_broken_one_and_a_later_good_one(repo, upstream):
+    out, tags = repo
+    git_dir = out / "ds4-upstream.git"
+    assert list(upstream) == ["first", "second", "broken", "fixed"]
+    assert (git_dir / "git-daemon-export-ok").is_file()
+    listed = run(["git", "ls-remote", git_dir]).stdout
+    assert listed == f"{upstream['fixed']}\tHEAD\n{upstream['fixed']}\trefs/heads/main\n"
+    history = run(["git", f"--git-dir={git_dir}", "rev-list", "--reverse", "main"]).stdout.split()
+    assert history == list(upstream.values())
+    assert not set(history) & set(tags.values()), "upstream's commits are its own"
+    for name, commit in upstream.items():
+        release = run(["git", f"--git-dir={git_dir}", "show", f"{commit}:RELEASE"]).stdout
+        flavour = "build-broken" if name == "broken" else "good"
+        assert f"flavour={flavour}\nlineage=upstream\n" in release
+
+
+def test_each_lineage_s_source_shows_its_own_marks(repo, upstream):
+    """What a provisioner reads of a commit's source (git grep, never run): only the fork's names /v1/stats;
+    upstream's names --mtp-model and not /v1/stats."""
+    out, tags = repo
+
+    def marks(git_dir: Path, commit: str) -> set[str]:
+        found = run(
+            [
+                "git",
+                f"--git-dir={git_dir}",
+                "grep",
+                "-F",
+                "-o",
+                "-h",
+                "-e",
+                "/v1/stats",
+                "-e",
+                "--mtp-model",
+                commit,
+            ]
+        )
+        return set(found.stdout.split())
+
+    for commit in upstream.values():
+        assert marks(out / "ds4-upstream.git", commit) == {"--mtp-model"}
+    assert "/v1/stats" in marks(out / "ds4.git", tags["v0.6.5"])
+
+
 # --- building ------------------------------------------------------------------------------------------
 
 
@@ -426,6 +517,26 @@ def test_release_v0_6_7_fails_its_build(build):
     assert not any((clone / program).exists() for program in PROGRAMS)
 
 
+def test_upstream_cuda_spark_builds_native_gb10_code_without_the_spark_cache(upstream_good, build_upstream):
+    _, result = build_upstream("first")
+    assert (
+        "$(MAKE) -B" not in result.stdout and " -B ds4 ds4-server ds4-bench CUDA_ARCH=sm_121" in result.stdout
+    )
+    for program in PROGRAMS:
+        assert cubins(upstream_good / program) == "ELF file    1: ds4_cuda.sm_121a.cubin\n"
+    assert run(["git", "-C", upstream_good, "status", "--porcelain"]).stdout == ""
+
+
+def test_upstream_s_broken_commit_fails_its_build_and_the_later_one_builds(build_upstream):
+    clone, result = build_upstream("broken")
+    assert result.returncode != 0
+    assert re.search(r"^ds4_\w+\.py:1: error: ", result.stderr, re.M), result.stderr
+    assert not any((clone / program).exists() for program in PROGRAMS)
+    clone, result = build_upstream("fixed")
+    assert result.returncode == 0, result.stderr
+    assert all(os.access(clone / program, os.X_OK) for program in PROGRAMS)
+
+
 # --- command line --------------------------------------------------------------------------------------
 
 
@@ -473,6 +584,48 @@ def test_a_bad_model_is_refused(good, models, engine_env, program, model, messag
     refused = run(argv, env=engine_env)
     assert refused.returncode == 1
     assert re.search(f"^{STAMP}{re.escape(message.format(path=models[model]))}$", refused.stderr, re.M)
+
+
+def test_upstream_s_help_lists_its_own_flags(upstream_good, good):
+    helped = run([upstream_good / "ds4-server", "--help"])
+    assert helped.returncode == 0
+    assert re.search(r"^  --dspark +DSpark", helped.stdout, re.M), helped.stdout
+    assert re.search(r"^  --mtp-model FILE +DSpark support GGUF", helped.stdout, re.M), helped.stdout
+    assert "--check-update" not in helped.stdout and "--version" not in helped.stdout
+    forks = run([good / "ds4-server", "--help"]).stdout
+    assert "--dspark FILE" in forks and "--mtp-model" not in forks
+
+
+def test_upstream_refuses_the_fork_s_drafter_form_and_dspark_without_its_support_file(
+    upstream_good, good, models, engine_env
+):
+    server = upstream_good / "ds4-server"
+    refused = run([server, "--cuda", "-m", models["base"], "--dspark", models["drafter"]], env=engine_env)
+    assert refused.returncode == 2
+    assert re.match(
+        f"{STAMP}ds4-server: unknown option: {re.escape(str(models['drafter']))}\n", refused.stderr
+    )
+    alone = run([server, "--cuda", "-m", models["base"], "--dspark"], env=engine_env)
+    assert alone.returncode == 2
+    assert re.search(f"^{STAMP}--dspark needs --mtp-model FILE", alone.stderr, re.M), alone.stderr
+    forks = run([good / "ds4-server", "-m", models["base"], "--mtp-model", models["drafter"]], env=engine_env)
+    assert forks.returncode == 2 and "unknown option: --mtp-model" in forks.stderr
+    bad = run([server, "-m", models["base"], "--dspark", "--mtp-model", models["random"]], env=engine_env)
+    assert bad.returncode == 1 and "ds4: model is not a GGUF file" in bad.stderr
+
+
+def test_upstream_serves_v1_models_alone_of_the_fork_s_probes(upstream_good, models, engine_env, start):
+    engine, base = serve(
+        start, upstream_good, models["base"], engine_env, "--dspark", "--mtp-model", models["drafter"]
+    )
+    assert engine.wait_for("ds4-server: serving").endswith("with context 524288")
+    status, _, body = http("GET", f"{base}/v1/models")
+    assert status == 200 and json.loads(body)["data"][0]["id"] == "deepseek-v4-flash"
+    for path in ("/v1/stats", "/metrics", "/health"):
+        status, _, body = http("GET", f"{base}{path}")
+        assert (status, json.loads(body)["error"]["message"]) == (404, "unknown endpoint"), path
+    assert "Paris" in chat(base, SMOKE)["choices"][0]["message"]["content"]
+    assert not any("GB10 build without" in line for line in engine.lines)
 
 
 def test_a_bad_drafter_is_refused(good, models, engine_env):

@@ -69,15 +69,25 @@ class Build:
     cuda: str
     # The Spark weight-read cache: "1" (make cuda-spark), "runtime" (decided at start-up), "" (without).
     spark_cache: str = ""
+    # "fork" (Entrpi/ds4, tagged) or "upstream" (antirez/ds4, untagged: its version is no release number).
+    lineage: str = "fork"
+
+    @property
+    def upstream(self) -> bool:
+        return self.lineage == "upstream"
 
     @property
     def has_version_flag(self) -> bool:
         # Only fork releases from v0.6.0 on know --version; older ones refuse it as an unknown option.
-        return parse_version(self.version) >= (0, 6, 0)
+        # Guess: upstream, which has no releases to name, has none either.
+        return not self.upstream and parse_version(self.version) >= (0, 6, 0)
 
     @property
     def default_context(self) -> int:
-        # The contract: 32768 -> 262144 -> 524288 (v0.6). Guess: the middle step came with v0.5.
+        # The contract: 32768 -> 262144 -> 524288 (v0.6). Guess: the middle step came with v0.5; upstream
+        # late 2026 as the fork's newest.
+        if self.upstream:
+            return 524288
         release = parse_version(self.version)
         if release >= (0, 6, 0):
             return 524288
@@ -88,7 +98,9 @@ class Build:
         """The fork's boot-log line (v0.5.5 on) on a GB10 build without the Spark weight-read cache, which
         names the faster target; None for any other build. Its wording is a guess: the changelog says only
         that the boot log names the faster target once."""
-        if not self.arch.startswith("sm_121") or self.spark_cache or parse_version(self.version) < (0, 5, 5):
+        if self.upstream or not self.arch.startswith("sm_121") or self.spark_cache:
+            return None
+        if parse_version(self.version) < (0, 5, 5):
             return None
         return (
             f"{self.program}: GB10 build without the Spark weight-read cache (generic make cuda); "
@@ -146,7 +158,7 @@ def model_options(build: Build) -> list[Option]:
     return [
         Option(("-m", "--model"), "model", "str", "base model GGUF (else GGUF_FILE, DS4_GGUF_DIR)", "FILE"),
         Option(("--mtp",), "mtp", "str", "MTP head GGUF (legacy generation only)", "FILE"),
-        Option(("--dspark",), "dspark", "str", "DSpark drafter GGUF (else DS4_DSPARK_MODEL)", "FILE"),
+        *dspark_options(build),
         Option(("--no-mtp",), "no_mtp", "flag", "do not use an MTP head"),
         Option(("--no-dspark",), "no_dspark", "flag", "do not use a DSpark drafter"),
         Option(("--no-spec",), "no_spec", "flag", "no speculative decoding at all"),
@@ -154,6 +166,17 @@ def model_options(build: Build) -> list[Option]:
         Option(("-n", "--tokens"), "tokens", "int", f"max tokens per answer (default {DEFAULT_TOKENS})", "N"),
         Option(("--cuda",), "cuda", "flag", "run on the CUDA backend"),
     ]
+
+
+def dspark_options(build: Build) -> list[Option]:
+    """The fork takes its drafter as `--dspark FILE`; upstream's `--dspark` is a switch, its DSpark support
+    GGUF given with `--mtp-model FILE` (so upstream refuses the fork's form: FILE is an unknown option)."""
+    if build.upstream:
+        return [
+            Option(("--dspark",), "dspark", "flag", "DSpark speculative decoding (needs --mtp-model)"),
+            Option(("--mtp-model",), "mtp_model", "str", "DSpark support GGUF", "FILE"),
+        ]
+    return [Option(("--dspark",), "dspark", "str", "DSpark drafter GGUF (else DS4_DSPARK_MODEL)", "FILE")]
 
 
 def dist_options() -> list[Option]:
@@ -401,8 +424,13 @@ def choose_speculation(opts: dict) -> Speculation:
     """DSpark first (flag, or DS4_CONT_DSPARK with DS4_DSPARK_MODEL), then MTP, else plain decoding."""
     if opts["no_spec"]:
         return Speculation("off", None)
+    if opts["dspark"] is True:
+        # Upstream's switch: its support GGUF comes with --mtp-model. Guess: the wording, and exit 2.
+        if opts["no_dspark"] or not opts["mtp_model"]:
+            raise EngineError("--dspark needs --mtp-model FILE (the DSpark support GGUF)", 2)
+        return Speculation("dspark", opts["mtp_model"])
     if not opts["no_dspark"]:
-        drafter = opts["dspark"]
+        drafter = opts["dspark"] or None
         if drafter is None and env_flag("DS4_CONT_DSPARK"):
             drafter = os.environ.get("DS4_DSPARK_MODEL") or None
         if drafter:

@@ -24,14 +24,22 @@ import ds4_common as common
 import ds4_dist as dist
 from ds4_common import Option
 
+try:
+    # The fork's own endpoints (its requests in flight, its counters): linked into the fork's releases
+    # alone; upstream's source has no such file and its server answers 404 there.
+    import ds4_fork_api as fork_api
+except ImportError:
+    fork_api = None
+
 PROGRAM = "ds4-server"
 KV_BANK_FILE = "ds4-kv-banks.json"  # Guess: the real engine's bank file names are not in the contract.
 UPDATE_INTERVAL_S = 24 * 3600
 # Stand-in only: a request in flight that a test arranges rather than times. `[[standin-hold:NAME]]` in a
 # prompt holds its answer until the file NAME exists in DS4_STANDIN_HOLD_DIR (a file, so that a test can
 # release it while the listener is closed for a drain), or HOLD_LIMIT_S passes, so nothing hangs for ever.
-# `GET /standin/holds` lists the open holds and, for each, how many times /metrics or /v1/stats reported
-# the requests in flight while it was held: a test waits until a drain has looked before releasing.
+# `GET /standin/holds` lists the open holds and, for each, how many times the fork's endpoints
+# (ds4_fork_api) reported the requests in flight while it was held: a test waits until a drain has looked
+# before releasing.
 HOLD_MARKER = re.compile(r"\[\[standin-hold:([A-Za-z0-9_.-]{1,64})\]\]")
 HOLD_DIR = "/run/ds4-standin"
 HOLD_LIMIT_S = 600
@@ -56,12 +64,21 @@ def server_options(build: common.Build) -> list[Option]:
                 ("--kv-disk-space-mb",), "kv_disk_space_mb", "int", "disk budget for KV (default 4096)", "N"
             ),
             Option(("--mem-floor-gb",), "mem_floor_gb", "int", "memory kept free (default 4)", "N"),
-            Option(("--check-update",), "check_update", "flag", "compare with the release feed and exit"),
-            Option(("--no-update-check",), "no_update_check", "flag", "no daily release check"),
         ]
+        + update_options(build)
         + common.dist_options()
         + common.identity_options(build)
     )
+
+
+def update_options(build: common.Build) -> list[Option]:
+    """The fork's release check; upstream has no releases to check against (guess: nor the flags)."""
+    if build.upstream:
+        return []
+    return [
+        Option(("--check-update",), "check_update", "flag", "compare with the release feed and exit"),
+        Option(("--no-update-check",), "no_update_check", "flag", "no daily release check"),
+    ]
 
 
 class BadRequest(Exception):
@@ -218,8 +235,8 @@ class State:
             return {name: {**entry, "readers": dict(entry["readers"])} for name, entry in self.holds.items()}
 
     def inflight_report(self, agent: str) -> dict:
-        """stats() for /metrics and /v1/stats, counted against every open hold, in all and per User-Agent
-        (a test waits for the drain's own look, which a watchdog's probe must not stand in for)."""
+        """stats() for the fork's endpoints (ds4_fork_api), counted against every open hold, in all and per
+        User-Agent (a test waits for the drain's own look, which a watchdog's probe must not stand in for)."""
         with self.cond:
             for entry in self.holds.values():
                 entry["reads"] += 1
@@ -371,13 +388,13 @@ class Handler(BaseHTTPRequestHandler):
                 self.send_json(200, self.state.model_object())
             else:
                 self.send_error_json(404, f"model '{wanted}' not found")
-        elif path == "/v1/stats":
+        elif fork_api and path == fork_api.STATS_PATH:
             stats = self.state.inflight_report(self.headers.get("User-Agent", ""))
             if "application/json" in self.headers.get("Accept", ""):
                 self.send_json(200, stats)
             else:
                 self.send_body(200, stats_text(stats).encode(), "text/plain; charset=utf-8")
-        elif path == "/metrics":
+        elif fork_api and path == fork_api.METRICS_PATH:
             text = metrics_text(self.state.inflight_report(self.headers.get("User-Agent", "")))
             body = (text + metrics_extra()).encode()
             self.send_body(200, body, "text/plain; version=0.0.4; charset=utf-8")
@@ -730,7 +747,7 @@ def serve(build: common.Build, opts: dict, signals: Signals) -> int:
     shown_host = f"[{host}]" if ":" in host else host
     common.log(f"{PROGRAM}: serving {common.MODEL_ID} from '{model_path}' with context {state.context}")
     common.log(f"{PROGRAM}: listening on http://{shown_host}:{server.server_address[1]}")
-    if not (opts["no_update_check"] or common.env_flag("DS4_NO_UPDATE_CHECK")):
+    if not (build.upstream or opts["no_update_check"] or common.env_flag("DS4_NO_UPDATE_CHECK")):
         threading.Thread(target=update_loop, args=(build,), daemon=True).start()
 
     while not signals.requested:
@@ -748,7 +765,7 @@ def serve(build: common.Build, opts: dict, signals: Signals) -> int:
 
 
 def start(build: common.Build, opts: dict) -> int:
-    if opts["check_update"]:
+    if opts.get("check_update"):
         return common.check_update_command(build)
     signals = Signals()
     common.log(f"{build.version_line()} starting")

@@ -23,6 +23,8 @@ import zipapp
 
 PROGRAMS = {"ds4": "ds4_cli", "ds4-server": "ds4_server", "ds4-bench": "ds4_bench"}
 SHARED = "ds4_common.py"
+# The fork's own endpoints: in the fork's releases alone (make_repo.py), linked into every program there.
+FORK_API = "ds4_fork_api.py"
 # The distributed mode's code, linked into every program as the engine links its library.
 DIST = "ds4_dist.py"
 INTERPRETER = "/usr/bin/env python3"
@@ -45,13 +47,15 @@ BUILD = ds4_common.Build(
     arch={arch!r},
     cuda={cuda!r},
     spark_cache={spark_cache!r},
+    lineage={lineage!r},
 )
 sys.exit({module}.main(sys.argv[1:], BUILD))
 """
 
 
 def read_release(path: str) -> dict:
-    """RELEASE: `key=value` lines (version, flavour) written into each commit by the repository maker."""
+    """RELEASE: `key=value` lines (version, flavour, and lineage upstream) written into each commit by the
+    repository maker."""
     release = {}
     with open(path, encoding="utf-8") as stream:
         for line in stream:
@@ -107,8 +111,9 @@ def main() -> int:
     stage = os.path.join("build", args.program)
     shutil.rmtree(stage, ignore_errors=True)
     os.makedirs(stage)
-    for source in (SHARED, DIST, f"{module}.py"):
-        shutil.copyfile(source, os.path.join(stage, source))
+    for source in (SHARED, DIST, f"{module}.py", FORK_API):
+        if source != FORK_API or os.path.exists(source):
+            shutil.copyfile(source, os.path.join(stage, source))
     with open(os.path.join(stage, FATBIN), "w", encoding="utf-8") as stream:
         json.dump({"elf": [arch], "ptx": [arch]}, stream)
     with open(os.path.join(stage, "__main__.py"), "w", encoding="utf-8") as stream:
@@ -121,6 +126,8 @@ def main() -> int:
                 arch=arch,
                 cuda=cuda,
                 spark_cache=args.spark_cache,
+                # RELEASE of an upstream commit says so; the fork's releases predate the key.
+                lineage=release.get("lineage", "fork"),
             )
         )
     temporary = args.out + ".tmp"

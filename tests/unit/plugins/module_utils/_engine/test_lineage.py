@@ -6,6 +6,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.ds4.fleet.plugins.filter.ds4_engine import FilterModule
 from ansible_collections.ds4.fleet.plugins.module_utils._engine.lineage import (
     LineageError,
+    built_lineage,
     check_source,
     effective,
     help_lineage,
@@ -107,3 +108,19 @@ def test_a_speculation_the_lineage_lacks_is_refused_naming_the_variables():
         r"ds4_model_generation 'legacy' has none",
     ):
         ds4_catalog.model_files(CATALOG, "legacy", "dspark", lineage="upstream")
+
+
+@pytest.mark.parametrize(
+    ("stamp", "lineage"),
+    [
+        ({"release": "v0.6.5", "lineage": "fork"}, "fork"),
+        ({"release": "g67bd55c0a1b2", "lineage": "upstream"}, "upstream"),
+        # Built before the stamp recorded it, not built, or a stamp that says nothing usable: unknown.
+        ({"release": "v0.6.3"}, None),
+        (None, None),
+        ({"lineage": "antirez"}, None),
+        (["lineage", "fork"], None),
+    ],
+)
+def test_a_built_release_s_lineage_is_what_its_stamp_records(stamp, lineage):
+    assert built_lineage(stamp) == lineage

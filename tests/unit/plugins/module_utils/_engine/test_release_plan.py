@@ -612,3 +612,20 @@ def test_a_makefile_larger_than_its_reader_takes_is_never_read(tmp_path):
         for argv in calls
         if "cat-file" in argv
     ]
+
+
+def test_a_built_release_is_held_to_the_lineage_its_stamp_records(monkeypatch, tmp_path):
+    """A tag's source is not fetched to be read (a tag is the fork's; upstream has none), but a release
+    already built says what it is: declaring the other lineage for it is refused before anything changes,
+    where the launch would otherwise write that lineage's flags for a server that refuses them."""
+    listing = (0, f"{TAG_OBJECT}\trefs/tags/v0.6.5\n{PEELED}\trefs/tags/v0.6.5^{{}}\n", "")
+    make_release(tmp_path, "v0.6.5", commit=PEELED, target=H200, lineage="fork")
+    args = _args(tmp_path, commit=PEELED, build_target=H200)
+    result = _run_module(monkeypatch, dict(args, lineage="upstream"), listing)
+    assert result.get("failed") and result["msg"] == (
+        f"ds4_engine_lineage makes release v0.6.5 (commit {PEELED}) upstream's, but the release as built "
+        "(its build stamp) is fork's: it serves /v1/stats, which only the fork does. Set ds4_engine_lineage: "
+        "fork, or pin a release of the upstream (ds4_release, ds4_release_commit, ds4_engine_repo)"
+    ), result
+    result = _run_module(monkeypatch, dict(args, lineage="fork"), listing)
+    assert "failed" not in result and result["build"] is False, result

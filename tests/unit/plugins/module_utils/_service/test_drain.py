@@ -78,6 +78,29 @@ def test_an_engine_that_says_nothing_of_its_requests_is_not_waited_for(engine):
     assert report["message"].startswith("cannot tell how many requests are in flight, so not waiting")
 
 
+UPSTREAM_SAYS = (
+    "upstream's engine serves no count of requests in flight (no /metrics, no /v1/stats), so not waiting: "
+    "its own drain on SIGTERM finishes them"
+)
+
+
+def test_an_upstream_engine_is_asked_only_v1_models_and_not_waited_for(engine):
+    """Upstream serves neither /metrics nor /v1/stats: the drain reads neither, whatever the engine would
+    answer there, and says why it does not wait (ds4_engine_lineage upstream)."""
+    Engine.inflight = 3
+    report = drain(engine, timeout=10, lineage="upstream")
+    assert [path for path, _ in Engine.seen] == ["/v1/models"]
+    assert report["answering"] and not report["drained"] and not report["timed_out"]
+    assert (report["source"], report["polls"], report["inflight_at_start"]) == (None, 0, None)
+    assert report["message"] == UPSTREAM_SAYS
+
+
+def test_an_upstream_engine_that_is_down_has_nothing_to_drain(closed_port):
+    report = drain(f"http://127.0.0.1:{closed_port}", timeout=10, lineage="upstream")
+    assert report["drained"] and not report["answering"]
+    assert report["message"].startswith("the engine is not answering, so no request is in flight to wait for")
+
+
 def test_without_waiting_one_look_reports_what_is_in_flight(engine):
     Engine.inflight = 4
     report = drain(engine, timeout=10, wait=False)
@@ -100,6 +123,13 @@ def test_the_module_waits_and_changes_nothing(engine):
     assert out["drained"] and (out["inflight_at_start"], out["polls"]) == (1, 3) and out["url"] == engine
 
 
+def test_the_module_asks_an_upstream_engine_nothing_it_does_not_serve(engine):
+    port = int(engine.rsplit(":", 1)[1])
+    code, out = drain_module({"port": port, "lineage": "upstream"})
+    assert code == 0 and out["message"] == UPSTREAM_SAYS and not out["drained"]
+    assert [path for path, _ in Engine.seen] == ["/v1/models"]
+
+
 def test_the_module_in_check_mode_does_not_wait(engine):
     Engine.inflight = 2
     port = int(engine.rsplit(":", 1)[1])
@@ -113,6 +143,7 @@ def test_the_module_in_check_mode_does_not_wait(engine):
         ({"port": 0}, "port must be 1 to 65535: 0"),
         ({"interval": 0}, "interval must be a positive number of seconds: 0.0"),
         ({"timeout": -1}, "timeout must be a positive number of seconds: -1.0"),
+        ({"lineage": "antirez"}, "value of lineage must be one of: , fork, upstream, got: antirez"),
     ],
 )
 def test_the_module_refuses_impossible_settings(args, message):
