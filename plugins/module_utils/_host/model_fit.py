@@ -28,8 +28,8 @@ def streamed_fit(profile, host, memory_bytes, floor_bytes, gguf_dir, mount):
     family = f"{FAMILY_VAR} {profile['family']!r}"
     if mount is None:
         warnings.append(
-            f"cannot tell the filesystem of {GGUF_DIR_VAR} {gguf_dir} from {MOUNTINFO}: make sure it is a local "
-            f"NVMe disk, as {family} streams its experts from it"
+            f"cannot tell the filesystem of {GGUF_DIR_VAR} {gguf_dir} from {MOUNTINFO}: make sure it is a "
+            f"local NVMe disk, as {family} streams its experts from it"
         )
     elif is_network(mount["fstype"]):
         errors.append(
@@ -43,9 +43,9 @@ def streamed_fit(profile, host, memory_bytes, floor_bytes, gguf_dir, mount):
         room = memory_bytes - floor_bytes
         if need > room:
             errors.append(
-                f"{family} keeps {describe_bytes(profile['resident_bytes'])} resident and a pinned expert cache "
-                f"of {cache_gb} GB (--ssd-streaming-cache-experts): {describe_bytes(need)}, and {host} has "
-                f"{describe_bytes(room)} for it ({describe_bytes(memory_bytes)} less the engine's floor); "
-                "serve a resident family on this Spark"
+                f"{family} keeps {describe_bytes(profile['resident_bytes'])} resident and a pinned expert "
+                f"cache of {cache_gb} GB (--ssd-streaming-cache-experts): {describe_bytes(need)}, and {host} "
+                f"has {describe_bytes(room)} for it ({describe_bytes(memory_bytes)} less the engine's "
+                "floor); serve a resident family on this Spark"
             )
     return errors, warnings

@@ -862,8 +862,8 @@ def _family_context(values):
         return []
     own = profile["context_default"] or most
     return [
-        f"ds4_ctx {ctx} exceeds the {most} tokens {ds4_catalog.FAMILY_VAR} {profile['family']!r} allows: leave "
-        f"ds4_ctx unset for the family's own ({own}), or set one up to {most}"
+        f"ds4_ctx {ctx} exceeds the {most} tokens {ds4_catalog.FAMILY_VAR} {profile['family']!r} allows: "
+        f"leave ds4_ctx unset for the family's own ({own}), or set one up to {most}"
     ]
 
 

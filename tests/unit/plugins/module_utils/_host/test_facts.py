@@ -153,7 +153,8 @@ def test_gather_names_the_filesystem_that_holds_the_gguf_dir(tmp_path):
     proc = fake_proc(tmp_path)
     (proc / "self").mkdir()
     (proc / "self" / "mountinfo").write_text(
-        f"27 1 259:2 / / rw - ext4 /dev/nvme0n1p2 rw\n31 27 0:50 / {tmp_path} rw - nfs4 nas:/gguf rw,vers=4.2\n"
+        "27 1 259:2 / / rw - ext4 /dev/nvme0n1p2 rw\n"
+        f"31 27 0:50 / {tmp_path} rw - nfs4 nas:/gguf rw,vers=4.2\n"
     )
     run, _ = fake_runner(GB10)
     facts = gather_host_facts(

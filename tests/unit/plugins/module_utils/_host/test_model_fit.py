@@ -46,9 +46,9 @@ def test_its_resident_part_and_cache_must_fit_the_memory():
     errors, _ = fit("v4.1", memory=64 * GIB)
     assert errors == [
         "ds4_model_family 'deepseek-v4.1-flash' keeps 12,884,901,888 bytes (12.00 GiB) resident and a pinned "
-        "expert cache of 64 GB (--ssd-streaming-cache-experts): 81,604,378,624 bytes (76.00 GiB), and spark01 "
-        "has 64,424,509,440 bytes (60.00 GiB) for it (68,719,476,736 bytes (64.00 GiB) less the engine's "
-        "floor); serve a resident family on this Spark"
+        "expert cache of 64 GB (--ssd-streaming-cache-experts): 81,604,378,624 bytes (76.00 GiB), and "
+        "spark01 has 64,424,509,440 bytes (60.00 GiB) for it (68,719,476,736 bytes (64.00 GiB) less the "
+        "engine's floor); serve a resident family on this Spark"
     ]
 
 

@@ -486,15 +486,15 @@ def streamed_host(mount):
 
 def test_module_fits_a_streamed_family_by_its_resident_part_not_its_whole_file():
     # V4.1's 341 GiB file on one 128 GB Spark: streamed, its resident part and cache fit.
-    args = {"host": streamed_host(LOCAL_MOUNT), "catalog": CATALOG, "generation": "v4.1", "speculation": "plain",
-            "name": "spark01", "memory_bytes": SPARK_MEMORY}  # fmt: skip
+    args = {"host": streamed_host(LOCAL_MOUNT), "catalog": CATALOG, "generation": "v4.1",
+            "speculation": "plain", "name": "spark01", "memory_bytes": SPARK_MEMORY}  # fmt: skip
     out = check_module(args)
     assert not out.get("failed"), out["msg"]
 
 
 def test_module_refuses_a_streamed_family_on_a_network_mount_before_anything():
-    args = {"host": streamed_host(NFS_MOUNT), "catalog": CATALOG, "generation": "qwen3.8", "speculation": "plain",
-            "name": "spark01", "memory_bytes": SPARK_MEMORY}  # fmt: skip
+    args = {"host": streamed_host(NFS_MOUNT), "catalog": CATALOG, "generation": "qwen3.8",
+            "speculation": "plain", "name": "spark01", "memory_bytes": SPARK_MEMORY}  # fmt: skip
     out = check_module(args)
     assert out["failed"] is True
     (refused,) = [e for e in out["preflight"]["errors"] if e.startswith("ds4_model_family")]
