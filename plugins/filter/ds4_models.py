@@ -11,6 +11,9 @@ model_files(catalog, generation, speculation, quantization=None, extra=None, lin
 family_generation(catalog, family)
     The generation ds4_model_family serves unless ds4_model_generation says otherwise (ds4_model_generation's
     default); "" for a family the catalog lacks, which ds4_settings_check refuses naming ds4_model_family.
+model_serving(catalog, generation)
+    How the engine serves the generation (module_utils/_weights/catalog.py, serving): its family, API model
+    id, context, streaming, --power, built-in MTP and vision; fails naming the generation.
 family_context(catalog, generation)
     The context generation's family runs at (ds4_ctx's default): its catalog context.default, else 524288.
 weight_file_path(name, directory, kind="file")
@@ -72,6 +75,13 @@ def family_generation_filter(catalog, family):
         return ""
 
 
+def model_serving(catalog, generation):
+    try:
+        return serving(catalog, generation)
+    except CatalogError as e:
+        raise AnsibleFilterError(f"model_serving: {e}") from e
+
+
 def family_context(catalog, generation):
     # ds4_ctx's default: a generation the catalog lacks falls back to the engine's, and the settings check
     # refuses the generation by name.
@@ -95,5 +105,6 @@ class FilterModule:
             "model_files": model_files_filter,
             "family_generation": family_generation_filter,
             "family_context": family_context,
+            "model_serving": model_serving,
             "weight_file_path": weight_file_path_filter,
         }

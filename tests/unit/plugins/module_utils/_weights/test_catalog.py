@@ -478,3 +478,9 @@ def test_family_fields_are_validated_naming_the_entry(catalog, edit, where):
 )
 def test_the_context_follows_the_family(catalog, generation, ctx):
     assert FILTERS["family_context"](catalog, generation) == ctx
+
+
+def test_the_serving_filter_names_an_unknown_generation(catalog):
+    assert FILTERS["model_serving"](catalog, "glm-5.3")["builtin_mtp"] is True
+    with pytest.raises(AnsibleFilterError, match=r"model_serving: ds4_model_generation 'glm'"):
+        FILTERS["model_serving"](catalog, "glm")
