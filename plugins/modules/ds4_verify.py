@@ -148,7 +148,10 @@ from ansible_collections.ds4.fleet.plugins.module_utils._perf.figures import (
     unit_environment,
 )
 from ansible_collections.ds4.fleet.plugins.module_utils._perf.gate import PerfError
-from ansible_collections.ds4.fleet.plugins.module_utils._spark.drain import EngineUnreachable, read_inflight
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.engine_http import (
+    EngineUnreachable,
+    read_inflight,
+)
 from ansible_collections.ds4.fleet.plugins.module_utils._spark.listener import main_pid
 from ansible_collections.ds4.fleet.plugins.module_utils._spark.metrics import gpu_command, parse_gpus
 from ansible_collections.ds4.fleet.plugins.module_utils._spark.no_follow import replace_file
