@@ -152,8 +152,8 @@ from ansible_collections.ds4.fleet.plugins.module_utils._spark.engine_http impor
     EngineUnreachable,
     read_inflight,
 )
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.gpu_health import gpu_command, parse_gpus
 from ansible_collections.ds4.fleet.plugins.module_utils._spark.listener import main_pid
-from ansible_collections.ds4.fleet.plugins.module_utils._spark.metrics import gpu_command, parse_gpus
 from ansible_collections.ds4.fleet.plugins.module_utils._spark.no_follow import replace_file
 from ansible_collections.ds4.fleet.plugins.module_utils._weights.catalog import (
     CatalogError,

@@ -21,7 +21,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils._perf.figures import (
     summary_of,
     unit_environment,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils._spark.metrics import parse_gpus
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.gpu_health import parse_gpus
 from ansible_collections.ds4.fleet.plugins.module_utils._weights import catalog as ds4_catalog
 from ansible_collections.ds4.fleet.plugins.module_utils._weights.catalog import (
     CatalogError,

@@ -109,5 +109,5 @@ def test_an_engine_that_is_down_is_unreachable(closed_port):
     ],
 )
 def test_a_sample_line_splits_into_name_series_and_value(line, sample):
-    # The one reader of sample lines: parse_prometheus here, ds4_metrics.engine_series on the Spark.
+    # The one reader of a sample line's name, series and value, under parse_prometheus.
     assert split_sample(line) == sample
