@@ -104,8 +104,11 @@ class ActionModule(ActionBase):
             role, value = defaults.get(name, (role, spec.get("default")))
             if role not in templars:
                 role_path = os.path.normpath(os.path.join(ROLES_DIR, role))
+                # A default may read another role default (ds4_model_generation reads ds4_model_family
+                # and the catalog): the play's values first, the roles' defaults under them, as in a role.
+                role_defaults_vars = {other: _trusted(default) for other, (_r, default) in defaults.items()}
                 templars[role] = self._templar.copy_with_new_env(
-                    available_variables={**task_vars, "role_path": role_path}
+                    available_variables={**role_defaults_vars, **task_vars, "role_path": role_path}
                 )
             values[name] = templars[role].template(_trusted(value))
         options = {name: spec for name, (_role, spec) in options.items()}

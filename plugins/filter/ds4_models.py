@@ -8,6 +8,14 @@ model_files(catalog, generation, speculation, quantization=None, extra=None, lin
     base first, the base that of ds4_quantization (from the catalog or ds4_extra_quantizations), the
     speculation file that of the engine's lineage (upstream: dspark_support); fails for impossible pairs
     such as mtp on 0731 and for a quantization without a known file.
+family_generation(catalog, family)
+    The generation ds4_model_family serves unless ds4_model_generation says otherwise (ds4_model_generation's
+    default); "" for a family the catalog lacks, which ds4_settings_check refuses naming ds4_model_family.
+model_serving(catalog, generation)
+    How the engine serves the generation (module_utils/_weights/catalog.py, serving): its family, API model
+    id, context, streaming, --power, built-in MTP and vision; fails naming the generation.
+family_context(catalog, generation)
+    The context generation's family runs at (ds4_ctx's default): its catalog context.default, else 524288.
 weight_file_path(name, directory, kind="file")
     The path of a weight file, or of a file beside it on its account (part, ranges, record, progress):
     the names are module_utils/_weights/file_names.py's.
@@ -20,9 +28,12 @@ from pathlib import Path
 import yaml
 from ansible.errors import AnsibleFilterError
 from ansible_collections.ds4.fleet.plugins.module_utils._weights.catalog import (
+    DEFAULT_CONTEXT,
     CatalogError,
+    family_generation,
     generation_of,
     model_files,
+    serving,
 )
 from ansible_collections.ds4.fleet.plugins.module_utils._weights.file_names import weight_file_path
 
@@ -55,6 +66,31 @@ def model_files_filter(catalog, generation, speculation, quantization=None, extr
         raise AnsibleFilterError(f"model_files: {e}") from e
 
 
+def family_generation_filter(catalog, family):
+    # The default of ds4_model_generation: a family the catalog lacks gives "", so that ds4_settings_check
+    # can refuse it by name with every other bad setting, where a failing default would stop the check.
+    try:
+        return family_generation(catalog, family)
+    except CatalogError:
+        return ""
+
+
+def model_serving(catalog, generation):
+    try:
+        return serving(catalog, generation)
+    except CatalogError as e:
+        raise AnsibleFilterError(f"model_serving: {e}") from e
+
+
+def family_context(catalog, generation):
+    # ds4_ctx's default: a generation the catalog lacks falls back to the engine's, and the settings check
+    # refuses the generation by name.
+    try:
+        return serving(catalog, generation)["context_default"] or DEFAULT_CONTEXT
+    except CatalogError:
+        return DEFAULT_CONTEXT
+
+
 def weight_file_path_filter(name, directory, kind="file"):
     try:
         return weight_file_path(name, directory, kind)
@@ -67,5 +103,8 @@ class FilterModule:
         return {
             "model_generation": model_generation,
             "model_files": model_files_filter,
+            "family_generation": family_generation_filter,
+            "family_context": family_context,
+            "model_serving": model_serving,
             "weight_file_path": weight_file_path_filter,
         }

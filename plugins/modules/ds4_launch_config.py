@@ -109,6 +109,25 @@ options:
   dist_port:
     description: The coordinator's C(--listen) port on the pair's link.
     type: raw
+  vision_model:
+    description: The model family's vision encoder (C(--vision FILE)), an absolute path; omitted, none.
+    type: raw
+    version_added: 0.2.0
+  ssd_streaming_cache_gb:
+    description:
+      - A streamed family's pinned expert cache in GB (C(--ssd-streaming --ssd-streaming-cache-experts NGB));
+        omitted, the model is resident.
+    type: raw
+    version_added: 0.2.0
+  power:
+    description: The C(--power) percentage the model family requires; omitted, the flag is left out.
+    type: raw
+    version_added: 0.2.0
+  builtin_mtp:
+    description: The family's MTP is a block of the model itself (GLM 5.3), so V(mtp) passes C(--mtp) alone.
+    type: raw
+    default: false
+    version_added: 0.2.0
   digest_key:
     description:
       - The Spark's key of the digests in RV(public) (HMAC-SHA256), a file of root's alone (mode 0600) in

@@ -155,6 +155,7 @@ ansible_facts:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._host.model_fit import streamed_fit  # noqa: E402
 from ansible_collections.ds4.fleet.plugins.module_utils._host.preflight import (  # noqa: E402
     judge,
     weights_need,
@@ -167,6 +168,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils._weights.catalog import 
     CatalogError,
     model_files,
     other_generation_files,
+    serving,
 )
 from ansible_collections.ds4.fleet.plugins.module_utils._weights.disk_plan import POLICIES  # noqa: E402
 
@@ -193,18 +195,28 @@ def estimate_weights(params, host):
     )
 
 
-def memory_problem(params, host):
-    """Whether the quantization's files fit this Spark's memory (its slice's, in a pair); None without a
-    catalog or a memory fact."""
+def memory_problems(params, host):
+    """(errors, warnings): whether the quantization's files fit this Spark's memory (its slice's, in a
+    pair), and a streamed family its resident part and cache, from a local disk; nothing without a
+    catalog, and no memory fit without a memory fact."""
     memory = (
         params["memory_bytes"]
         or host.get("gpu", {}).get("memory_bytes")
         or host.get("memory", {}).get("total_bytes")
     )
-    return quantization_fit_problem(
+    floor = params["mem_floor_gb"] * 1024**3
+    problem = quantization_fit_problem(
         params["catalog"], params["generation"], params["speculation"], params["quantization"],
-        params["extra"], params["pairs"], params["name"], memory, params["mem_floor_gb"] * 1024**3,
+        params["extra"], params["pairs"], params["name"], memory, floor,
     )  # fmt: skip
+    if params["catalog"] is None:
+        return [problem] if problem else [], []
+    gguf = host.get("disk", {}).get("gguf_dir", {})
+    errors, warnings = streamed_fit(
+        serving(params["catalog"], params["generation"]), params["name"], memory, floor,
+        gguf.get("path", ""), gguf.get("mount"),
+    )  # fmt: skip
+    return ([problem] if problem else []) + errors, warnings
 
 
 def main():
@@ -238,7 +250,7 @@ def main():
     host = params["host"]
     try:
         weights = estimate_weights(params, host)
-        memory = memory_problem(params, host)
+        memory, memory_warnings = memory_problems(params, host)
     except (CatalogError, PairError, ValueError) as exc:
         module.fail_json(msg=str(exc), preflight={"errors": [str(exc)], "warnings": []})
     verdict = judge(
@@ -255,8 +267,8 @@ def main():
         },
     )
     verdict["weights"] = weights
-    if memory:
-        verdict["errors"].append(memory)
+    verdict["errors"] += memory
+    verdict["warnings"] += memory_warnings
     for warning in verdict["warnings"]:
         module.warn(warning)
     if verdict["errors"]:

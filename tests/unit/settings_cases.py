@@ -45,6 +45,10 @@ def _defaults():
     values["ds4_monitoring_dir"] = "/root/ds4-monitoring"
     # Defaults that read the inventory: none of these sandbox runs has a gateway.
     values["ds4_host"] = "127.0.0.1"
+    # ds4_model_family's first generation (ds4.fleet.family_generation).
+    values["ds4_model_generation"] = "0731"
+    # Its family's context (ds4.fleet.family_context): V4 Flash sets none, the engine's default.
+    values["ds4_ctx"] = 524288
     values["ds4_firewall"] = False
     values["ds4_gateway_tls_names"] = ["gateway01"]
     return values
@@ -124,6 +128,7 @@ BAD = {
     "ds4_release_commit": ["abc", "a" * 40 + "\n", "g" * 40, "a" * 41],
     "ds4_cuda_arch": ["sm121", "sm_121\n", "compute_121", "sm_1210"],
     "ds4_gguf_dir": [*BAD_DIR, *HANDED_DIR],
+    "ds4_model_family": ["", "glm-5", "GLM-5.3-Flash", "deepseek-v4-flash\n"],
     "ds4_model_generation": ["", "v4", "0731\n", 731],
     "ds4_speculation": ["eagle", "", "DSPARK"],
     "ds4_quantization": ["q8", "", "q4\n", "mxfp4"],
@@ -399,6 +404,7 @@ SITE_ROLES = ["ds4_preflight", "ds4_engine", "ds4_weights", "ds4_service", "ds4_
 # their bad values in rounds of their own: one bad value must not hide another's refusal.
 TOGETHER = [
     (
+        "ds4_model_family",
         "ds4_model_generation",
         "ds4_speculation",
         "ds4_model_catalog",

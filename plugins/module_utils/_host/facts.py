@@ -22,6 +22,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils._host.gpu import (
     gpu_facts,
     parse_meminfo_total,
 )
+from ansible_collections.ds4.fleet.plugins.module_utils._host.mounts import mount_of
 from ansible_collections.ds4.fleet.plugins.module_utils._host.processes import find_stray_servers, port_holder
 from ansible_collections.ds4.fleet.plugins.module_utils._weights.file_names import part_name
 
@@ -155,6 +156,12 @@ def gather_host_facts(
 
     disk_gguf, disk_install = disk_free(gguf_dir), disk_free(install_root)
     disk_gguf["files"] = find_weight_files(gguf_dir)
+    # The filesystem that holds it: a streamed family is refused from a network one (_host.model_fit).
+    try:
+        mountinfo = _read_text(os.path.join(proc_root, "self", "mountinfo"))
+    except OSError:
+        mountinfo = ""
+    disk_gguf["mount"] = mount_of(os.path.realpath(disk_gguf["checked_path"]), mountinfo)
     return {
         "arch": os.uname().machine,
         "gpu": gpu,

@@ -26,7 +26,11 @@ import re
 from ansible_collections.ds4.fleet.plugins.module_utils._common.bytes import describe_bytes
 from ansible_collections.ds4.fleet.plugins.module_utils._pair.fleet import ROLES, left_out
 from ansible_collections.ds4.fleet.plugins.module_utils._pair.link import interface_problems
-from ansible_collections.ds4.fleet.plugins.module_utils._weights.catalog import model_files, quantizations_of
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.catalog import (
+    model_files,
+    quantizations_of,
+    serving,
+)
 
 PAIRS_VAR = "ds4_pairs"
 QUANTIZATION_VAR = "ds4_quantization"
@@ -101,7 +105,7 @@ def memory_need(files, role=None, layers=None):
     the other files (a drafter) on the coordinator alone, which decodes."""
     total = 0
     for entry in files:
-        size = entry.get("bytes") or entry.get("size") or 0
+        size = entry.get("bytes") or entry.get("size") or entry.get("approx_bytes") or 0
         if entry["role"] == "base" and role is not None:
             share = layers[f"{role}_layers"] / layers["layer_count"]
             total += int(size * share)
@@ -142,6 +146,9 @@ def quantization_fit_problem(
     if catalog is None or not memory_bytes:
         return None
     files = model_files(catalog, generation, speculation, quantization, extra)
+    if serving(catalog, generation)["streamed"]:
+        # Its experts stay on disk: _host.model_fit fits its resident part and cache instead.
+        return None
     entry = quantizations_of(catalog, generation, extra)[files[0]["quantization"]]
     files[0]["bytes"] = files[0]["size"] or entry["bytes"]
     membership = pair_of(pairs_of(pairs), host)

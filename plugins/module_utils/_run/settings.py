@@ -564,6 +564,7 @@ RULES = {
     "ds4_weights_space_bytes": _optional_bytes,
     "ds4_spark_memory_bytes": _optional_bytes,
     "ds4_quantization": _matching(_WORD, "a quantization name such as q2 or q4"),
+    "ds4_model_family": _matching(_WORD, "a family name such as glm-5.3-flash"),
     "ds4_pair_port": _between(1, 65535, "a port number"),
     "ds4_weights_unknown_size_bytes": _unknown_sizes,
     # ds4_weights
@@ -828,6 +829,14 @@ def _catalog(values):
     names = ("ds4_model_catalog", "ds4_model_generation", "ds4_speculation")
     if not all(n in values for n in names):
         return []
+    if "ds4_model_family" in values:
+        try:
+            ds4_catalog.check_family(
+                values["ds4_model_catalog"], values["ds4_model_family"], values[names[1]]
+            )
+        except ds4_catalog.CatalogError as exc:
+            # The generation is judged within its family: without one, nothing more can be said of it.
+            return [str(exc)]
     try:
         ds4_catalog.model_files(
             *(values[n] for n in names),
@@ -837,7 +846,25 @@ def _catalog(values):
         )
     except ds4_catalog.CatalogError as exc:
         return [str(exc)]
-    return []
+    return _family_context(values)
+
+
+def _family_context(values):
+    """ds4_ctx within the context the generation's family allows (GLM 5.3: 16384, V4.1: 32768)."""
+    ctx = values.get("ds4_ctx")
+    if isinstance(ctx, str) and ctx.isascii() and ctx.isdigit():
+        ctx = int(ctx)
+    if not isinstance(ctx, int) or isinstance(ctx, bool):
+        return []
+    profile = ds4_catalog.serving(values["ds4_model_catalog"], values["ds4_model_generation"])
+    most = profile["context_max"]
+    if most is None or ctx <= most:
+        return []
+    own = profile["context_default"] or most
+    return [
+        f"ds4_ctx {ctx} exceeds the {most} tokens {ds4_catalog.FAMILY_VAR} {profile['family']!r} allows: "
+        f"leave ds4_ctx unset for the family's own ({own}), or set one up to {most}"
+    ]
 
 
 def _pairs(values):

@@ -26,6 +26,12 @@ the roles derive are named after what they come from):
 | dist_role | None | a pair member's role (ds4_pairs): coordinator or worker; None serves alone |
 | dist_layers | None | its slice of the layers: 0:K (coordinator) or K+1:output (worker) |
 | dist_host / dist_port | None | the coordinator's `--listen` on the link (a worker's `--coordinator`) |
+| vision_model | None | the family's vision encoder (`--vision FILE`, absolute) |
+| ssd_streaming_cache_gb | None | a streamed family: `--ssd-streaming --ssd-streaming-cache-experts NGB` |
+| power | None | the `--power` percentage the family requires |
+| builtin_mtp | False | mtp is the model's own block: `--mtp` without a file (GLM 5.3) |
+
+The family settings come from the catalog (_weights.catalog.serving), never from an operator's extra_args.
 
 A setting given as None takes its default, so a module can pass every option through unchanged.
 
@@ -80,6 +86,10 @@ DEFAULTS: dict[str, Any] = {
     "dist_layers": None,
     "dist_host": None,
     "dist_port": None,
+    "vision_model": None,
+    "ssd_streaming_cache_gb": None,
+    "power": None,
+    "builtin_mtp": False,
 }
 DIST_ROLES = ("coordinator", "worker")
 _COORDINATOR_SLICE_RE = re.compile(r"0:[0-9]+")
@@ -127,6 +137,13 @@ MANAGED_FLAGS = {
     "--layers": "declare the pair in ds4_pairs (its layers)",
     "--listen": "declare the pair in ds4_pairs (the members' link addresses)",
     "--coordinator": "declare the pair in ds4_pairs (the members' link addresses)",
+    "--ssd-streaming": "set ds4_model_family: the catalog streams the families that need it",
+    "--ssd-streaming-cache-experts": "set ds4_model_family: the catalog pins each streamed family's cache",
+    "--vision": "set ds4_model_family: the catalog's vision encoder (files.vision) is passed",
+}
+# Managed only where the family sets it: elsewhere an operator may lower the GPU load with it.
+FAMILY_FLAGS = {
+    "--power": ("power", "set ds4_model_family: the catalog gives the --power the family requires")
 }
 
 _ENV_NAME_RE = re.compile(r"[A-Z_][A-Z0-9_]*")
@@ -156,7 +173,13 @@ NAMES = {
     "dist_layers": "the pair member's layers (ds4_pairs, ds4_model_catalog)",
     "dist_host": "the coordinator's link address (ds4_pairs)",
     "dist_port": "the coordinator's link port (ds4_pairs, ds4_pair_port)",
+    "vision_model": "the vision encoder path (ds4_gguf_dir, ds4_model_catalog)",
+    "ssd_streaming_cache_gb": "the streamed expert cache (ds4_model_catalog)",
+    "power": "the family's --power (ds4_model_catalog)",
+    "builtin_mtp": "the family's own MTP block (ds4_model_catalog)",
 }
+# The installer's rule: a name containing "-0731" is of the 0731 generation.
+_0731_MARK = "-0731"
 
 
 def _var(key):
@@ -233,7 +256,8 @@ def _extra_env(value, errors):
     return env
 
 
-def _extra_args(value, errors):
+def _extra_args(value, errors, family=None):
+    family = family or {}
     if not isinstance(value, (list, tuple)):
         errors.append(f"ds4_extra_args must be a list of strings: {value!r}")
         return []
@@ -246,6 +270,8 @@ def _extra_args(value, errors):
         flag = text.split("=", 1)[0] if text.startswith("--") else text
         if flag in MANAGED_FLAGS:
             errors.append(f"ds4_extra_args must not contain {text!r}: {MANAGED_FLAGS[flag]}")
+        elif flag in FAMILY_FLAGS and family.get(FAMILY_FLAGS[flag][0]) is not None:
+            errors.append(f"ds4_extra_args must not contain {text!r}: {FAMILY_FLAGS[flag][1]}")
         else:
             args.append(text)
     return args
@@ -271,9 +297,10 @@ def validate(settings):
     _listen(s, out, errors)
     _memory(s, out, errors)
     _dist(settings, out, errors)
+    _family(s, out, errors)
     out["lock_file"] = _abs_path(s["lock_file"], "lock_file", errors)
     out["extra_env"] = _extra_env(s["extra_env"], errors)
-    out["extra_args"] = _extra_args(s["extra_args"], errors)
+    out["extra_args"] = _extra_args(s["extra_args"], errors, out)
     errors += ds4_lineage.extra_args_problems(out["lineage"], out["extra_args"])
 
     if errors:
@@ -311,9 +338,50 @@ def _models(s, out, errors):
         out["dspark_model"] = _abs_path(
             s["dspark_model"], "dspark_model", errors, "an absolute path to the drafter GGUF for dspark"
         )
-    elif speculation == "mtp":
+    elif speculation == "mtp" and s["builtin_mtp"] is not True:
         out["mtp_model"] = _abs_path(
             s["mtp_model"], "mtp_model", errors, "an absolute path to the MTP GGUF for mtp"
+        )
+
+
+def _family(s, out, errors):
+    """What the model family needs of the launch (the catalog's, through the roles): its vision encoder,
+    its streamed expert cache, its --power and its own MTP block; and a drafter of its own generation."""
+    out["vision_model"] = None
+    if s["vision_model"] is not None:
+        out["vision_model"] = _abs_path(
+            s["vision_model"], "vision_model", errors, "an absolute path to the encoder"
+        )
+    out["ssd_streaming_cache_gb"] = out["power"] = None
+    if s["ssd_streaming_cache_gb"] is not None:
+        out["ssd_streaming_cache_gb"] = _whole(
+            s["ssd_streaming_cache_gb"],
+            "ssd_streaming_cache_gb",
+            1,
+            None,
+            "a positive whole number of GB",
+            errors,
+        )
+    if s["power"] is not None:
+        out["power"] = _whole(s["power"], "power", 1, 100, "a percentage from 1 to 100", errors)
+    if not isinstance(s["builtin_mtp"], bool):
+        errors.append(f"{_var('builtin_mtp')} must be true or false: {s['builtin_mtp']!r}")
+    out["builtin_mtp"] = s["builtin_mtp"] is True
+    drafter, base, generation = out.get("dspark_model"), out.get("base_model"), out["model_generation"]
+    # The 0731 drafter pairs only with a 0731 base (the installer's rule: a name with "-0731" is of 0731):
+    # a Vision-Exp base refuses it, and the engine would not start.
+    if (
+        isinstance(drafter, str)
+        and isinstance(base, str)
+        and isinstance(generation, str)
+        and _0731_MARK in posixpath.basename(drafter)
+        and generation not in ("", "0731")
+        and _0731_MARK not in posixpath.basename(base)
+    ):
+        errors.append(
+            f"{_var('dspark_model')} {drafter!r} is of the 0731 generation, and the base model "
+            f"{posixpath.basename(base)!r} (ds4_model_generation {generation!r}) is not: a drafter pairs "
+            "only with the base of its own generation"
         )
 
 
@@ -383,7 +451,7 @@ def server_env(cfg):
     if cfg["speculation"] == "dspark" and cfg["lineage"] == ds4_lineage.FORK:
         env["DS4_CONT_DSPARK"] = "1"
         env["DS4_DSPARK_MODEL"] = cfg["dspark_model"]
-    elif cfg["speculation"] == "mtp":
+    elif cfg["speculation"] == "mtp" and not cfg["builtin_mtp"]:
         # The contract's launcher notes MTP mode 2 for legacy; set it only when MTP is the chosen rung,
         # beside the --mtp file, so a DSpark launch carries nothing of MTP.
         env["DS4_CONT_MTP_MODE"] = "2"
@@ -403,9 +471,17 @@ def server_args(cfg):
         # Upstream's DSpark is a switch; its support GGUF rides on --mtp-model (not the fork's drafter).
         args += ["--dspark", "--mtp-model", cfg["dspark_model"]]
     elif cfg["speculation"] == "mtp":
-        args += ["--mtp", cfg["mtp_model"]]
+        # GLM 5.3's MTP is a block of the model itself: the switch alone.
+        args += ["--mtp"] if cfg["builtin_mtp"] else ["--mtp", cfg["mtp_model"]]
     elif cfg["speculation"] == "plain":
         args.append("--no-spec")
+    if cfg["ssd_streaming_cache_gb"] is not None:
+        # Pinned: the engine's automatic cache pushed owners' Sparks into swap (NVRM NV_ERR_NO_MEMORY).
+        args += ["--ssd-streaming", "--ssd-streaming-cache-experts", f"{cfg['ssd_streaming_cache_gb']}GB"]
+    if cfg["power"] is not None:
+        args += ["--power", str(cfg["power"])]
+    if cfg["vision_model"] is not None:
+        args += ["--vision", cfg["vision_model"]]
     if cfg["dist_role"] is not None:
         peer = "--listen" if cfg["dist_role"] == "coordinator" else "--coordinator"
         args += ["--role", cfg["dist_role"], "--layers", cfg["dist_layers"]]

@@ -23,6 +23,21 @@ and the quantizations the engine publishes for it (its download targets), beside
 
 An operator adds a quantization, or the file of one published without a name, in ds4_extra_quantizations
 ({generation: {key: FILE}}), with its size and sha256: nothing else vouches for the bytes.
+
+Families (issue 53): each generation belongs to a model family, and says how the engine serves it; every key
+is optional, and a generation without them is DeepSeek V4 Flash served as before:
+
+    "family": "glm-5.3-flash",          # the family (default deepseek-v4-flash); ds4_model_family picks one,
+                                        # which serves its first generation unless ds4_model_generation says
+    "model_id": "deepseek-v4-flash",    # the id the engine's API serves it as
+    "context": {"default": 16384, "max": 16384},    # the family's context, and the most it allows
+    "streamed": {"cache_experts_gb": 64, "resident_bytes": int},   # served only by streaming its experts
+                                        # from local disk (--ssd-streaming), with a pinned expert cache
+    "power": 100,                       # --power N, where the family requires it
+    "builtin_mtp": true,                # speculation mtp is the model's own block (--mtp, no file)
+
+A file may carry `approx_bytes` (the published size, for the fits) where its exact size is not published;
+files.vision is the vision encoder (--vision FILE), loaded whatever the speculation.
 """
 
 from __future__ import annotations
@@ -36,7 +51,13 @@ from ansible_collections.ds4.fleet.plugins.module_utils._spark.version import (
 )
 
 CATALOG_VAR = "ds4_model_catalog"
+FAMILY_VAR = "ds4_model_family"
 GENERATION_VAR = "ds4_model_generation"
+# A generation that names no family: the one family the catalog knew before families.
+DEFAULT_FAMILY = "deepseek-v4-flash"
+DEFAULT_MODEL_ID = "deepseek-v4-flash"
+# The context a family that sets none runs at: the engine's own default since v0.6.
+DEFAULT_CONTEXT = 524288
 SPECULATION_VAR = "ds4_speculation"
 QUANTIZATION_VAR = "ds4_quantization"
 # What files.base is where a generation does not say: the engine's base download target, ds4f-q2.
@@ -45,7 +66,7 @@ EXTRA_QUANT_VAR = "ds4_extra_quantizations"
 
 # dspark_support: upstream's DSpark support GGUF (`--dspark --mtp-model FILE`), where the fork loads its
 # drafter (dspark); module_utils/_engine/lineage.py says which lineage takes which.
-ROLES = ("base", "dspark", "mtp", "dspark_support")
+ROLES = ("base", "dspark", "mtp", "dspark_support", "vision")
 # The files each speculation mode loads, in the order the launcher passes them (the fork's; upstream's
 # in model_files).
 SPECULATION_ROLES = {"dspark": ("base", "dspark"), "mtp": ("base", "mtp"), "plain": ("base",)}
@@ -61,6 +82,8 @@ _REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*\.gguf")
 _REVISION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]*")
 _QUANT_KEY = re.compile(r"[a-z0-9][a-z0-9._-]*")
+_FAMILY = re.compile(r"[a-z0-9][a-z0-9._-]*")
+_MODEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/-]*")
 # A coordinator's slice as the engine's --layers takes it: it owns layer 0 (the forward topology).
 _COORD_LAYERS = re.compile(r"0:([0-9]+)")
 
@@ -106,6 +129,12 @@ def _check_file(generation, role, entry):
         raise CatalogError(
             f"{_where(generation, role, 'size')} must be a positive byte count or null, got {size!r}"
         )
+    approx = entry.get("approx_bytes")
+    if approx is not None and not _positive(approx):
+        raise CatalogError(
+            f"{_where(generation, role, 'approx_bytes')} must be a positive byte count or absent, "
+            f"got {approx!r}"
+        )
     sha256 = entry.get("sha256")
     if sha256 is not None and (not isinstance(sha256, str) or not _SHA256.fullmatch(sha256)):
         raise CatalogError(
@@ -119,6 +148,54 @@ def _check_file(generation, role, entry):
             f"{_where(generation, role, 'name')} {name!r} belongs to {owner} by its name "
             f"('{_0731_MARK}' marks 0731 files): files never pair across generations"
         )
+
+
+def _positive(value):
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _check_family_fields(generation, spec):
+    """The keys that say which family a generation is of and how the engine serves it."""
+    where = _where(generation)
+    family = spec.get("family", DEFAULT_FAMILY)
+    if not isinstance(family, str) or not _FAMILY.fullmatch(family):
+        raise CatalogError(
+            f"{where}.family must be a short lowercase name like glm-5.3-flash, got {family!r}"
+        )
+    model_id = spec.get("model_id", DEFAULT_MODEL_ID)
+    if not isinstance(model_id, str) or not _MODEL_ID.fullmatch(model_id):
+        raise CatalogError(
+            f"{where}.model_id must be the API's model id, like deepseek-v4-flash, got {model_id!r}"
+        )
+    context = spec.get("context", {})
+    if not isinstance(context, dict) or set(context) - {"default", "max"}:
+        raise CatalogError(f"{where}.context must be a mapping of default and max tokens, got {context!r}")
+    for key in ("default", "max"):
+        if context.get(key) is not None and not _positive(context[key]):
+            raise CatalogError(
+                f"{where}.context.{key} must be a positive number of tokens, got {context[key]!r}"
+            )
+    if context.get("default") and context.get("max") and context["default"] > context["max"]:
+        raise CatalogError(
+            f"{where}.context: the default {context['default']} exceeds the max {context['max']}"
+        )
+    streamed = spec.get("streamed")
+    if streamed is not None:
+        if not isinstance(streamed, dict):
+            raise CatalogError(f"{where}.streamed must be a mapping, got {streamed!r}")
+        for key, what in (
+            ("cache_experts_gb", "a positive number of GB"),
+            ("resident_bytes", "a byte count"),
+        ):
+            if not _positive(streamed.get(key)):
+                raise CatalogError(f"{where}.streamed.{key} must be {what}, got {streamed.get(key)!r}")
+    power = spec.get("power")
+    if power is not None and (not _positive(power) or power > 100):
+        raise CatalogError(
+            f"{where}.power must be the --power percentage, 1 to 100, or absent, got {power!r}"
+        )
+    if not isinstance(spec.get("builtin_mtp", False), bool):
+        raise CatalogError(f"{where}.builtin_mtp must be true or false, got {spec['builtin_mtp']!r}")
 
 
 def _check_reference(generation, reference):
@@ -245,9 +322,10 @@ def quantizations_of(catalog, generation, extra=None):
     each entry carries `bytes` (its exact size, else the approximate one) and `named` (a file to fetch)."""
     spec = catalog[generation]
     base = spec["files"]["base"]
+    approx = base.get("size") or base.get("approx_bytes")
     out = {
         spec.get("base_quantization", BASE_QUANTIZATION): dict(
-            base, approx_bytes=base.get("size"), bytes=base.get("size"), named=True
+            base, approx_bytes=approx, bytes=approx, named=True
         )
     }
     added = (extra or {}).get(generation, {})
@@ -307,6 +385,7 @@ def validate_catalog(catalog):
             raise CatalogError(f"{_where(generation)}.files has no 'base' file")
         if "reference" in spec:
             _check_reference(generation, spec["reference"])
+        _check_family_fields(generation, spec)
         _check_quantizations(generation, spec)
         for role, entry in files.items():
             _check_file(generation, role, entry)
@@ -342,7 +421,10 @@ def generation_of(filename, catalog=None):
     return None
 
 
-def _roles(speculation, lineage):
+def _roles(speculation, lineage, builtin_mtp=False):
+    if speculation == "mtp" and builtin_mtp:
+        # The model's own MTP block (GLM 5.3's --mtp): no file to load beside the base.
+        return ("base",)
     # Upstream speculates by drafter with its support GGUF, not the fork's drafter; the legacy MTP head is
     # the fork's launcher's (upstream's --mtp-model is the support file's flag): not offered there.
     if lineage == "upstream" and speculation == "mtp":
@@ -379,7 +461,7 @@ def model_files(catalog, generation, speculation, quantization=None, extra=None,
         )
     files = catalog[generation]["files"]
     chosen = []
-    for role in _roles(speculation, lineage):
+    for role in _roles(speculation, lineage, catalog[generation].get("builtin_mtp", False)):
         if role not in files:
             whose = f" on {LINEAGE_VAR} {lineage}" if role == "dspark_support" else ""
             raise CatalogError(
@@ -391,13 +473,87 @@ def model_files(catalog, generation, speculation, quantization=None, extra=None,
     key, entry = quantization_entry(catalog, generation, quantization, extra)
     fields = ("name", "repo", "revision", "size", "sha256")
     chosen[0] = dict({f: entry.get(f) for f in fields}, role="base", generation=generation, quantization=key)
+    if "vision" in files:
+        # The vision encoder serves images whatever the speculation.
+        chosen.append(dict(files["vision"], role="vision", generation=generation))
     return chosen
 
 
 def speculations_of(catalog, generation):
     """The speculation modes `generation` has files for."""
-    files = catalog[generation]["files"]
-    return [mode for mode, roles in SPECULATION_ROLES.items() if all(role in files for role in roles)]
+    spec = catalog[generation]
+    files = spec["files"]
+    return [
+        mode
+        for mode, roles in SPECULATION_ROLES.items()
+        if all(role in files for role in _roles(mode, "fork", spec.get("builtin_mtp", False)))
+    ]
+
+
+def family_of(catalog, generation):
+    """The family `generation` belongs to."""
+    return catalog[generation].get("family", DEFAULT_FAMILY)
+
+
+def families_of(catalog):
+    """{family: [its generations, in the catalog's order]}."""
+    validate_catalog(catalog)
+    families = {}
+    for generation in catalog:
+        families.setdefault(family_of(catalog, generation), []).append(generation)
+    return families
+
+
+def family_generation(catalog, family):
+    """The generation `family` serves unless ds4_model_generation says otherwise: its first in the catalog."""
+    families = families_of(catalog)
+    if family not in families:
+        raise CatalogError(
+            f"{FAMILY_VAR} {family!r} is not a family of {CATALOG_VAR} (known: {', '.join(families)})"
+        )
+    return families[family][0]
+
+
+def check_family(catalog, family, generation):
+    """Refuse a generation of another family than `family`, naming the setting that would serve it."""
+    family_generation(catalog, family)
+    if generation not in catalog:
+        return
+    own = family_of(catalog, generation)
+    if own != family:
+        raise CatalogError(
+            f"{GENERATION_VAR} {generation!r} is of {FAMILY_VAR} {own!r}, not {family!r}: set "
+            f"{FAMILY_VAR}: {own} to serve it, or leave {GENERATION_VAR} unset to serve {family}'s "
+            f"{family_generation(catalog, family)!r}"
+        )
+
+
+def serving(catalog, generation):
+    """How the engine serves `generation`: its family, API model id, context (default and max, None where
+    the family sets none), whether it is only streamed (with its pinned expert cache and resident bytes),
+    the --power it requires, whether its MTP is built in, and whether it has a vision encoder."""
+    validate_catalog(catalog)
+    if generation not in catalog:
+        raise CatalogError(
+            f"{GENERATION_VAR} {generation!r} is not a generation of {CATALOG_VAR} "
+            f"(known: {', '.join(catalog)})"
+        )
+    spec = catalog[generation]
+    context = spec.get("context", {})
+    streamed = spec.get("streamed") or {}
+    return {
+        "family": family_of(catalog, generation),
+        "generation": generation,
+        "model_id": spec.get("model_id", DEFAULT_MODEL_ID),
+        "context_default": context.get("default"),
+        "context_max": context.get("max"),
+        "streamed": bool(streamed),
+        "cache_experts_gb": streamed.get("cache_experts_gb"),
+        "resident_bytes": streamed.get("resident_bytes"),
+        "power": spec.get("power"),
+        "builtin_mtp": spec.get("builtin_mtp", False),
+        "vision": "vision" in spec["files"],
+    }
 
 
 def other_generation_files(catalog, generation):

@@ -1051,3 +1051,68 @@ def test_a_pair_is_paced_at_the_published_two_spark_figures(good, models, engine
     engine.wait_for("route complete")
     timed = timed_stream(base, " ".join(["word"] * 390) + " " + COUNT, 60)
     assert at_least(timed, 400, 60, 122 / 960, 11.4 / 20.0), timed
+
+
+# --- the model families' flags (issue 53; engine contract, "The engine owners run in late 2026") ---
+
+
+@pytest.fixture(scope="module")
+def family_models(tmp_path_factory) -> dict[str, Path]:
+    where = tmp_path_factory.mktemp("families")
+    tokens = ["<s>", "</s>", "Paris", "France"]
+    return {
+        "vision-base": write_gguf(
+            where / "DeepSeek-V4-Flash-Vision-Exp-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8.gguf", tokens
+        ),
+        "encoder": write_gguf(where / "DeepSeek-V4-Flash-Vision-Encoder.gguf", ["<s>"]),
+        "vision-drafter": write_gguf(where / "DSpark-drafter-Q2K-Q8-vision-exp.gguf", ["<s>"]),
+        "drafter-0731": write_gguf(where / "DSpark-drafter-Q2K-Q8-0731.gguf", ["<s>"]),
+        "v41": write_gguf(where / "DeepSeek-V4.1-Flash-Q2.gguf", tokens),
+        "glm": write_gguf(where / "GLM-5.3-Flash-Q2.gguf", tokens),
+    }
+
+
+@pytest.mark.parametrize(
+    ("model", "extra", "logged"),
+    [
+        ("vision-base", ["--dspark", "vision-drafter", "--vision", "encoder"], "ds4: vision encoder"),
+        ("v41", ["--no-spec", "--ssd-streaming", "--ssd-streaming-cache-experts", "64GB", "--power", "100"],
+         "ds4: streaming experts from disk, expert cache 64GB"),
+        ("glm", ["--mtp", "--power", "100", "--vision", "encoder"],
+         "ds4: speculative decoding: mtp (built-in)"),
+    ],
+)  # fmt: skip
+def test_each_family_serves_with_its_flags(good, family_models, engine_env, start, model, extra, logged):
+    args = [str(family_models.get(item, item)) for item in extra]
+    engine, base = serve(start, good, family_models[model], engine_env, "-c", "16384", *args)
+    assert "paris" in chat(base, SMOKE)["choices"][0]["message"]["content"].lower()
+    engine.wait_for(logged)
+
+
+def test_vision_exp_refuses_the_0731_drafter(good, family_models, engine_env):
+    argv = [
+        good / "ds4-server",
+        "--cuda",
+        "-m",
+        family_models["vision-base"],
+        "--dspark",
+        family_models["drafter-0731"],
+    ]
+    refused = run(argv, env=engine_env)
+    assert refused.returncode == 1
+    assert "ds4: the Vision-Exp model refuses the 0731 DSpark drafter" in refused.stderr
+
+
+def test_a_cache_size_without_its_unit_is_refused(good, family_models, engine_env):
+    argv = [
+        good / "ds4-server",
+        "-m",
+        family_models["v41"],
+        "--ssd-streaming",
+        "--ssd-streaming-cache-experts",
+        "64",
+    ]
+    refused = run(argv, env=engine_env)
+    assert (
+        refused.returncode == 2 and "invalid value for --ssd-streaming-cache-experts: '64'" in refused.stderr
+    )

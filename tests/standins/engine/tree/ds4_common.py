@@ -7,6 +7,7 @@ ds4-fleet (docs/engine-contract.md in the shared docs); guesses where the contra
 """
 
 import fcntl
+import itertools
 import json
 import os
 import re
@@ -157,7 +158,8 @@ def model_options(build: Build) -> list[Option]:
     """The model and decoding options every engine program shares."""
     return [
         Option(("-m", "--model"), "model", "str", "base model GGUF (else GGUF_FILE, DS4_GGUF_DIR)", "FILE"),
-        Option(("--mtp",), "mtp", "str", "MTP head GGUF (legacy generation only)", "FILE"),
+        # Alone (no FILE after it), the model's own MTP block: GLM 5.3's.
+        Option(("--mtp",), "mtp", "optional", "MTP head GGUF (legacy), or alone a built-in block", "[FILE]"),
         *dspark_options(build),
         Option(("--no-mtp",), "no_mtp", "flag", "do not use an MTP head"),
         Option(("--no-dspark",), "no_dspark", "flag", "do not use a DSpark drafter"),
@@ -165,6 +167,11 @@ def model_options(build: Build) -> list[Option]:
         Option(("-c", "--ctx"), "ctx", "int", f"context tokens (default {build.default_context})", "N"),
         Option(("-n", "--tokens"), "tokens", "int", f"max tokens per answer (default {DEFAULT_TOKENS})", "N"),
         Option(("--cuda",), "cuda", "flag", "run on the CUDA backend"),
+        # The late-2026 families (engine contract): streamed experts, the GPU power cap, a vision encoder.
+        Option(("--ssd-streaming",), "ssd_streaming", "flag", "stream routed experts from local disk"),
+        Option(("--ssd-streaming-cache-experts",), "ssd_cache", "str", "expert cache size, like 64GB", "NGB"),
+        Option(("--power",), "power", "int", "sustained GPU power, percent", "N"),
+        Option(("--vision",), "vision", "str", "vision encoder GGUF", "FILE"),
     ]
 
 
@@ -218,12 +225,20 @@ def parse_args(argv: list[str], options: list[Option]) -> dict:
     by_name = {name: option for option in options for name in option.names}
     values: dict = {option.dest: (False if option.kind == "flag" else None) for option in options}
     args = iter(argv)
-    for arg in args:
+    while (arg := next(args, None)) is not None:
         option = by_name.get(arg)
         if option is None:
             raise UsageError(f"unknown option: {arg}")
         if option.kind == "flag":
             values[option.dest] = True
+            continue
+        if option.kind == "optional":
+            # Takes the next word as its value unless that is another option (or there is none).
+            following = next(args, None)
+            if following is not None and following.startswith("-"):
+                args = itertools.chain([following], args)
+                following = None
+            values[option.dest] = True if following is None else following
             continue
         value = next(args, None)
         if value is None:
@@ -436,8 +451,30 @@ def choose_speculation(opts: dict) -> Speculation:
         if drafter:
             return Speculation("dspark", drafter)
     if not opts["no_mtp"] and opts["mtp"]:
-        return Speculation("mtp", opts["mtp"])
+        return Speculation("mtp", None if opts["mtp"] is True else opts["mtp"])
     return Speculation("off", None)
+
+
+_CACHE_SIZE = re.compile(r"[1-9][0-9]*GB")
+# The Vision-Exp base's name, and the 0731 drafter's mark (the installer's rule: "-0731" is of 0731).
+_VISION_EXP_MARK = "-Vision-Exp-"
+
+
+def check_family_options(model_path: str, opts: dict, speculation: Speculation) -> None:
+    """The families' refusals, as the contract gives them (the messages are guesses): a cache size must
+    carry its unit, and a Vision-Exp base refuses the 0731 drafter."""
+    cache = opts.get("ssd_cache")
+    if cache is not None and not _CACHE_SIZE.fullmatch(cache):
+        raise EngineError(f"ds4: invalid value for --ssd-streaming-cache-experts: {cache!r}", 2)
+    drafter = os.path.basename(speculation.model or "")
+    if (
+        speculation.mode == "dspark"
+        and _VISION_EXP_MARK in os.path.basename(model_path)
+        and "-0731" in drafter
+    ):
+        raise EngineError(
+            f"ds4: the Vision-Exp model refuses the 0731 DSpark drafter '{drafter}': use its own drafter", 1
+        )
 
 
 def load_models(model_path: str, speculation: Speculation) -> None:
@@ -447,6 +484,8 @@ def load_models(model_path: str, speculation: Speculation) -> None:
     if speculation.model:
         draft = open_model(speculation.model)
         log(f"ds4: speculative decoding: {speculation.mode} with {describe_model(speculation.model, draft)}")
+    elif speculation.mode == "mtp":
+        log("ds4: speculative decoding: mtp (built-in)")
     else:
         log(f"ds4: speculative decoding: {speculation.mode}")
     tuning = {
@@ -456,6 +495,17 @@ def load_models(model_path: str, speculation: Speculation) -> None:
     settings = [f"{name}={os.environ[name]}" for name in tuning if os.environ.get(name)]
     if settings:
         log(f"ds4: {speculation.mode} settings: {' '.join(settings)}")
+
+
+def load_family_files(opts: dict) -> None:
+    """The vision encoder checked as a GGUF, and what streaming and power the engine runs with, logged."""
+    if opts.get("vision"):
+        encoder = open_model(opts["vision"])
+        log(f"ds4: vision encoder {describe_model(opts['vision'], encoder)}")
+    if opts.get("ssd_streaming"):
+        log(f"ds4: streaming experts from disk, expert cache {opts.get('ssd_cache') or 'automatic'}")
+    if opts.get("power") is not None:
+        log(f"ds4: sustained GPU power {opts['power']}%")
 
 
 def wait_for_load(stopping) -> bool:

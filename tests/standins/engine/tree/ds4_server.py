@@ -709,8 +709,10 @@ def serve(build: common.Build, opts: dict, signals: Signals) -> int:
     dist.check_options(opts)
     model_path = common.resolve_model_path(opts["model"])
     speculation = common.choose_speculation(opts)
+    common.check_family_options(model_path, opts, speculation)
     common.acquire_engine_lock()
     common.load_models(model_path, speculation)
+    common.load_family_files(opts)
     if opts["role"] == "worker":
         context = opts["ctx"] or build.default_context
         if not common.wait_for_load(lambda: signals.requested):

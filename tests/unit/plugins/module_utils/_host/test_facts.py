@@ -148,6 +148,30 @@ def test_gather_on_a_gb10(tmp_path):
     assert facts["port"]["pid"] == 100 and facts["warnings"] == []
 
 
+def test_gather_names_the_filesystem_that_holds_the_gguf_dir(tmp_path):
+    # A streamed family is refused from a network filesystem (issue 53): the facts say which one holds it.
+    proc = fake_proc(tmp_path)
+    (proc / "self").mkdir()
+    (proc / "self" / "mountinfo").write_text(
+        "27 1 259:2 / / rw - ext4 /dev/nvme0n1p2 rw\n"
+        f"31 27 0:50 / {tmp_path} rw - nfs4 nas:/gguf rw,vers=4.2\n"
+    )
+    run, _ = fake_runner(GB10)
+    facts = gather_host_facts(
+        run, find_all, home=str(tmp_path / "home"), gguf_dir=str(tmp_path / "gguf"),
+        install_root=str(tmp_path / "opt" / "ds4"), port=8000, cuda_home=str(tmp_path / "cuda"),
+        proc_root=str(proc),
+    )  # fmt: skip
+    assert facts["disk"]["gguf_dir"]["mount"] == {
+        "mount_point": str(tmp_path),
+        "fstype": "nfs4",
+        "source": "nas:/gguf",
+    }
+    # Without a mount table the preflight can only warn.
+    (tmp_path / "bare").mkdir()
+    assert gather(tmp_path / "bare", run)["disk"]["gguf_dir"]["mount"] is None
+
+
 def test_gather_on_the_h200(tmp_path):
     run, _ = fake_runner(H200)
     facts = gather(tmp_path, run)
@@ -221,6 +245,8 @@ def test_module_as_run_on_the_real_h200(tmp_path):
     gathered = gather(tmp_path, run)
     # Added after the capture: the weights already in ds4_gguf_dir (none in /tmp/x there).
     assert gathered["disk"]["gguf_dir"].pop("files") == []
+    # And the filesystem that holds it (issue 53): the fake /proc has no mount table.
+    assert gathered["disk"]["gguf_dir"].pop("mount") is None
     assert shape(gathered) == shape(real)
 
 

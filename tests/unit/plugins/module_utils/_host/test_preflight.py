@@ -470,3 +470,32 @@ def test_module_takes_the_memory_from_the_facts_without_the_setting():
     facts["gpu"]["memory_bytes"] = 64 * 1024**3
     out = check_module({"host": facts, "catalog": CATALOG, "name": "spark01", "weights_space_bytes": 1})
     assert out["failed"] is True and out["msg"].startswith("ds4_quantization 'q2' needs")
+
+
+# --- a streamed family (issue 53): its resident part and cache in memory, its file on a local disk -------
+
+NFS_MOUNT = {"mount_point": "/var/lib/ds4/gguf", "fstype": "nfs4", "source": "nas:/export/gguf"}
+LOCAL_MOUNT = {"mount_point": "/var/lib", "fstype": "xfs", "source": "/dev/nvme1n1p1"}
+
+
+def streamed_host(mount):
+    facts = copy.deepcopy(GB10)
+    facts["disk"]["gguf_dir"]["mount"] = mount
+    return facts
+
+
+def test_module_fits_a_streamed_family_by_its_resident_part_not_its_whole_file():
+    # V4.1's 341 GiB file on one 128 GB Spark: streamed, its resident part and cache fit.
+    args = {"host": streamed_host(LOCAL_MOUNT), "catalog": CATALOG, "generation": "v4.1",
+            "speculation": "plain", "name": "spark01", "memory_bytes": SPARK_MEMORY}  # fmt: skip
+    out = check_module(args)
+    assert not out.get("failed"), out["msg"]
+
+
+def test_module_refuses_a_streamed_family_on_a_network_mount_before_anything():
+    args = {"host": streamed_host(NFS_MOUNT), "catalog": CATALOG, "generation": "qwen3.8",
+            "speculation": "plain", "name": "spark01", "memory_bytes": SPARK_MEMORY}  # fmt: skip
+    out = check_module(args)
+    assert out["failed"] is True
+    (refused,) = [e for e in out["preflight"]["errors"] if e.startswith("ds4_model_family")]
+    assert "ds4_gguf_dir /var/lib/ds4/gguf is on a network filesystem (nfs4" in refused

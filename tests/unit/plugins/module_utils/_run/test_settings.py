@@ -168,6 +168,36 @@ def test_a_generation_added_to_the_catalog_is_accepted():
     assert refused == []
 
 
+def test_a_family_is_served_with_the_generation_its_default_gives():
+    settings = dict(DEFAULTS, ds4_model_family="glm-5.3-flash", ds4_model_generation="glm-5.3", ds4_ctx=16384)
+    assert check(OPTIONS, dict(settings, ds4_speculation="mtp")) == []
+    # GLM speculates with its own MTP block: the drafter is refused with the modes it has.
+    assert check(OPTIONS, settings) == [
+        "ds4_speculation 'dspark' needs a dspark file, and ds4_model_generation 'glm-5.3' has none in "
+        "ds4_model_catalog; choose one of: mtp, plain"
+    ]
+
+
+def test_a_context_beyond_what_the_family_allows_is_refused():
+    glm = dict(
+        DEFAULTS, ds4_model_family="glm-5.3-flash", ds4_model_generation="glm-5.3", ds4_speculation="mtp"
+    )
+    assert check(OPTIONS, dict(glm, ds4_ctx=16384)) == []
+    assert check(OPTIONS, dict(glm, ds4_ctx=32768)) == [
+        "ds4_ctx 32768 exceeds the 16384 tokens ds4_model_family 'glm-5.3-flash' allows: leave ds4_ctx unset "
+        "for the family's own (16384), or set one up to 16384"
+    ]
+
+
+def test_a_generation_of_another_family_is_refused_naming_the_family_to_set():
+    refused = check(OPTIONS, dict(DEFAULTS, ds4_model_generation="v4.1", ds4_speculation="plain"))
+    assert refused == [
+        "ds4_model_generation 'v4.1' is of ds4_model_family 'deepseek-v4.1-flash', not 'deepseek-v4-flash': "
+        "set ds4_model_family: deepseek-v4.1-flash to serve it, or leave ds4_model_generation unset to serve "
+        "deepseek-v4-flash's '0731'"
+    ]
+
+
 def test_the_gateway_keys_are_the_lists_then_the_files_each_once():
     text = "# the operators' keys\nkey-from-file-0000000001  # alice\n\n  key-from-the-list-000001\n"
     keys = gateway_keys(["key-from-the-list-000001"], text)

@@ -177,6 +177,10 @@ def test_settings_are_returned_normalised():
         "dist_layers": None,
         "dist_host": None,
         "dist_port": None,
+        "vision_model": None,
+        "ssd_streaming_cache_gb": None,
+        "power": None,
+        "builtin_mtp": False,
     }
 
 
@@ -519,3 +523,75 @@ def test_each_lineage_refuses_what_its_engine_does_not_take():
             launch_config(settings(lineage=lineage, extra_args=["--mtp-model", DRAFTER]))
     with pytest.raises(LaunchConfigError, match=r"ds4_engine_lineage must be fork or upstream: 'dwarf'"):
         launch_config(settings(lineage="dwarf"))
+
+
+# --- each model family's flags (issue 53) ---
+
+GGUF = "/var/lib/ds4/gguf"
+VISION = {
+    "release_dir": "/opt/ds4/current",
+    "base_model": f"{GGUF}/DeepSeek-V4-Flash-Vision-Exp-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8.gguf",
+    "dspark_model": f"{GGUF}/DSpark-drafter-Q2K-Q8-vision-exp.gguf",
+    "vision_model": f"{GGUF}/DeepSeek-V4-Flash-Vision-Encoder.gguf",
+    "model_generation": "vision-exp",
+}
+V41 = {
+    "release_dir": "/opt/ds4/current",
+    "base_model": f"{GGUF}/DeepSeek-V4.1-Flash-Q2.gguf",
+    "speculation": "plain",
+    "model_generation": "v4.1",
+    "ctx": 32768,
+    "ssd_streaming_cache_gb": 64,
+    "power": 100,
+}
+GLM = {
+    "release_dir": "/opt/ds4/current",
+    "base_model": f"{GGUF}/GLM-5.3-Flash-Q2.gguf",
+    "vision_model": f"{GGUF}/GLM-5.3-Flash-Vision-Encoder.gguf",
+    "speculation": "mtp",
+    "builtin_mtp": True,
+    "model_generation": "glm-5.3",
+    "ctx": 16384,
+    "power": 100,
+}
+
+
+def test_vision_exp_loads_its_encoder_and_its_own_drafter():
+    out = launch_config(VISION)
+    assert out["args"][-2:] == ["--vision", VISION["vision_model"]]
+    assert out["env"]["DS4_DSPARK_MODEL"] == VISION["dspark_model"]
+
+
+def test_v41_streams_its_experts_with_a_pinned_cache_and_power_100_without_speculation():
+    out = launch_config(V41)
+    assert out["args"] == [
+        "--cuda", "-m", V41["base_model"], "-c", "32768", *COMMON_ARGS, *DISK_AND_FLOOR, "--no-spec",
+        "--ssd-streaming", "--ssd-streaming-cache-experts", "64GB", "--power", "100",
+    ]  # fmt: skip
+
+
+def test_glm_speculates_with_its_own_mtp_block_and_serves_images():
+    out = launch_config(GLM)
+    assert out["args"] == [
+        "--cuda", "-m", GLM["base_model"], "-c", "16384", *COMMON_ARGS, *DISK_AND_FLOOR, "--mtp",
+        "--power", "100", "--vision", GLM["vision_model"],
+    ]  # fmt: skip
+    assert "DS4_CONT_MTP_MODE" not in out["env"]
+
+
+def test_vision_exp_with_the_0731_drafter_is_refused_naming_the_setting():
+    with pytest.raises(LaunchConfigError) as e:
+        launch_config(dict(VISION, dspark_model=DRAFTER))
+    assert str(e.value) == (
+        f"the drafter path (ds4_gguf_dir, ds4_model_catalog) {DRAFTER!r} is of the 0731 generation, and the "
+        "base model 'DeepSeek-V4-Flash-Vision-Exp-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8.gguf' "
+        "(ds4_model_generation 'vision-exp') is not: a drafter pairs only with the base of its own generation"
+    )
+
+
+@pytest.mark.parametrize(
+    "flag", ["--ssd-streaming", "--ssd-streaming-cache-experts=32GB", "--power", "--vision"]
+)
+def test_a_family_flag_is_the_catalogs_not_extra_args(flag):
+    with pytest.raises(LaunchConfigError, match=f"ds4_extra_args must not contain '{flag}'"):
+        launch_config(dict(V41, extra_args=[flag]))

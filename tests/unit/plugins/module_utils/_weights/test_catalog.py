@@ -9,10 +9,14 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.ds4.fleet.plugins.filter.ds4_models import FilterModule
 from ansible_collections.ds4.fleet.plugins.module_utils._weights.catalog import (
     CatalogError,
+    check_family,
+    families_of,
+    family_generation,
     generation_of,
     model_files,
     other_generation_files,
     pair_reference_figures,
+    serving,
     validate_catalog,
 )
 
@@ -37,7 +41,13 @@ def catalog(defaults):
 
 def test_shipped_defaults_hold_the_shared_keys(defaults):
     assert defaults["ds4_gguf_dir"] == "/var/lib/ds4/gguf"
-    assert defaults["ds4_model_generation"] == "0731"
+    # The generation follows the family: deepseek-v4-flash serves 0731, as before families.
+    assert defaults["ds4_model_family"] == "deepseek-v4-flash"
+    assert (
+        defaults["ds4_model_generation"]
+        == "{{ ds4_model_catalog | ds4.fleet.family_generation(ds4_model_family) }}"
+    )
+    assert family_generation(defaults["ds4_model_catalog"], defaults["ds4_model_family"]) == "0731"
     assert defaults["ds4_speculation"] == "dspark"
     assert defaults["ds4_hf_endpoint"] == "https://huggingface.co"
     assert defaults["ds4_hf_token"] == ""
@@ -46,7 +56,7 @@ def test_shipped_defaults_hold_the_shared_keys(defaults):
 
 def test_shipped_catalog_matches_the_contract(catalog):
     assert validate_catalog(catalog) is catalog
-    assert set(catalog) == {"0731", "legacy"}
+    assert set(catalog) == {"0731", "legacy", "vision-exp", "v4.1", "glm-5.3", "qwen3.8"}
     new, old = catalog["0731"]["files"], catalog["legacy"]["files"]
     assert set(new) == {"base", "dspark", "dspark_support"} and set(old) == {"base", "dspark", "mtp"}
     # Upstream's speculation file, in the base's repository; the hub's metadata decides size and hash.
@@ -152,7 +162,7 @@ def test_the_mtp_head_never_pairs_with_a_0731_base(catalog):
             r"\['0731'\]\.files\.base\.name",
         ),
         (lambda c: c["0731"]["files"].pop("base"), r"\['0731'\]\.files has no 'base'"),
-        (lambda c: c["0731"]["files"].update(vision={}), r"unknown roles \['vision'\]"),
+        (lambda c: c["0731"]["files"].update(lora={}), r"unknown roles \['lora'\]"),
         (lambda c: c.update({473: c.pop("0731")}), r"generation key 473 .* quote it"),
         (
             lambda c: c["legacy"]["files"]["dspark"].update(name=MTP_LEGACY),
@@ -167,12 +177,14 @@ def test_validation_names_the_bad_entry(catalog, edit, where):
 
 
 def test_other_generation_files(catalog):
-    assert [f["name"] for f in other_generation_files(catalog, "0731")] == [
+    others = other_generation_files(catalog, "0731")
+    assert [f["name"] for f in others if f["generation"] == "legacy"] == [
         BASE_LEGACY,
         DRAFTER_LEGACY,
         MTP_LEGACY,
     ]
-    assert {f["generation"] for f in other_generation_files(catalog, "legacy")} == {"0731"}
+    assert {f["generation"] for f in others} == set(catalog) - {"0731"}
+    assert {f["generation"] for f in other_generation_files(catalog, "legacy")} == set(catalog) - {"legacy"}
 
 
 def test_filters_default_to_the_shipped_catalog(catalog):
@@ -224,11 +236,14 @@ def test_bad_pair_figures_are_refused_naming_them(catalog, pair_reference, says)
 def test_every_quantization_of_the_shipped_catalog_plans_its_files_or_names_what_it_lacks(catalog):
     """The sandbox serves a catalog of its own (stand-in bytes): the shipped one's entries are planned here.
     A quantization published by name gives its files, each pinned to a repository and revision, with a size
-    and hash or null ones that the hub's metadata decides; one not published by name is refused naming the
-    setting that supplies it."""
+    and hash or null ones that the hub's metadata decides (a size may be published without its hash, never a
+    hash without its size); one not published by name is refused naming the setting that supplies it. Each
+    family speculates as it can: a drafter, its own MTP block, or not at all."""
     planned, refused = {}, {}
     for generation, entry in catalog.items():
-        speculation = "dspark"
+        speculation = (
+            "mtp" if entry.get("builtin_mtp") else "dspark" if "dspark" in entry["files"] else "plain"
+        )
         for quantization in [entry.get("base_quantization", "q2"), *entry.get("quantizations", {})]:
             try:
                 files = model_files(catalog, generation, speculation, quantization, {})
@@ -237,10 +252,235 @@ def test_every_quantization_of_the_shipped_catalog_plans_its_files_or_names_what
                 continue
             for item in files:
                 assert item["repo"] and item["revision"] and item["name"].endswith(".gguf"), item
-                assert (item["size"] is None) == (item["sha256"] is None), item
+                assert item["sha256"] is None or item["size"] is not None, item
             planned[(generation, quantization)] = [item["role"] for item in files]
     assert planned == {("0731", "q2"): ["base", "dspark"], ("0731", "q4"): ["base", "dspark"],
-                       ("legacy", "q2"): ["base", "dspark"]}  # fmt: skip
+                       ("legacy", "q2"): ["base", "dspark"],
+                       ("vision-exp", "q2"): ["base", "dspark", "vision"],
+                       ("v4.1", "q2"): ["base"], ("glm-5.3", "q2"): ["base", "vision"],
+                       ("qwen3.8", "q2"): ["base"]}  # fmt: skip
     assert set(refused) == {("0731", "q2-q4"), ("0731", "mxfp4")}
     for (generation, quantization), why in refused.items():
         assert f"ds4_extra_quantizations['{generation}']['{quantization}']" in why, why
+
+
+# --- model families (issue 53) ---
+
+VISION_BASE = "DeepSeek-V4-Flash-Vision-Exp-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8.gguf"
+VISION_ENCODER = "DeepSeek-V4-Flash-Vision-Encoder.gguf"
+VISION_DRAFTER = "DSpark-drafter-Q2K-Q8-vision-exp.gguf"
+V41_BASE = "DeepSeek-V4.1-Flash-Q2.gguf"
+GLM_BASE = "GLM-5.3-Flash-Q2.gguf"
+QWEN_BASE = "Qwen3.8-Flash-Next-Q2.gguf"
+
+
+def test_the_shipped_catalog_has_the_contracts_families(catalog):
+    assert families_of(catalog) == {
+        "deepseek-v4-flash": ["0731", "legacy"],
+        "deepseek-v4-flash-vision": ["vision-exp"],
+        "deepseek-v4.1-flash": ["v4.1"],
+        "glm-5.3-flash": ["glm-5.3"],
+        "qwen3.8-flash-next": ["qwen3.8"],
+    }
+    vision = catalog["vision-exp"]["files"]
+    assert [vision[r]["name"] for r in ("base", "vision", "dspark")] == [
+        VISION_BASE,
+        VISION_ENCODER,
+        VISION_DRAFTER,
+    ]
+    assert vision["dspark_support"]["name"] == "DeepSeek-V4-Flash-Vision-Exp-DSpark-support.gguf"
+    # The one size the contract publishes of the new families: V4.1's, to the byte.
+    v41 = catalog["v4.1"]["files"]["base"]
+    assert (v41["name"], v41["repo"], v41["size"]) == (
+        V41_BASE,
+        "antirez/deepseek-v4.1-flash-gguf",
+        365_713_686_528,
+    )
+    assert catalog["glm-5.3"]["files"]["base"]["repo"] == "antirez/glm-5.3-flash-gguf"
+    assert catalog["qwen3.8"]["files"]["base"]["name"] == QWEN_BASE
+    # Where the hub publishes no size or hash, its metadata at the revision decides, as for legacy.
+    for generation in ("vision-exp", "glm-5.3", "qwen3.8"):
+        assert all(
+            f["sha256"] is None and f["revision"] == "main" for f in catalog[generation]["files"].values()
+        )
+
+
+@pytest.mark.parametrize(
+    "generation, expected",
+    [
+        (
+            "0731",
+            {
+                "family": "deepseek-v4-flash",
+                "model_id": "deepseek-v4-flash",
+                "context_max": None,
+                "streamed": False,
+                "power": None,
+                "builtin_mtp": False,
+                "vision": False,
+            },
+        ),
+        (
+            "vision-exp",
+            {
+                "family": "deepseek-v4-flash-vision",
+                "model_id": "deepseek-v4-flash",
+                "context_max": None,
+                "streamed": False,
+                "power": None,
+                "builtin_mtp": False,
+                "vision": True,
+            },
+        ),
+        (
+            "v4.1",
+            {
+                "family": "deepseek-v4.1-flash",
+                "context_default": 32768,
+                "context_max": 32768,
+                "streamed": True,
+                "cache_experts_gb": 64,
+                "power": 100,
+                "builtin_mtp": False,
+                "vision": False,
+            },
+        ),
+        (
+            "glm-5.3",
+            {
+                "family": "glm-5.3-flash",
+                "context_default": 16384,
+                "context_max": 16384,
+                "streamed": False,
+                "power": 100,
+                "builtin_mtp": True,
+                "vision": True,
+            },
+        ),
+        (
+            "qwen3.8",
+            {
+                "family": "qwen3.8-flash-next",
+                "streamed": True,
+                "cache_experts_gb": 64,
+                "resident_bytes": 44_775_113_523,
+                "power": None,
+            },
+        ),
+    ],
+)
+def test_each_generation_says_how_it_is_served(catalog, generation, expected):
+    got = serving(catalog, generation)
+    assert {key: got[key] for key in expected} == expected
+
+
+def test_a_catalog_without_families_is_the_v4_flash_family(catalog):
+    for spec in catalog.values():
+        spec.pop("family", None)
+    assert set(families_of(catalog)) == {"deepseek-v4-flash"}
+    assert serving(catalog, "legacy")["model_id"] == "deepseek-v4-flash"
+
+
+@pytest.mark.parametrize(
+    "family, expected",
+    [("deepseek-v4-flash", "0731"), ("glm-5.3-flash", "glm-5.3"), ("deepseek-v4.1-flash", "v4.1")],
+)
+def test_a_family_serves_its_first_generation(catalog, family, expected):
+    assert family_generation(catalog, family) == expected
+    assert FILTERS["family_generation"](catalog, family) == expected
+
+
+def test_an_unknown_family_is_refused_naming_the_setting(catalog):
+    with pytest.raises(CatalogError, match=r"ds4_model_family 'glm-5' is not a family .*glm-5\.3-flash"):
+        family_generation(catalog, "glm-5")
+    # As ds4_model_generation's default, the filter leaves the refusal to the settings check.
+    assert FILTERS["family_generation"](catalog, "glm-5") == ""
+
+
+def test_a_generation_of_another_family_is_refused_naming_the_replacement(catalog):
+    check_family(catalog, "deepseek-v4-flash", "legacy")
+    with pytest.raises(CatalogError) as e:
+        check_family(catalog, "deepseek-v4-flash", "glm-5.3")
+    assert "ds4_model_generation 'glm-5.3' is of ds4_model_family 'glm-5.3-flash'" in str(e.value)
+    assert "set ds4_model_family: glm-5.3-flash" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "generation, speculation, names",
+    [
+        ("vision-exp", "dspark", [VISION_BASE, VISION_DRAFTER, VISION_ENCODER]),
+        ("vision-exp", "plain", [VISION_BASE, VISION_ENCODER]),
+        ("glm-5.3", "mtp", [GLM_BASE, "GLM-5.3-Flash-Vision-Encoder.gguf"]),
+        ("v4.1", "plain", [V41_BASE]),
+        ("qwen3.8", "plain", [QWEN_BASE]),
+    ],
+)
+def test_each_family_fetches_its_files(catalog, generation, speculation, names):
+    assert [f["name"] for f in model_files(catalog, generation, speculation)] == names
+
+
+def test_upstream_speculates_on_vision_exp_with_its_own_support_file(catalog):
+    files = model_files(catalog, "vision-exp", "dspark", lineage="upstream")
+    assert [f["role"] for f in files] == ["base", "dspark_support", "vision"]
+
+
+@pytest.mark.parametrize(
+    "generation, speculation, words",
+    [
+        ("v4.1", "dspark", ["ds4_speculation 'dspark'", "'v4.1'", "choose one of: plain"]),
+        ("glm-5.3", "dspark", ["ds4_speculation 'dspark'", "choose one of: mtp, plain"]),
+    ],
+)
+def test_a_family_refuses_a_speculation_it_has_no_file_for(catalog, generation, speculation, words):
+    with pytest.raises(CatalogError) as e:
+        model_files(catalog, generation, speculation)
+    for word in words:
+        assert word in str(e.value)
+
+
+def test_vision_exp_never_takes_the_0731_drafter(catalog):
+    catalog["vision-exp"]["files"]["dspark"] = dict(catalog["0731"]["files"]["dspark"])
+    catalog["0731"]["files"]["dspark"]["name"] = "DSpark-drafter-copy-0731.gguf"
+    with pytest.raises(
+        CatalogError,
+        match=r"\['vision-exp'\]\.files\.dspark\.name 'DSpark-drafter-Q2K-Q8-0731\.gguf' belongs to 0731",
+    ):
+        model_files(catalog, "vision-exp", "dspark")
+
+
+@pytest.mark.parametrize(
+    "edit, where",
+    [
+        (lambda c: c["glm-5.3"].update(family="GLM 5.3"), r"\['glm-5\.3'\]\.family must be"),
+        (lambda c: c["glm-5.3"].update(power=0), r"\['glm-5\.3'\]\.power must be"),
+        (lambda c: c["glm-5.3"].update(context={"default": 32768, "max": 16384}), r"\['glm-5\.3'\]\.context"),
+        (lambda c: c["v4.1"]["streamed"].pop("cache_experts_gb"), r"\['v4\.1'\]\.streamed\.cache_experts_gb"),
+        (
+            lambda c: c["qwen3.8"]["streamed"].update(resident_bytes="41.7 GiB"),
+            r"\['qwen3\.8'\]\.streamed\.resident",
+        ),
+        (lambda c: c["glm-5.3"].update(builtin_mtp="yes"), r"\['glm-5\.3'\]\.builtin_mtp must be"),
+        (lambda c: c["glm-5.3"].update(model_id=""), r"\['glm-5\.3'\]\.model_id must be"),
+        (
+            lambda c: c["glm-5.3"]["files"]["base"].update(approx_bytes=-1),
+            r"\['glm-5\.3'\]\.files\.base\.approx_bytes",
+        ),
+    ],
+)
+def test_family_fields_are_validated_naming_the_entry(catalog, edit, where):
+    edit(catalog)
+    with pytest.raises(CatalogError, match=where):
+        validate_catalog(catalog)
+
+
+@pytest.mark.parametrize(
+    "generation, ctx", [("0731", 524288), ("glm-5.3", 16384), ("v4.1", 32768), ("x", 524288)]
+)
+def test_the_context_follows_the_family(catalog, generation, ctx):
+    assert FILTERS["family_context"](catalog, generation) == ctx
+
+
+def test_the_serving_filter_names_an_unknown_generation(catalog):
+    assert FILTERS["model_serving"](catalog, "glm-5.3")["builtin_mtp"] is True
+    with pytest.raises(AnsibleFilterError, match=r"model_serving: ds4_model_generation 'glm'"):
+        FILTERS["model_serving"](catalog, "glm")
