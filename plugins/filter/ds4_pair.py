@@ -30,7 +30,8 @@ from ansible_collections.ds4.fleet.plugins.module_utils._weights.catalog import 
 
 def _member_facts(variables):
     """What a member runs: what it remembered with its roles' defaults (_ds4_pair_compared, set by
-    ds4_service's pair_check), else its own variables (hostvars: the inventory's and the run's only); and,
+    ds4_service's pair_check, with the RDMA device found on its link where its tensor pair asks for rdma),
+    else its own variables (hostvars: the inventory's and the run's only); and,
     where the run addresses its link (ds4_pair_link_manage), its interfaces and what each holds."""
     facts = variables.get("ansible_facts") or {}
     addresses = list(facts.get("all_ipv4_addresses") or []) + list(facts.get("all_ipv6_addresses") or [])
@@ -39,6 +40,9 @@ def _member_facts(variables):
     ctx = compared.get("ds4_ctx")
     member["ds4_ctx"] = int(ctx) if isinstance(ctx, str) and ctx.isdigit() else ctx
     member["addresses"] = addresses
+    if "rdma" in compared:
+        # What ds4_rdma_link found on a tensor member asking for rdma (None: no device on its link).
+        member["rdma"] = compared["rdma"]
     if boolean(compared.get("ds4_pair_link_manage") or False, strict=False):
         member["link"] = {
             "interface": compared.get("ds4_pair_link_interface"),

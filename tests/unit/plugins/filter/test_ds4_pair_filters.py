@@ -109,6 +109,24 @@ def test_a_model_the_pairs_mode_does_not_serve_is_refused_with_the_catalog():
     ]
 
 
+def test_a_member_without_the_rdma_its_tensor_pair_asks_for_is_refused_from_what_it_remembered():
+    tensor = copy.deepcopy(PAIRS)
+    tensor["pair01"]["mode"] = "tensor"
+    found = {"device": "rocep1s0f1", "port": 1, "gid_index": 3, "ndev": "enP2p1s0f1np1", "active": True}
+    hostvars = copy.deepcopy(HOSTVARS)
+    for name, rdma in (("spark04", found), ("spark05", None)):
+        compared = {key: hostvars[name][key] for key in ("ds4_release", "ds4_release_commit", "ds4_ctx",
+                                                          "ds4_model_generation")}  # fmt: skip
+        hostvars[name]["_ds4_pair_compared"] = dict(compared, ds4_quantization="q2", rdma=rdma)
+    assert pair_problems(tensor, hostvars, ["spark04", "spark05"], CATALOG) == [
+        "ds4_pairs['pair01'].transport rdma: worker spark05 has no RDMA device serving its link address "
+        "10.77.0.2 (no RoCE v2 GID of /sys/class/infiniband holds it): cable the ConnectX-7 port and load "
+        "its driver, or set ds4_pairs['pair01'].transport to tcp"
+    ]
+    hostvars["spark05"]["_ds4_pair_compared"]["rdma"] = found
+    assert pair_problems(tensor, hostvars, ["spark04", "spark05"], CATALOG) == []
+
+
 def test_a_split_beyond_the_model_fails_naming_the_setting():
     custom = copy.deepcopy(PAIRS)
     custom["pair01"]["layers"] = "0:50"
