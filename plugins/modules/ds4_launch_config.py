@@ -196,6 +196,13 @@ exec_start:
   description: Binary and arguments quoted for a systemd ExecStart= line (% and $ doubled).
   returned: success
   type: str
+unit:
+  description:
+    - What the unit allows beyond its own settings for this launch, C(device_allow) (a list of
+      DeviceAllow= entries) and C(limit_memlock) (null, or V(infinity)); the RDMA device nodes and
+      unlimited locked memory for a tensor pair over rdma alone.
+  returned: success
+  type: dict
 public:
   description: >-
     C(settings), C(env), C(env_lines) and C(args) with each C(extra_env) value replaced by

@@ -534,11 +534,32 @@ def exec_word(word):
     return word.replace("%", "%%").replace("$", "$$")
 
 
+# What RDMA needs of the unit's sandbox, and nothing else needs (a tensor pair with transport rdma alone):
+# the verbs device nodes (/dev/infiniband/uverbsN, the driver group "infiniband_verbs" in /proc/devices, so
+# that a device numbered after a reboot is admitted too) and the connection manager's node, beside the
+# GPU's under DevicePolicy=closed; and no limit on locked memory, as the engine registers its buffers with
+# the NIC (ibv_reg_mr pins them). Address families need nothing new: libibverbs lists devices and resolves
+# a RoCE peer's MAC address over netlink (AF_NETLINK, which the unit already allows), and the rest of its
+# work is ioctl on the device nodes; AF_IB is rdma_cm's InfiniBand addressing, which RoCE over IP does
+# not use.
+RDMA_DEVICE_ALLOW = ("char-infiniband_verbs rw", "/dev/infiniband/rdma_cm rw")
+RDMA_LIMIT_MEMLOCK = "infinity"
+
+
+def unit_allowances(cfg):
+    """What the unit allows beyond its own settings for this launch: {"device_allow": [...],
+    "limit_memlock": "infinity" or None (the unit's ds4_limit_memlock)}; RDMA's only with rdma."""
+    if cfg["dist_mode"] == "tensor" and cfg["dist_transport"] == "rdma":
+        return {"device_allow": list(RDMA_DEVICE_ALLOW), "limit_memlock": RDMA_LIMIT_MEMLOCK}
+    return {"device_allow": [], "limit_memlock": None}
+
+
 def launch_config(settings, key=None):
     """Everything the service role needs from the settings; LaunchConfigError when they are wrong.
 
     Returns a dict: settings (validated, defaults filled), env (name -> value), env_lines,
-    env_content (the text of /etc/ds4/ds4.env, without a header), binary, args, exec_start, and
+    env_content (the text of /etc/ds4/ds4.env, without a header), binary, args, exec_start, unit
+    (unit_allowances), and
     public: settings, env, env_lines and args with each extra_env value replaced by its digest under
     `key` (_common.digest.keyed: the Spark's key; without one, a key of this call alone, whose digests
     compare with no other call's), for whatever is shown or kept where others read it (a diff, the
@@ -560,6 +581,7 @@ def launch_config(settings, key=None):
         "binary": binary,
         "args": args,
         "exec_start": " ".join(exec_word(word) for word in [*launcher_words(cfg), binary, *args]),
+        "unit": unit_allowances(cfg),
         "public": {
             "settings": dict(cfg, extra_env=hidden),
             "env": public_env,
