@@ -1,4 +1,4 @@
-"""Filter of the engine firewall (role ds4_gateway, tasks/firewall.yml); the rule lives in
+"""Filter of the engine firewall (role ds4_firewall, tasks/apply.yml); the rule lives in
 module_utils/_net/firewall.py.
 
 - `groups['gateways'] | ds4.fleet.firewall_sources(hostvars, ds4_firewall_allow)` -> {v4, v6}

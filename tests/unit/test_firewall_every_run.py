@@ -17,8 +17,8 @@ def firewall_includes(tasks):
     return [
         task
         for task in tasks
-        if task.get("ansible.builtin.include_role", {}).get("tasks_from") == "firewall"
-        and task["ansible.builtin.include_role"].get("name") == "ds4_gateway"
+        if task.get("ansible.builtin.include_role", {}).get("name") == "ds4_firewall"
+        and "tasks_from" not in task["ansible.builtin.include_role"]
     ]
 
 
@@ -50,7 +50,7 @@ def test_a_spark_with_nothing_to_change_has_its_firewall_as_its_last_run_left_it
     and the gateways' addresses that its rules let in, so that any of them changed takes the whole run."""
     service = yaml.safe_load((REPO / "roles/ds4_service/vars/main.yml").read_text())
     common = yaml.safe_load((REPO / "roles/ds4_common/vars/main.yml").read_text())
-    gateway = yaml.safe_load((REPO / "roles/ds4_gateway/vars/main.yml").read_text())
+    firewall = yaml.safe_load((REPO / "roles/ds4_firewall/vars/main.yml").read_text())
     paths = service["_ds4_applied_paths"]
     for name in ("_ds4_firewall_rules", "_ds4_firewall_binding", "_ds4_firewall_nftables_dropin",
                  "_ds4_gate_config"):  # fmt: skip
@@ -59,7 +59,7 @@ def test_a_spark_with_nothing_to_change_has_its_firewall_as_its_last_run_left_it
     # whole.
     assert common["_ds4_firewall_unit"].startswith("ds4") and "{{ _ds4_unit_dir }}/ds4*" in paths
     assert "{{ _ds4_lib_dir }}" in service["_ds4_applied_trees"]
-    assert gateway["_ds4_gate_script"].startswith("/usr/local/lib/ds4/")
+    assert firewall["_ds4_gate_script"].startswith("/usr/local/lib/ds4/")
     assert "{{ _ds4_firewall_unit }}" in service["_ds4_applied_units"]
     assert "_ds4_applied_gateways" in service["_ds4_applied_inputs"]
     assert service["_ds4_applied_compared"]["fingerprint"] == "{{ _ds4_applied_inputs }}"

@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 # The roles whose preflight judges their own settings unless the run already has. (ds4_gateway's judges
 # what only a gateway knows, its keys and the Sparks behind it; ds4_monitoring's runs on the controller
 # alone, with no playbook check before it.)
-GUARDED = ["ds4_preflight", "ds4_engine", "ds4_weights", "ds4_service", "ds4_activate"]
+GUARDED = ["ds4_firewall", "ds4_preflight", "ds4_engine", "ds4_weights", "ds4_service", "ds4_activate"]
 CHECK = "ds4.fleet.ds4_settings_check"
 
 
@@ -77,8 +77,8 @@ def test_a_run_says_it_judged_only_the_roles_its_check_judged():
 SPARK_PLAYS = "{{ ds4_target_hosts | default('sparks') | ds4.fleet.target_hosts }}"
 # The plays of site.yml after its first, which leave out the Sparks it found with nothing to change.
 CHANGING_PLAYS = "{{ ds4_target_hosts | default('sparks') | ds4.fleet.target_hosts(groups) }}"
-# Every role a Spark runs in site.yml: the firewall (ds4_gateway's entry point) and the provisioning.
-SPARK_ROLES = ["ds4_gateway", *GUARDED]
+# Every role a Spark runs in site.yml: the firewall and the provisioning.
+SPARK_ROLES = GUARDED
 
 
 def plays_of(path):

@@ -45,7 +45,7 @@ URL = "https://gw01:8443"
 QUESTION = "What is the capital of France? Answer in one sentence."
 # The action that judges the settings, and the roles of a Spark it judges in site.yml.
 SETTINGS_CHECK = "ds4.fleet.ds4_settings_check"
-SPARK_ROLES = ("ds4_gateway", "ds4_preflight", "ds4_engine", "ds4_weights", "ds4_service", "ds4_activate")
+SPARK_ROLES = ("ds4_firewall", "ds4_preflight", "ds4_engine", "ds4_weights", "ds4_service", "ds4_activate")
 # site.yml's first play, where a Spark with nothing to change ends its run.
 FIRST_PLAY = "Find out which Sparks have anything to change"
 # An address the gateway takes on for a while (TEST-NET-1): the Sparks' firewalls must let it in.

@@ -1,8 +1,8 @@
 """Who may reach the engine's port on a Spark: the gateways' own addresses and ds4_firewall_allow, by family;
 and whether the engine's listen address lets anyone else try.
 
-Used by the filters ds4.fleet.firewall_sources and ds4.fleet.beyond_loopback for role ds4_gateway's engine
-firewall (tasks/firewall.yml, templates/ds4-engine.nft.j2, ds4-firewall-binding.conf.j2).
+Used by the filters ds4.fleet.firewall_sources and ds4.fleet.beyond_loopback for role ds4_firewall's engine
+firewall (tasks/apply.yml, templates/ds4-engine.nft.j2, ds4-firewall-binding.conf.j2).
 
 The engine has no key of its own: an engine that listens beyond loopback is kept from the others by its
 firewall alone, so it runs only while the firewall stands (ds4.service BindsTo= ds4-firewall.service).

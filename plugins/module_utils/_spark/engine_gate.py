@@ -1,7 +1,7 @@
 """The engine gate: the gateways (and ds4_firewall_allow) are admitted to the engine's port only while
 ds4.service's own engine holds it.
 
-The engine firewall (role ds4_gateway, table inet ds4_engine) accepts the gateways' packets to the engine's
+The engine firewall (role ds4_firewall, table inet ds4_engine) accepts the gateways' packets to the engine's
 port from two nftables sets, held_v4 and held_v6, which the rules file declares empty. Whoever listens on
 the port receives what the firewall lets through, and the port is unprivileged and free whenever the engine
 is stopped, loading its model or restarting (minutes): a local user listening there meanwhile would answer

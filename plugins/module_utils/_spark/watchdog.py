@@ -22,7 +22,7 @@ each run asks the engine how many requests it holds (`ds4_drain.read_inflight`: 
 A request the engine holds while its HTTP server still answers is never a failure. A process that answers
 nothing at all (stopped, or its server wedged) gives no sign of progress, whatever it held before.
 
-Each run also checks the engine firewall (role ds4_gateway) while its unit is active: the engine then
+Each run also checks the engine firewall (role ds4_firewall) while its unit is active: the engine then
 listens beyond loopback and only the firewall's nftables table keeps other hosts out. `nft flush ruleset`
 by hand, or another tool that replaces the whole ruleset, removes that table without its unit knowing. A
 table found missing is loaded again through the unit (`systemctl reload`); one that cannot be is a firewall
@@ -50,7 +50,7 @@ from typing import Any
 UNIT_PROPERTIES = ("ActiveState", "SubState", "Result", "MainPID", "NRestarts", "ExecMainExitTimestamp")
 # What systemd logs about a unit when it refuses to start it at its start limit.
 START_LIMIT_LINE = "Start request repeated too quickly"
-# The engine firewall's table is of this family (templates/ds4-engine.nft.j2 of role ds4_gateway), and it
+# The engine firewall's table is of this family (templates/ds4-engine.nft.j2 of role ds4_firewall), and it
 # refuses the engine's port to the others with this rule.
 FIREWALL_FAMILY = "inet"
 FIREWALL_REFUSAL = "reject with tcp reset"

@@ -1,4 +1,4 @@
-"""The engine gate (_spark/engine_gate.py and the script roles/ds4_gateway/files/ds4-engine-gate):
+"""The engine gate (_spark/engine_gate.py and the script roles/ds4_firewall/files/ds4-engine-gate):
 the gateways admitted to the engine's port only while ds4.service's own engine holds it.
 
 Canned /proc of a Spark: the engine (pid 200, uid 110, cgroup ds4.service) on 0.0.0.0:8000, and where asked
@@ -349,7 +349,7 @@ def installed(tmp_path):
     """ds4-engine-gate with its modules beside it, a fake nft on PATH that logs its input, the settings."""
     lib = tmp_path / "lib"
     lib.mkdir()
-    shutil.copy2(ROOT / "roles/ds4_gateway/files/ds4-engine-gate", lib / "ds4-engine-gate")
+    shutil.copy2(ROOT / "roles/ds4_firewall/files/ds4-engine-gate", lib / "ds4-engine-gate")
     for name in ("engine_gate.py", "listener.py"):
         shutil.copy2(ROOT / "plugins/module_utils/_spark" / name, lib / name)
     bin_dir = tmp_path / "bin"

@@ -9,7 +9,7 @@ from pathlib import Path
 import jinja2
 import pytest
 
-TEMPLATE = Path(__file__).resolve().parents[4] / "roles" / "ds4_gateway" / "templates" / "ds4-engine.nft.j2"
+TEMPLATE = Path(__file__).resolve().parents[4] / "roles" / "ds4_firewall" / "templates" / "ds4-engine.nft.j2"
 COORDINATOR = {
     "pair": "pair01",
     "role": "coordinator",

@@ -1,5 +1,5 @@
-"""What the engine firewall installs for the engine gate is declared once, in ds4_gateway's vars/main.yml: the
-script and the collection's module_utils files it imports, and no more."""
+"""What the engine firewall installs for the engine gate is declared once, in ds4_firewall's vars/main.yml:
+the script and the collection's module_utils files it imports, and no more."""
 
 import ast
 from pathlib import Path
@@ -7,7 +7,7 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[4]
-ROLE = REPO / "roles" / "ds4_gateway"
+ROLE = REPO / "roles" / "ds4_firewall"
 VARS = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
 
 
