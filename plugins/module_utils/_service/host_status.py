@@ -157,8 +157,8 @@ def _transport(path: str) -> dict | None:
             "device": None,
             "gid_index": None,
         }
-    found = state.get("found") if isinstance(state, dict) and isinstance(state.get("found"), dict) else {}
     state = state if isinstance(state, dict) else {}
+    found: dict = state["found"] if isinstance(state.get("found"), dict) else {}
     return {
         "transport": state.get("transport"),
         "warning": state.get("warning"),
