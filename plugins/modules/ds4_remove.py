@@ -1,5 +1,6 @@
 #!/usr/bin/python
-"""Take off a Spark what the roles made (the list and its rules: module_utils/_fleet/remove.py)."""
+"""Take off a Spark what the roles made (the list and its rules: module_utils/_fleet/remove.py; the steps:
+module_utils/_fleet/remover.py)."""
 
 from __future__ import annotations
 
@@ -121,255 +122,23 @@ lines:
   elements: str
 """
 
-import grp  # noqa: E402
-import os  # noqa: E402
-import pwd  # noqa: E402
-
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.ds4.fleet.plugins.module_utils._fleet.remove import (  # noqa: E402
-    BUILD_LOGS,
-    EMPTY,
-    FIREWALL_TABLE,
-    GROUPS,
     GROUPS_RECORD,
-    NODE_EXPORTER_DEFAULTS,
     NODE_EXPORTER_DROPIN,
     NODE_EXPORTER_SAVED,
-    NODE_EXPORTER_UNIT,
-    OWNED,
     PACKAGES_RECORD,
-    RECORDS_DIR,
-    SERVICE_USER,
-    UNIT_DIR,
-    UNITS,
-    USERS,
     RemoveError,
-    brought_in,
     catalog_names,
-    is_build_log,
     made,
     names_of,
-    names_text,
-    orphans,
-    purgeable,
     read_names,
     read_record,
-    simulated_removals,
     take_off_netplan,
-    unused_groups,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils._host.packages import (  # noqa: E402
-    PackagesError,
-    dpkg_query_argv,
-    every_installed,
-    missing,
-)
-from ansible_collections.ds4.fleet.plugins.module_utils._spark.no_follow import (  # noqa: E402
-    UnsafePath,
-    disown,
-    read_text,
-    remove,
-    replace_file,
-)
-
-APT_ENV = {"LC_ALL": "C", "DEBIAN_FRONTEND": "noninteractive"}
-
-
-def _owned_by(uid):
-    """remove()'s select for entries that `uid` owns."""
-
-    def select(_name, st):
-        return st.st_uid == uid
-
-    return select
-
-
-def _build_log(name, _st):
-    """remove()'s select for the engine's build logs."""
-    return is_build_log(name)
-
-
-class Remover:
-    def __init__(self, module):
-        self.module = module
-        self.check = module.check_mode
-
-    def run(self, argv, what, ok=(0,)):
-        rc, out, err = self.module.run_command(argv, environ_update=APT_ENV)
-        if rc not in ok:
-            raise RemoveError(f"{what} failed (exit {rc}): {(err or out).strip()}")
-        return rc, out
-
-    def units(self):
-        present = [unit for unit in UNITS if os.path.lexists(f"{UNIT_DIR}/{unit}")]
-        for unit in present if not self.check else []:
-            self.run(["systemctl", "disable", "--now", unit], f"systemctl disable --now {unit}")
-        return present
-
-    def firewall_table(self):
-        """Whether the engine firewall's table is loaded (asked before its unit stops, which deletes it)."""
-        nft = self.module.get_bin_path("nft")
-        family, table = FIREWALL_TABLE
-        return (
-            nft is not None
-            and self.run([nft, "list", "table", family, table], "nft list table", ok=(0, 1))[0] == 0
-        )
-
-    def firewall(self, loaded):
-        """Delete the table if it is still loaded once the units stopped; whether it was loaded."""
-        if loaded and not self.check and self.firewall_table():
-            family, table = FIREWALL_TABLE
-            self.run([self.module.get_bin_path("nft"), "delete", "table", family, table], "nft delete table")
-        return loaded
-
-    def paths(self, plan, gone):
-        removed = []
-        service_uid = _uid(SERVICE_USER)
-        for how, path, keep in plan:
-            if path == RECORDS_DIR:
-                # Last, by records(): the packages record may stay.
-                continue
-            select = None
-            if how == OWNED:
-                if service_uid is None:
-                    continue
-                select = _owned_by(service_uid)
-            elif how == BUILD_LOGS:
-                select = _build_log
-            removed += remove(path, keep, gone, self.check, select=select, empty_only=how == EMPTY)
-            if how == OWNED:
-                # The directory stays (the operator named it), but not the deleted uid's (issue 40).
-                removed += [f"{taken} (given to root)" for taken in disown(path, service_uid, self.check)]
-        return removed
-
-    def node_exporter_defaults(self, saved, dropin_gone):
-        """node_exporter's settings written back as the distribution had them (SAVED), and the exporter
-        restarted on them when they, or its drop-in (DROPIN_GONE: removed with the roles' paths), changed:
-        systemd reads the unit again first, as the drop-in's ExecStart named a script that is gone."""
-        restore = saved is not None and read_text(NODE_EXPORTER_DEFAULTS) != saved
-        if not self.check:
-            if restore:
-                replace_file(NODE_EXPORTER_DEFAULTS, saved.encode(), 0o644, 0, 0)
-            if dropin_gone:
-                self.run(["systemctl", "daemon-reload"], "systemctl daemon-reload")
-            if restore or dropin_gone:
-                self.run(
-                    ["systemctl", "try-restart", NODE_EXPORTER_UNIT],
-                    f"systemctl try-restart {NODE_EXPORTER_UNIT}",
-                )
-        return [NODE_EXPORTER_DEFAULTS] if restore else []
-
-    def accounts(self, device_groups):
-        """The roles' users and groups deleted, then the device groups they made that nobody uses now."""
-        gone = []
-        for user in USERS:
-            if _uid(user) is not None:
-                if not self.check:
-                    self.run(["userdel", user], f"userdel {user}")
-                gone.append(f"user {user}")
-        for group in GROUPS:
-            # userdel takes the user's own group with it; one left (or another's) goes by itself.
-            if _gid(group) is not None:
-                if not self.check:
-                    self.run(["groupdel", group], f"groupdel {group}")
-                gone.append(f"group {group}")
-        # In check mode the roles' users still stand: they are counted as gone.
-        ours = set(USERS)
-        members = {entry.gr_name: set(entry.gr_mem) - ours for entry in grp.getgrall()}
-        primary = {_group_name(entry.pw_gid) for entry in pwd.getpwall() if entry.pw_name not in ours}
-        delete, kept = unused_groups(device_groups, members, primary)
-        for group in delete:
-            if not self.check:
-                self.run(["groupdel", group], f"groupdel {group}")
-            gone.append(f"group {group}")
-        return gone, kept
-
-    def installed(self, names):
-        if not names:
-            return []
-        rc, out, err = self.module.run_command(dpkg_query_argv(names), environ_update=APT_ENV)
-        absent = missing(names, rc, out, err)
-        return [name for name in names if name not in absent]
-
-    def brought(self, record):
-        """What apt brought in beside the recorded packages (ds4_remove.brought_in), or []."""
-        if "before" not in record:
-            return []
-        packages = every_installed(*self.module.run_command(dpkg_query_argv([]), environ_update=APT_ENV))
-        automatic = self.run(["apt-mark", "showauto"], "apt-mark showauto")[1].split()
-        return brought_in(record, packages, automatic) or []
-
-    def packages(self, record, recorded, wanted):
-        installed = self.installed(recorded)
-        if not wanted:
-            return [], {name: "ds4_remove_packages is false" for name in installed}, installed
-        installed += self.brought(record)
-
-        def simulate(names):
-            return simulated_removals(
-                self.run(["apt-get", "--simulate", "purge", *names], "apt-get --simulate purge")[1]
-            )
-
-        chosen, kept = purgeable(installed, simulate)
-        if chosen:
-            # What apt pulled in with them and nothing else needs goes too; what was unneeded before stays.
-            before = simulated_removals(
-                self.run(["apt-get", "--simulate", "autoremove"], "apt-get --simulate autoremove")[1]
-            )
-            chosen += orphans(chosen, simulate(["--auto-remove", *chosen]), before)
-        if chosen and not self.check:
-            self.run(["apt-get", "purge", "--yes", *chosen], "apt-get purge")
-        return chosen, kept, list(kept)
-
-    def records(self, record, left, gone):
-        """The roles' records go; the packages record keeps the packages the roles installed (or apt brought
-        in beside them) that stay."""
-        if not left:
-            return remove(RECORDS_DIR, (), gone, self.check)
-        removed = remove(RECORDS_DIR, (PACKAGES_RECORD,), gone, self.check)
-        if sorted(set(left)) != sorted(set(record.get("packages", []))):
-            if not self.check:
-                replace_file(PACKAGES_RECORD, names_text(left, doc=record).encode(), 0o600)
-            removed.append(f"{PACKAGES_RECORD} (of the packages that go)")
-        return removed
-
-
-def _uid(name):
-    try:
-        return pwd.getpwnam(name).pw_uid
-    except KeyError:
-        return None
-
-
-def _gid(name):
-    try:
-        return grp.getgrnam(name).gr_gid
-    except KeyError:
-        return None
-
-
-def _group_name(gid):
-    try:
-        return grp.getgrgid(gid).gr_name
-    except KeyError:
-        return None
-
-
-def _lines(result, check):
-    verb = "would go" if check else "gone"
-    lines = [f"unit {unit}: stopped and disabled, {verb}" for unit in result["units"]]
-    if result["firewall"]:
-        lines.append(f"nftables table {' '.join(FIREWALL_TABLE)}: {verb}")
-    lines += [f"{path}: {verb}" for path in result["removed"]]
-    lines += [
-        f"{path}: {'would be put' if check else 'put'} back as it was before ds4"
-        for path in result["restored"]
-    ]
-    lines += [f"{account}: {verb}" for account in result["accounts"]]
-    lines += [f"group {name}: stays, {why}" for name, why in sorted(result["groups_kept"].items())]
-    lines += [f"package {name}: {verb} (purged)" for name in result["packages"]]
-    lines += [f"package {name}: stays, {why}" for name, why in sorted(result["packages_kept"].items())]
-    return lines or ["nothing of ds4 is left on this Spark"]
+from ansible_collections.ds4.fleet.plugins.module_utils._fleet.remover import Remover, lines  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._host.packages import PackagesError  # noqa: E402
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.no_follow import UnsafePath, read_text  # noqa: E402
 
 
 def main():
@@ -387,7 +156,7 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    remover = Remover(module)
+    remover = Remover(module.run_command, module.get_bin_path, module.check_mode)
     try:
         names = catalog_names(p["catalog"])
         plan = made(
@@ -416,7 +185,7 @@ def main():
     except (RemoveError, UnsafePath, PackagesError, OSError) as exc:
         module.fail_json(msg=f"ds4 could not be removed from this Spark: {exc}")
     changed = any(result[key] for key in ("units", "firewall", "removed", "restored", "accounts", "packages"))
-    module.exit_json(changed=changed, lines=_lines(result, module.check_mode), **result)
+    module.exit_json(changed=changed, lines=lines(result, module.check_mode), **result)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ def test_provision_applies_the_firewall_before_its_roles_whatever_the_tags():
     # After the settings check and the run lock, and after the run ended on a Spark with nothing to change,
     # whose firewall is in its last finished run's record (the next test).
     assert names.index(include["name"]) > names.index(
-        "Hold this Spark for this run, and find out whether anything is to change on it"
+        "Judge this Spark's settings and pair, and hold it for this run, before anything changes"
     )
     assert names.index(include["name"]) > names.index(
         "End the run on this Spark, which has nothing to change"

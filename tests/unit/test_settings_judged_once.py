@@ -70,8 +70,9 @@ def test_a_run_says_it_judged_only_the_roles_its_check_judged():
                 assert "ignore_errors" not in before, path.name
                 if "_ds4_settings_fingerprint" in facts:
                     assert facts["_ds4_settings_fingerprint"] == f"{{{{ {before['register']}.fingerprint }}}}"
-    # site.yml's first play, gateway.yml's firewall play, provision.yml, and ds4_fleet's check for upgrade.yml
-    assert records == 4
+    # ds4_guard, which site.yml's first play, gateway.yml's firewall play and provision.yml include, and
+    # ds4_fleet's check for upgrade.yml
+    assert records == 2
 
 
 SPARK_PLAYS = "{{ ds4_target_hosts | default('sparks') | ds4.fleet.target_hosts }}"
@@ -91,6 +92,10 @@ def plays_of(path):
             yield play
 
 
+def load_yaml(path):
+    return yaml.safe_load(path.read_text())
+
+
 def own_check(role):
     """The task with which ROLE's preflight judges its own settings."""
     (task,) = [task for path in (REPO / "roles" / role / "tasks").glob("*.yml") for task in checks_in(path)]
@@ -101,35 +106,52 @@ def replay(path):
     """The judgements of a Spark's settings in one run of the playbook PATH, its conditions evaluated as
     Ansible does, one task after the other: the times each role was judged, and the fingerprint each task
     that compares or records the Spark (ds4_service's applied_check and applied_record) is given."""
-    variables, judged, given = {}, Counter(), []
+    # A whole run, not in check mode: every comparison and record that may happen.
+    variables, judged, given = {"ansible_check_mode": False, "_ds4_whole_run": True}, Counter(), []
 
     def holds(condition):
         templar = Templar(loader=DataLoader(), variables=variables)
         return condition is None or templar.evaluate_conditional(trust_as_template(condition))
 
-    for play in plays_of(path):
-        if play["hosts"] not in (SPARK_PLAYS, CHANGING_PLAYS):
-            continue
-        for task in [*play.get("pre_tasks", []), *play.get("tasks", []), *play.get("post_tasks", [])]:
-            facts = task.get("ansible.builtin.set_fact") or {}
-            if CHECK in task:
-                ran = holds(task.get("when"))
-                if ran:
-                    judged.update(task[CHECK]["roles"])
-                if "register" in task:
-                    # A skipped task's register holds the skip, with no fingerprint.
-                    variables[task["register"]] = {"fingerprint": "the check's"} if ran else {"skipped": True}
-            if "_ds4_settings_judged" in facts and holds(task.get("when")):
-                templar = Templar(loader=DataLoader(), variables=variables)
-                trusted = {n: trust_as_template(v) if isinstance(v, str) else v for n, v in facts.items()}
-                variables.update({name: templar.template(value) for name, value in trusted.items()})
-            if "_ds4_applied_fingerprint" in task.get("vars", {}):
-                templar = Templar(loader=DataLoader(), variables=variables)
-                given.append(templar.template(trust_as_template(task["vars"]["_ds4_applied_fingerprint"])))
-            # A role included whole (provision.yml's): its own check, in its preflight.
+    def run(tasks):
+        for task in tasks:
             included = task.get("ansible.builtin.include_role") or {}
-            if included.get("name") in GUARDED and "tasks_from" not in included:
-                judged[included["name"]] += holds(own_check(included["name"])["when"])
+            if included.get("name") == "ds4_guard":
+                # The run's guard, included whole: its tasks with the include's vars and its own.
+                if holds(task.get("when")):
+                    variables.update(load_yaml(REPO / "roles/ds4_guard/vars/main.yml"))
+                    variables.update(task.get("vars", {}))
+                    run(load_yaml(REPO / "roles/ds4_guard/tasks/main.yml"))
+                    for name in task.get("vars", {}):
+                        variables.pop(name)
+                continue
+            step(task)
+
+    def step(task):
+        facts = task.get("ansible.builtin.set_fact") or {}
+        if CHECK in task:
+            ran = holds(task.get("when"))
+            if ran:
+                templar = Templar(loader=DataLoader(), variables=variables)
+                judged.update(templar.template(trust_as_template(task[CHECK]["roles"])))
+            if "register" in task:
+                # A skipped task's register holds the skip, with no fingerprint.
+                variables[task["register"]] = {"fingerprint": "the check's"} if ran else {"skipped": True}
+        if "_ds4_settings_judged" in facts and holds(task.get("when")):
+            templar = Templar(loader=DataLoader(), variables=variables)
+            trusted = {n: trust_as_template(v) if isinstance(v, str) else v for n, v in facts.items()}
+            variables.update({name: templar.template(value) for name, value in trusted.items()})
+        if "_ds4_applied_fingerprint" in task.get("vars", {}) and holds(task.get("when")):
+            templar = Templar(loader=DataLoader(), variables=variables)
+            given.append(templar.template(trust_as_template(task["vars"]["_ds4_applied_fingerprint"])))
+        # A role included whole (provision.yml's): its own check, in its preflight.
+        included = task.get("ansible.builtin.include_role") or {}
+        if included.get("name") in GUARDED and "tasks_from" not in included:
+            judged[included["name"]] += holds(own_check(included["name"])["when"])
+
+    for play in plays_of(path):
+        if play["hosts"] in (SPARK_PLAYS, CHANGING_PLAYS):
+            run([*play.get("pre_tasks", []), *play.get("tasks", []), *play.get("post_tasks", [])])
     return judged, given
 
 
