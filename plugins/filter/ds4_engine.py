@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.ds4.fleet.plugins.module_utils._engine.lineage import LineageError, effective
-from ansible_collections.ds4.fleet.plugins.module_utils._spark.drain import engine_url
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.engine_http import engine_url
 
 
 def engine_url_filter(host, port):

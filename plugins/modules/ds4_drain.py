@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""Wait until the running ds4 engine has no request in flight (logic in module_utils/_spark/drain.py)."""
+"""Wait until the running ds4 engine has no request in flight (logic in module_utils/_service/drain.py)."""
 
 from __future__ import annotations
 
@@ -91,7 +91,8 @@ message:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.ds4.fleet.plugins.module_utils._spark.drain import drain, engine_url
+from ansible_collections.ds4.fleet.plugins.module_utils._service.drain import drain
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.engine_http import engine_url
 
 
 def main():

@@ -78,6 +78,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils._spark.exporter import (
     ss_uid_command,
     textfile_dir_problem,
 )
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.listener import main_pid  # noqa: E402
 
 
 def main():
@@ -113,12 +114,11 @@ def main():
         # The socket's process is hidden: its owner, and the distribution's unit's main process.
         _rc, out, _err = module.run_command(ss_uid_command(ss, params["port"]))
         uid = listener_uid(out)
-        rc, out, _err = module.run_command(
-            ["systemctl", "show", "--property=MainPID", "--value", EXPORTER_UNIT]
-        )
-        main = (
-            read_process("/proc", int(out.strip() or 0)) if rc == 0 and out.strip() not in ("", "0") else None
-        )
+        try:
+            pid = main_pid(EXPORTER_UNIT, module.run_command)
+        except OSError:
+            pid = 0  # no such unit, or no systemd to ask: no unit process to compare with
+        main = read_process("/proc", pid) if pid else None
         if main and main["cmdline"]:
             unit_process = {"program": main["cmdline"][0], "uid": os.stat(f"/proc/{main['pid']}").st_uid}
     problem = port_clash(params["port"], holder, program, uid, unit_process)

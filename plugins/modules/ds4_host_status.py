@@ -90,7 +90,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ds4.fleet.plugins.module_utils._service.host_status import read_host
-from ansible_collections.ds4.fleet.plugins.module_utils._spark.drain import engine_url
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.engine_http import engine_url
 
 
 def main():

@@ -91,6 +91,14 @@ options:
     type: list
     elements: str
     default: []
+  peer_token:
+    description:
+      - The run's token, which each peer server of the run sends on every answer
+        (M(ds4.fleet.ds4_peer_serve) O(ds4.fleet.ds4_peer_serve#module:token)). A peer's answer without it
+        comes from another process on the peer's port, not from this run's server; that peer costs a try at
+        once (its "not yet" is not waited on, none of its bytes is written), and the next source is taken.
+        Omitted, any answer on a peer's port is believed until it sends no byte for 330 seconds.
+    type: str
   connections:
     description:
       - Connections per file at most, each fetching its own byte ranges. CDNs cap each connection well below
@@ -258,6 +266,7 @@ def _ensure(module, progress_file):
             timeout=p["timeout"],
             connections=p["connections"],
             peers=p["peers"],
+            peer_token=p["peer_token"],
             heartbeat=from_params(p),
             uid=_id(module, pwd.getpwnam, "pw_uid", p["owner"], "user"),
             gid=_id(module, grp.getgrnam, "gr_gid", p["group"], "group"),
@@ -294,6 +303,7 @@ def main():
             timeout=dict(type="float", default=30.0),
             connections=dict(type="int", default=CONNECTIONS),
             peers=dict(type="list", elements="str", default=[]),
+            peer_token=dict(type="str", no_log=True),
             owner=dict(type="str"),
             group=dict(type="str"),
             mode=dict(type="str"),

@@ -54,6 +54,13 @@ options:
     description: Bytes per second for all peers together; 0 for no cap.
     type: int
     default: 0
+  token:
+    description:
+      - The run's token, sent on every answer, so that the receivers (M(ds4.fleet.ds4_hub_file)
+        O(ds4.fleet.ds4_hub_file#module:peer_token)) know this server from any other process that listens
+        on the unprivileged port. Not a secret of value (the receivers verify each file's sha256), but
+        never printed.
+    type: str
   lifetime:
     description: Seconds after which the server stops whatever happens.
     type: int
@@ -121,6 +128,7 @@ def main():
             peers=dict(type="list", elements="str", required=True),
             relays=dict(type="list", elements="str", default=[]),
             rate=dict(type="int", default=0),
+            token=dict(type="str", no_log=True),
             lifetime=dict(type="int", required=True),
             stop_file=dict(type="path", required=True),
             ready_file=dict(type="path"),
@@ -136,7 +144,7 @@ def main():
             os.unlink(stale)
     try:
         server = PeerServer(
-            p["gguf_dir"], p["address"], p["port"], p["peers"], p["rate"] or None, p["relays"]
+            p["gguf_dir"], p["address"], p["port"], p["peers"], p["rate"] or None, p["relays"], p["token"]
         ).start()
     except OSError as e:
         msg = f"cannot serve the weights on {', '.join(p['address'])} port {p['port']}: {e}"

@@ -99,6 +99,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils._service.takeover import
     accepted_programs,
     takeover,
 )
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.listener import main_pid  # noqa: E402
 
 
 def main():
@@ -124,10 +125,10 @@ def main():
             port_uids = parse_listener_uids(out)
 
     def main_pid_of(unit):
-        rc, out, err = module.run_command(["systemctl", "show", "--property=MainPID", "--value", "--", unit])
-        if rc != 0:
-            module.fail_json(msg=f"systemctl show {unit} failed: {err.strip() or out.strip()}")
-        return int(out.strip() or 0)
+        try:
+            return main_pid(unit, module.run_command)
+        except OSError as exc:
+            module.fail_json(msg=str(exc))
 
     found = takeover(find_stray_servers(), main_pid_of, accepted, port_uids=port_uids, counted_uids=counted)
     for line in found["ignored"]:

@@ -148,8 +148,12 @@ from ansible_collections.ds4.fleet.plugins.module_utils._perf.figures import (
     unit_environment,
 )
 from ansible_collections.ds4.fleet.plugins.module_utils._perf.gate import PerfError
-from ansible_collections.ds4.fleet.plugins.module_utils._spark.drain import EngineUnreachable, read_inflight
-from ansible_collections.ds4.fleet.plugins.module_utils._spark.metrics import gpu_command, parse_gpus
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.engine_http import (
+    EngineUnreachable,
+    read_inflight,
+)
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.gpu_health import gpu_command, parse_gpus
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.listener import main_pid
 from ansible_collections.ds4.fleet.plugins.module_utils._spark.no_follow import replace_file
 from ansible_collections.ds4.fleet.plugins.module_utils._weights.catalog import (
     CatalogError,
@@ -177,11 +181,11 @@ def _stamp(release_dir):
 
 def _engine(module):
     """The engine's pid, command line and environment; (None, [], {}) when not running."""
-    rc, out, _err = module.run_command(
-        ["systemctl", "show", module.params["unit"], "-p", "MainPID", "--value"]
-    )
-    pid = out.strip() if rc == 0 else ""
-    if not pid.isdigit() or pid == "0":
+    try:
+        pid = main_pid(module.params["unit"], module.run_command)
+    except OSError:
+        pid = 0
+    if not pid:
         return None, [], {}
     cmdline = _read(f"/proc/{pid}/cmdline", binary=True) or b""
     environ = _read(f"/proc/{pid}/environ", binary=True)
@@ -191,11 +195,11 @@ def _engine(module):
         rc, out, _err = module.run_command(
             ["systemctl", "show", module.params["unit"], "-p", "Environment", "-p", "EnvironmentFiles"]
         )
-        return int(pid), argv, unit_environment(out if rc == 0 else "", _read)
+        return pid, argv, unit_environment(out if rc == 0 else "", _read)
     env = dict(
         part.decode("utf-8", "replace").partition("=")[::2] for part in environ.split(b"\0") if b"=" in part
     )
-    return int(pid), argv, env
+    return pid, argv, env
 
 
 def _state(module, stamp, pid, argv, env, other_requests):

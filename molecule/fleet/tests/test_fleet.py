@@ -203,7 +203,7 @@ def test_a_release_failing_its_smoke_test_stops_at_the_canary_which_is_rolled_ba
 
 
 HOLD_DIR = "/run/ds4-standin"  # where the stand-in engine looks for the file that releases a held request
-DRAIN_AGENT = "ds4-fleet-drain"  # the User-Agent of the drain's reads (module_utils/_spark/drain.py)
+DRAIN_AGENT = "ds4-fleet-drain"  # the User-Agent of the drain's reads (module_utils/_spark/engine_http.py)
 
 
 def holds(spark):

@@ -155,6 +155,12 @@ def test_the_installers_server_was_drained_and_stopped_before_the_unit_started(h
     assert "-c 4096" not in host.check_output("ps -eo args")
 
 
+def test_the_modules_old_copies_are_gone_and_the_new_ones_stand(host):
+    # prepare.yml left ds4_drain.py as 0.1.0 installed it; engine_http.py is what the scripts import now.
+    assert not host.file("/usr/local/lib/ds4/ds4_drain.py").exists
+    assert host.file("/usr/local/lib/ds4/engine_http.py").is_file
+
+
 def test_the_local_fact_says_what_runs(host):
     fact = json.loads(host.check_output("/etc/ansible/facts.d/ds4.fact"))
     stamp = json.loads(host.file("/opt/ds4/current/.ds4-build.json").content_string)

@@ -12,11 +12,13 @@ test), so that any one passes alone and in any order (pytest --reverse, molecule
 import json
 import os
 import re
+import time
 from pathlib import Path
 
 import pytest
 from nested import play as nested_play
 from spark import sandbox_host
+from waits import wait_for
 
 ROOT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 PLAYBOOK = Path(os.environ["MOLECULE_SCENARIO_DIRECTORY"]) / "weights.yml"
@@ -433,3 +435,88 @@ def relay_mid_transfer_then_killed(spark01, spark02):
     warnings = run.warnings("spark02")
     assert any(f"the peer {seed} failed for {BASE}" in w for w in warnings), warnings
     assert_verified(spark02, BASE)
+
+
+# A local user's server on a Spark's peer port (issue 55, point 1): it answers every request as a relay of
+# this run that does not hold the bytes yet would ("503 not yet"), and writes a line for each request to a
+# file.
+SQUATTER = """
+import http.server, sys
+class NotYet(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_GET(self):
+        with open(sys.argv[1], "a") as seen:
+            seen.write(self.path + "\\n")
+        self.send_response(503)
+        self.send_header("X-Ds4-Relay", "not-yet")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+    do_HEAD = do_GET
+http.server.ThreadingHTTPServer(("0.0.0.0", 18090), NotYet).serve_forever()
+"""
+SQUATTER_LOG = "/tmp/squatter.log"
+SQUATTER_UNIT = "test-squatter"
+# How long a peer saying "not yet" was waited for before its receiver took the hub (_weights.hub.PEER_STALL,
+# 330 s): each squatted source cost a receiver that long. Now it costs a try at once, and the whole run over
+# both Sparks ends well inside it, on a loaded machine too (it takes tens of seconds on a quiet one).
+STALL_BEFORE = 330
+
+
+def weight_jobs(host):
+    """The command lines of the fetches and the peer server (async jobs) still running on HOST."""
+    return host.run("pgrep -af '[d]s4_hub_file|[d]s4_peer_serve'").stdout.splitlines()
+
+
+def test_a_local_user_on_a_peer_port_fails_that_sparks_run_and_costs_the_others_a_try_at_once(
+    spark01, spark02
+):
+    """Issue 55, point 1, as it was reproduced: user nobody listens on spark01's peer port and answers
+    "not yet"; spark02's weights are gone. spark01's run fails naming the socket's user; spark02 asks the
+    squatter once a file, takes the answer without the run's token for a stranger's, and gets its weights
+    from the hub within the bound; no fetch or peer server of the run is left running."""
+    spark01.check_output("install -o nobody -m 0644 /dev/null %s", SQUATTER_LOG)
+    spark01.check_output(
+        "systemd-run --unit=%s --uid=nobody --gid=nogroup python3 -c %s %s",
+        SQUATTER_UNIT,
+        SQUATTER,
+        SQUATTER_LOG,
+    )
+    try:
+        wait_for(
+            "the squatter listening on spark01's peer port", lambda: listens(spark01, address(spark01)), 60
+        )
+        empty(spark02)
+        started = time.monotonic()
+
+        def bounded(live):
+            # Ends the run (the test then fails) rather than wait out a stall as long as it cost before.
+            wait_for("the run over both Sparks ending", lambda: not live.running, STALL_BEFORE, longest=2.0)
+
+        run = play(during=bounded)
+        took = time.monotonic() - started
+        asked = spark01.file(SQUATTER_LOG).content_string.splitlines()
+    finally:
+        spark01.run("systemctl stop %s; systemctl reset-failed %s", SQUATTER_UNIT, SQUATTER_UNIT)
+        spark01.run("rm -f %s", SQUATTER_LOG)
+    assert not run.killed and took < STALL_BEFORE, f"the run took {took:.0f} s\n{run}"
+
+    # spark01: the port is not its own server's, and the run says whose it is.
+    assert run.failed("spark01") >= 1, run
+    refused = run.result("Wait until this Spark's own peer server listens for its peers", "spark01")
+    assert refused.failed and "held by a socket of nobody" in refused.msg, refused.msg
+
+    # spark02: each file asked of the squatter once or so, taken from the hub, verified.
+    assert run.failed("spark02") == 0, run
+    seed = f"http://{address(spark01)}:18090"
+    warnings = run.warnings("spark02")
+    for name in NEW:
+        assert any(
+            f"the peer {seed} failed for {name}" in w and "not this run's peer server" in w for w in warnings
+        ), warnings
+        assert run.search(rf"{re.escape(GGUF)}/{re.escape(name)}: fetched, .* from the hub"), run
+        assert_verified(spark02, name)
+    assert 0 < len(asked) <= 2 * len(NEW), asked
+
+    # Each job's processes end as it reports; a job left behind would run on until the heartbeat (300 s).
+    for name, host in (("spark01", spark01), ("spark02", spark02)):
+        wait_for(f"no fetch or peer server left on {name}", lambda h=host: not weight_jobs(h), 30)

@@ -34,7 +34,7 @@ from ansible.module_utils.urls import open_url
 from ansible_collections.ds4.fleet.plugins.module_utils._service.smoke import DEFAULT_MODEL, chat_url
 
 # The engine's model id and chat endpoint have one owner: the smoke test asks the same engine the same way.
-from ansible_collections.ds4.fleet.plugins.module_utils._spark.drain import (
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.engine_http import (
     json_object,
     json_post,
     request_failure,

@@ -29,7 +29,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils._common.digest import (
     load_key,
 )
 from ansible_collections.ds4.fleet.plugins.module_utils._common.redact import URLS, url
-from ansible_collections.ds4.fleet.plugins.module_utils._spark.drain import (
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.engine_http import (
     AGENT_STATUS,
     EngineUnreachable,
     ProbeError,

@@ -15,7 +15,7 @@ import os
 import time
 from typing import Any
 
-from ansible_collections.ds4.fleet.plugins.module_utils._spark.drain import (
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.engine_http import (
     AGENT_STATUS,
     EngineUnreachable,
     ProbeError,

@@ -2,7 +2,7 @@
 
 Over HTTP, against the service, because a second engine (the installer's CLI smoke test) can share
 neither the Spark's memory with the running one nor the engine's lock. Standard library only (and
-module_utils/_spark/drain.py, how the collection talks to the engine), so that the module needs nothing
+module_utils/_spark/engine_http.py, how the collection talks to the engine), so that the module needs nothing
 installed on the host.
 """
 
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from ansible.module_utils.urls import ConnectionError as UrlsConnectionError
 from ansible.module_utils.urls import open_url
-from ansible_collections.ds4.fleet.plugins.module_utils._spark.drain import json_post, request_failure
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.engine_http import json_post, request_failure
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -268,11 +268,14 @@ def prove(
 
 
 def main_pid(unit: str, run: Run) -> int:
-    """The unit's main process (0 when none runs), from `systemctl show`; `run` is module.run_command."""
-    rc, out, err = run(["systemctl", "show", unit, "--property=MainPID", "--value"])
+    """The unit's main process (0 when none runs), from `systemctl show`; `run` is module.run_command. The
+    collection's one reader of a unit's MainPID alone (the watchdog and host_status read it among the other
+    properties they ask in one call); OSError when systemctl fails."""
+    rc, out, err = run(["systemctl", "show", "--property=MainPID", "--value", "--", unit])
     if rc != 0:
         raise OSError(f"systemctl show {unit} failed ({rc}): {err.strip()}")
-    return int(out.strip() or 0)
+    pid = out.strip()
+    return int(pid) if pid.isdigit() else 0
 
 
 # The options of the modules that call engine_prover (their documentation: doc fragment ds4.fleet.listener).

@@ -104,7 +104,7 @@ def new_state() -> dict:
         "last_restart_at": None,
         "last_restart_reason": None,
         "firewall_restores": 0,
-        # Lines of the engine's /metrics the textfile left out (ds4_metrics.engine_series), all runs.
+        # Lines of the engine's /metrics the textfile left out (metrics.engine_series), all runs.
         "metrics_dropped": 0,
     }
 

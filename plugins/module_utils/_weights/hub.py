@@ -109,6 +109,7 @@ class HubFile:
         piece=PIECE,
         hash_window=HASH_WINDOW,
         peers=(),
+        peer_token=None,
         session=None,
         heartbeat=None,
         uid=None,
@@ -134,6 +135,8 @@ class HubFile:
         self.ramp = ramp
         # Base URLs of Sparks serving their verified copies (_weights.relay), tried in order before the hub.
         self.peers = list(peers)
+        # The run's token (_weights.relay.RUN_HEADER): a peer's answer without it is a stranger's on its port.
+        self.peer_token = peer_token
         # The run's _weights.heartbeat.Heartbeat (or None): a transfer whose run is gone stops (RunGone).
         self.heartbeat = heartbeat
         self._token = token
@@ -451,6 +454,7 @@ class HubFile:
         transfer = self._transfer(
             fd, state, location, relocate=None, peer_sha256=state.sha256, retries=min(self.retries, 1),
             timeout=min(self.timeout, PEER_TIMEOUT), session_factory=self._peer_session, stall=PEER_STALL,
+            peer_token=self.peer_token,
         )  # fmt: skip
         try:
             digest, reread = transfer.run()

@@ -13,6 +13,7 @@ or when its stop file appears.
 from __future__ import annotations
 
 import contextlib
+import hmac
 import json
 import os
 import socket
@@ -35,12 +36,23 @@ CHUNK = 1 << 20
 # A relay serving a file it still receives says so in this header of a 503 when it does not hold the asked
 # bytes yet (_weights.transfer asks again shortly, without counting a retry).
 RELAY_HEADER = "X-Ds4-Relay"
+# This run's server names its run in this header of every answer: the controller's token for the run, given
+# to each peer server and to each fetch with its peer sources. The peer port is unprivileged, so any local
+# user of a source Spark may listen there; an answer without the token is not this run's server, and its
+# receiver takes its next source at once rather than waiting on a "not yet" (_weights.transfer). Not a
+# secret of value (the sha256 decides what is kept), but never printed.
+RUN_HEADER = "X-Ds4-Run"
 # A relay holds a request for bytes it does not have yet up to RELAY_WAIT seconds (well under the
 # receiver's read timeout, _weights.hub.PEER_TIMEOUT), looking every RELAY_POLL; a fetch that has not begun is
 # waited for up to RELAY_START after the server started (Ansible starts it on a loaded Spark meanwhile).
 RELAY_WAIT = 2.0
 RELAY_POLL = 0.05
 RELAY_START = 300.0
+
+
+def from_this_run(value, token):
+    """Whether a peer's RUN_HEADER `value` (None when it sent none) names this run's `token`."""
+    return value is not None and hmac.compare_digest(value.encode(), token.encode())
 
 
 def _read_json(path):
@@ -112,7 +124,8 @@ class _Rate:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address, gguf_dir, allowed, rate_bps, relays=()):
+    def __init__(self, address, gguf_dir, allowed, rate_bps, relays=(), token=None):
+        self.token = token
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self.gguf_dir, self.allowed = gguf_dir, frozenset(allowed)
         self.relays, self.started = frozenset(relays), time.monotonic()
@@ -153,6 +166,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, fmt, *args):
         pass  # the module reports what it served; requests carry nothing worth a log line
+
+    def end_headers(self):
+        # Every answer, an error one included, says which run's server sent it.
+        if self.server.token:
+            self.send_header(RUN_HEADER, self.server.token)
+        super().end_headers()
 
     def do_HEAD(self):
         self._serve()
@@ -317,11 +336,13 @@ class _Handler(BaseHTTPRequestHandler):
 class PeerServer:
     """The server for one run: start(), then stop() (or serve_until()) closes its port. `relays`: the files
     this Spark receives in this run and may serve while they come (the plan's), besides its verified ones.
+    `token`: the run's, sent on every answer (RUN_HEADER) so that its receivers know it from a stranger.
     `address`: one address, or a list (a pair's member serving its other member on the link and other Sparks
     on the LAN): one listener on each, on the same port, sharing the rate cap and what they served."""
 
-    def __init__(self, gguf_dir, address, port, allowed, rate_bps=None, relays=()):
+    def __init__(self, gguf_dir, address, port, allowed, rate_bps=None, relays=(), token=None):
         self.gguf_dir, self.port, self.allowed, self.rate_bps = gguf_dir, port, allowed, rate_bps
+        self.token = token
         self.addresses = [address] if isinstance(address, str) else list(address)
         self.relays = list(relays)
         self._servers = []
@@ -330,7 +351,7 @@ class PeerServer:
         try:
             for address in self.addresses:
                 server = _Server(
-                    (address, self.port), self.gguf_dir, self.allowed, self.rate_bps, self.relays
+                    (address, self.port), self.gguf_dir, self.allowed, self.rate_bps, self.relays, self.token
                 )
                 if self._servers:
                     first = self._servers[0]
@@ -419,7 +440,13 @@ def wait_listening(path, addresses, port, timeout, uid, proc_root="/proc"):
             return f"no peer server announced itself in {path} within {timeout} s"
         time.sleep(0.1)
     if isinstance(doc, dict) and doc.get("error"):
-        return str(doc["error"])
+        # The server could not listen: whoever holds the port instead is named, as below.
+        holders = [
+            f"{address} port {port} is held by a socket of {user_name(socket_['uid'])}"
+            for address in addresses
+            if (socket_ := read_listener(address, port, proc_root)) is not None
+        ]
+        return "; ".join([str(doc["error"]), *holders])
     if not isinstance(doc, dict) or not isinstance(doc.get("inodes"), list):
         return f"{path} is not a peer server's announcement"
     for address in addresses:

@@ -35,7 +35,11 @@ from ansible_collections.ds4.fleet.plugins.module_utils._weights.protocol import
     unquote_etag,
 )
 from ansible_collections.ds4.fleet.plugins.module_utils._weights.records import free_bytes, merge, missing
-from ansible_collections.ds4.fleet.plugins.module_utils._weights.relay import RELAY_HEADER
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.relay import (
+    RELAY_HEADER,
+    RUN_HEADER,
+    from_this_run,
+)
 
 # The largest body read: the Python work per read (a write, a handoff to the hash) stays small next to it.
 READ = 1 << 20
@@ -261,16 +265,18 @@ class Transfer:
     """Fill the missing ranges of an open part `fd` (state: PartState) from `location`.
 
     `relocate()` asks the hub again for the storage URL (a signed one expires) and returns it. A peer
-    (`peer_sha256` set) must answer with that ETag, its verified copy's sha256, and is not relocated.
+    (`peer_sha256` set) must answer with that ETag, its verified copy's sha256, and is not relocated; with
+    `peer_token` set, every answer of it must name this run (_weights.relay.RUN_HEADER), else it is not this
+    run's peer server but whatever listens on its port: a failed try at once, nothing written, no retry.
     """
 
     def __init__(
         self, *, ref, location, relocate, fd, state, session_factory, token, connections, piece, window,
         timeout, retries, retry_delay, progress, count, dest_dir, peer_sha256=None, ramp=True, stall=None,
-        heartbeat=None,
+        heartbeat=None, peer_token=None,
     ):  # fmt: skip
         self.ref, self.location, self.relocate = ref, location, relocate
-        self.peer_sha256 = peer_sha256
+        self.peer_sha256, self.peer_token = peer_sha256, peer_token
         self.fd, self.state, self.session_factory, self._token = fd, state, session_factory, token
         self.connections, self.window, self.ramp = connections, window, ramp
         self.piece = min(piece, max(MIN_PIECE, -(-state.size // (4 * connections))))
@@ -416,6 +422,14 @@ class Transfer:
             with session.get(
                 self.location, headers=self._headers(pos, end, one_stream), stream=True, timeout=self.timeout
             ) as response:
+                if self.peer_token is not None and not from_this_run(
+                    response.headers.get(RUN_HEADER), self.peer_token
+                ):
+                    # Before its status is believed: a stranger's "not yet" is no reason to wait.
+                    raise HubError(
+                        f"{self.location} answered HTTP {response.status_code} without this run's token: not "
+                        "this run's peer server (another process on its port?)"
+                    )
                 if (
                     response.status_code in (401, 403)
                     and self.peer_sha256 is None

@@ -21,7 +21,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils._perf.figures import (
     summary_of,
     unit_environment,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils._spark.metrics import parse_gpus
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.gpu_health import parse_gpus
 from ansible_collections.ds4.fleet.plugins.module_utils._weights import catalog as ds4_catalog
 from ansible_collections.ds4.fleet.plugins.module_utils._weights.catalog import (
     CatalogError,
@@ -487,7 +487,7 @@ def test_the_module_refuses_bad_settings_before_it_measures(spark, change, messa
 
 def test_an_engine_that_does_not_answer_is_said_and_nothing_is_verified(spark, monkeypatch):
     module, args, fact = spark
-    from ansible_collections.ds4.fleet.plugins.module_utils._spark.drain import EngineUnreachable
+    from ansible_collections.ds4.fleet.plugins.module_utils._spark.engine_http import EngineUnreachable
 
     def refused(url):
         raise EngineUnreachable("http://127.0.0.1:8000/metrics could not be reached: refused")

@@ -186,8 +186,16 @@ def test_the_units_main_process_is_read_from_systemctl():
         return 0, "4242\n", ""
 
     assert ds4_listener.main_pid("ds4.service", run) == 4242
-    assert calls == [["systemctl", "show", "ds4.service", "--property=MainPID", "--value"]]
+    # The one reader of a unit's main process (issue 51): a unit named from a process's cgroup may begin
+    # with "-", which systemctl must not take for an option.
+    assert ds4_listener.main_pid("-x.service", run) == 4242
+    assert calls == [
+        ["systemctl", "show", "--property=MainPID", "--value", "--", "ds4.service"],
+        ["systemctl", "show", "--property=MainPID", "--value", "--", "-x.service"],
+    ]
     assert ds4_listener.main_pid("ds4.service", lambda argv: (0, "0\n", "")) == 0
+    assert ds4_listener.main_pid("ds4.service", lambda argv: (0, "\n", "")) == 0
+    assert ds4_listener.main_pid("ds4.service", lambda argv: (0, "[not set]\n", "")) == 0
     with pytest.raises(OSError, match=r"systemctl show ds4.service failed \(1\): no bus"):
         ds4_listener.main_pid("ds4.service", lambda argv: (1, "", "no bus\n"))
 

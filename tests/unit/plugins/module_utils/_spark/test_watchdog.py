@@ -32,7 +32,15 @@ ROOT = Path(__file__).resolve().parents[5]
 SCRIPT = ROOT / "roles/ds4_service/files/ds4-watchdog"
 MODULES = [
     ROOT / "plugins/module_utils/_spark" / name
-    for name in ("watchdog.py", "metrics.py", "drain.py", "no_follow.py", "listener.py")
+    for name in (
+        "watchdog.py",
+        "metrics.py",
+        "exposition.py",
+        "gpu_health.py",
+        "engine_http.py",
+        "no_follow.py",
+        "listener.py",
+    )
 ]
 DEFAULTS = ROOT / "roles/ds4_service/defaults/main.yml"
 GPU_STANDIN = ROOT / "tests/standins/gpu/install.py"

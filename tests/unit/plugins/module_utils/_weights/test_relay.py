@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import requests
 from ansible_collections.ds4.fleet.plugins.filter.ds4_peers import FilterModule
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.listener import user_name
 from ansible_collections.ds4.fleet.plugins.module_utils._weights import hub as ds4_hub
 from ansible_collections.ds4.fleet.plugins.module_utils._weights import relay as ds4_peer
 from ansible_collections.ds4.fleet.plugins.module_utils._weights.hub import HubFile
@@ -703,6 +704,8 @@ def test_the_peer_port_is_proved_to_be_this_runs_server_before_its_receivers_are
         ds4_peer.announce(ready, error=f"cannot serve on 127.0.0.1 port {port}: {bound.value}")
         said = ds4_peer.wait_listening(ready, ["127.0.0.1"], port, 30, uid)
         assert said.startswith(f"cannot serve on 127.0.0.1 port {port}"), said
+        # ... naming whoever holds the port instead, as a stranger's socket is named below.
+        assert f"held by a socket of {user_name(uid)}" in said, said
         # A stale announcement (a server of an earlier run) does not vouch for the squatter's socket.
         with serving(seed) as earlier:
             ds4_peer.announce(ready, earlier)
@@ -808,3 +811,97 @@ def test_a_relay_never_serves_its_part_through_a_link_nor_waits_on_a_fifo_there(
         got = requests.get(f"{peer_url('127.0.0.1', server.port)}/{BASE}", headers={"Range": "bytes=0-99"},
                            timeout=20)  # fmt: skip
     assert (got.status_code, got.headers.get("X-Ds4-Relay")) == (503, "not-yet")
+
+
+RUN = "this-runs-token"
+
+
+@pytest.mark.parametrize("shape", ["not yet", "the right bytes", "the whole file"])
+def test_a_listener_on_the_peer_port_without_this_runs_token_costs_a_try_at_once_and_writes_nothing(
+    hub, hub_files, tmp_path, shape
+):
+    """Issue 55, finding 1: a local user's server on a source Spark's peer port, answering "not yet", held
+    its receivers for PEER_STALL (330 s) before they took the hub. An answer that does not carry this run's
+    token is not this run's peer server: a failed try of that source at once, never a wait, never a byte
+    written (even the right bytes under the right ETag: they are not from this run's server)."""
+    want = hub_files[BASE]
+    content = want["path"].read_bytes()
+
+    def answer(handler, start):
+        if shape == "not yet":
+            handler.send_response(503)
+            handler.send_header("X-Ds4-Relay", "not-yet")
+            body = b""
+        else:
+            ranged = shape == "the right bytes"
+            body = content[start:] if ranged else content
+            handler.send_response(206 if ranged else 200)
+            handler.send_header("ETag", f'"{want["sha256"]}"')
+            if ranged:
+                handler.send_header("Content-Range", f"bytes {start}-{len(content) - 1}/{len(content)}")
+        # Another run's token, or none at all, is the same stranger.
+        handler.send_header("X-Ds4-Run", "another-runs-token")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    dest = tmp_path / "receiver"
+    dest.mkdir()
+    with _Liar(answer) as squatter:
+        fetch = hub_file(hub, hub_files, dest, peers=[squatter.url], peer_token=RUN)
+        # No PEER_STALL shortened here: the default 330 s would outlast the test's hang guard.
+        outcome = _fetch_bounded(fetch, f"a stranger answering {shape}")
+    assert outcome["source"] == "hub" and outcome["bytes_from"] == {squatter.url: 0, "hub": want["size"]}
+    warnings = outcome["warnings"]
+    assert any(squatter.url in w and "not this run's peer server" in w for w in warnings), warnings
+    assert squatter.requests <= 4, "one request a connection at most: no retry, no asking again"
+    assert sha256_of(dest / BASE) == want["sha256"]
+
+
+def test_this_runs_peer_server_names_its_run_on_every_answer_and_its_receiver_takes_the_file(
+    hub, hub_files, seed, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(ds4_peer, "RELAY_WAIT", 0.1)
+    want = hub_files[BASE]
+    content = want["path"].read_bytes()
+    (seed / "other.gguf").write_bytes(b"not verified")
+    with PeerServer(str(seed), "127.0.0.1", 0, ("127.0.0.1",), token=RUN) as server:
+        url = peer_url("127.0.0.1", server.port)
+        answers = [
+            requests.get(f"{url}/{BASE}", timeout=30),
+            requests.get(f"{url}/{BASE}", headers={"Range": "bytes=0-9"}, timeout=30),
+            requests.head(f"{url}/{BASE}", timeout=30),
+            requests.get(f"{url}/{BASE}", headers={"Range": f"bytes={len(content)}-"}, timeout=30),
+            requests.get(f"{url}/other.gguf", timeout=30),
+            requests.get(f"{url}/.hidden", timeout=30),
+        ]
+        assert [a.status_code for a in answers] == [200, 206, 200, 416, 404, 404]
+        assert all(a.headers.get("X-Ds4-Run") == RUN for a in answers), [dict(a.headers) for a in answers]
+        dest = tmp_path / "receiver"
+        dest.mkdir()
+        result = hub_file(hub, hub_files, dest, peers=[url], peer_token=RUN).ensure()
+    assert result["source"] == url and result["bytes_from"] == {url: want["size"]}
+    assert sha256_of(dest / BASE) == want["sha256"]
+    # A relay's "not yet" carries it too: the one wait left is for this run's own server.
+    content = os.urandom(64 << 10)
+    directory = relay_dir(tmp_path, content, [(0, 20000)])
+    with PeerServer(str(directory), "127.0.0.1", 0, ("127.0.0.1",), None, (BASE,), token=RUN) as server:
+        got = requests.get(
+            f"{peer_url('127.0.0.1', server.port)}/{BASE}", headers={"Range": "bytes=30000-"}, timeout=30
+        )
+    assert (got.status_code, got.headers.get("X-Ds4-Relay"), got.headers.get("X-Ds4-Run")) == (
+        503, "not-yet", RUN,
+    )  # fmt: skip
+
+
+def test_a_peer_server_of_another_run_is_not_this_runs_and_the_file_comes_from_the_hub(
+    hub, hub_files, seed, tmp_path
+):
+    want = hub_files[BASE]
+    dest = tmp_path / "receiver"
+    dest.mkdir()
+    with PeerServer(str(seed), "127.0.0.1", 0, ("127.0.0.1",), token="an-earlier-runs-token") as server:
+        url = peer_url("127.0.0.1", server.port)
+        outcome = _fetch_bounded(hub_file(hub, hub_files, dest, peers=[url], peer_token=RUN), "another run")
+    assert outcome["source"] == "hub" and outcome["bytes_from"] == {url: 0, "hub": want["size"]}
+    assert sha256_of(dest / BASE) == want["sha256"]

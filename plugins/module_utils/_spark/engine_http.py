@@ -1,21 +1,16 @@
-"""Drain: wait until the running engine holds no request, or a time limit passes, and say what was seen.
-
-Before a Spark is switched to another release its engine restarts, and the first SIGTERM makes it stop
-accepting and finish what it holds. Waiting here first, with the Spark already out of the load balancer,
-keeps that restart from holding a long generation hostage for up to ds4_stop_timeout: the switch starts
-once nothing is in flight, or once the drain timeout says it may not wait longer.
+"""Talking to the engine over HTTP: where it listens, what it answers, and how many requests it holds.
 
 The engine reports requests in flight in two places: `/metrics` (Prometheus text, the gauge
 `ds4_requests_inflight`) and `/v1/stats` with `Accept: application/json` (`server.requests_inflight`).
-`/metrics` is read first; `/v1/stats` when it is missing or lacks the gauge. An engine that does not
-answer at all holds no request to wait for.
+`/metrics` is read first; `/v1/stats` when it is missing or lacks the gauge (read_inflight). The drain
+(_service/drain.py) waits on that; the watchdog reads /v1/models and a pair's route here.
 
-This file is also how the collection reaches the engine at all: engine_url() (from ds4_host and
+This file is how the collection reaches the engine at all: engine_url() (from ds4_host and
 ds4_port; the filter ds4.fleet.engine_url gives the roles the same), request_failure() and json_post()
 serve every module that calls it (ds4_smoke, ds4_perf, ds4_host_status).
 
-Standard library only and self-contained: the module runs on the Spark, and the watchdog imports this
-file there with nothing else of the collection present.
+Standard library only and self-contained: the watchdog imports this file on the Spark, with nothing
+else of the collection present.
 """
 
 from __future__ import annotations
@@ -23,7 +18,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -224,103 +218,3 @@ def read_inflight(base_url: str, timeout: float = 5.0, agent: str = AGENT_DRAIN)
             f"{status}{' without ' + METRIC if status == 200 else ''}, and {exc}"
         ) from exc
     return _inflight_of_stats(stats, stats_url), STATS_PATH
-
-
-def _plural(count: int) -> str:
-    return f"{count} request{'' if count == 1 else 's'}"
-
-
-def drain(
-    base_url: str,
-    timeout: float = 300.0,
-    interval: float = 1.0,
-    request_timeout: float = 5.0,
-    wait: bool = True,
-    clock: Any = time.monotonic,
-    sleep: Any = time.sleep,
-    read: Any = read_inflight,
-) -> dict:
-    """Poll the engine until no request is in flight or `timeout` seconds pass; a busy engine is no error.
-
-    Returns what was seen: `drained` (nothing in flight at the end, or no engine answering), `answering`,
-    `inflight_at_start`, `inflight_at_end`, `inflight_max`, `waited_s`, `polls`, `source`, `timed_out`,
-    `url` and a one-sentence `message`. With `wait` false it reads once and reports (check mode).
-    An engine that answers but says nothing of what it holds (a release before /metrics and /v1/stats)
-    is not waited for: `drained` is false and `source` null, and the engine's own SIGTERM drain remains.
-    """
-    started = clock()
-    report = {
-        "url": base_url,
-        "answering": True,
-        "drained": False,
-        "timed_out": False,
-        "inflight_at_start": None,
-        "inflight_at_end": None,
-        "inflight_max": None,
-        "polls": 0,
-        "source": None,
-        "waited_s": 0.0,
-    }
-    while True:
-        try:
-            inflight, source = read(base_url, request_timeout)
-        except EngineUnreachable as exc:
-            report["waited_s"] = round(clock() - started, 3)
-            return _not_answering(report, exc)
-        except ProbeError as exc:
-            report["waited_s"] = round(clock() - started, 3)
-            report["message"] = f"cannot tell how many requests are in flight, so not waiting: {exc}"
-            return report
-        elapsed = clock() - started
-        _record_look(report, inflight, source, elapsed)
-        message = _verdict(report, inflight, elapsed, wait, timeout)
-        if message:
-            report["message"] = message
-            return report
-        sleep(max(0.0, min(interval, timeout - elapsed)))
-
-
-def _not_answering(report: dict, exc: EngineUnreachable) -> dict:
-    """An engine that does not answer holds nothing to wait for, whether it never did or stopped."""
-    report["answering"] = False
-    report["drained"] = True
-    if report["polls"] == 0:
-        report["message"] = f"the engine is not answering, so no request is in flight to wait for ({exc})"
-    else:
-        report["message"] = (
-            f"the engine stopped answering after {report['waited_s']:g} s with "
-            f"{_plural(report['inflight_at_end'])} in flight at the last look ({exc})"
-        )
-    return report
-
-
-def _record_look(report: dict, inflight: int, source: str, elapsed: float) -> None:
-    report["polls"] += 1
-    report["source"] = source
-    if report["inflight_at_start"] is None:
-        report["inflight_at_start"] = inflight
-    report["inflight_at_end"] = inflight
-    report["inflight_max"] = max(inflight, report["inflight_max"] or 0)
-    report["waited_s"] = round(elapsed, 3)
-
-
-def _verdict(report: dict, inflight: int, elapsed: float, wait: bool, timeout: float) -> str | None:
-    """The message that ends the drain after this look (drained, check mode, time out), or None to go on."""
-    source = report["source"]
-    if inflight == 0:
-        report["drained"] = True
-        if report["inflight_at_start"] == 0:
-            return f"no request in flight ({source})"
-        return (
-            f"drained: {_plural(report['inflight_at_start'])} in flight at the start, none after "
-            f"{elapsed:.1f} s ({source})"
-        )
-    if not wait:
-        return f"{_plural(inflight)} in flight ({source}); check mode does not wait for them"
-    if elapsed >= timeout:
-        report["timed_out"] = True
-        return (
-            f"drain timeout: {_plural(inflight)} still in flight after {elapsed:.1f} s (limit "
-            f"{timeout:g} s, {source}); going on, and the engine finishes them on its SIGTERM"
-        )
-    return None
