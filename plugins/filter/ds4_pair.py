@@ -21,6 +21,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils._pair.declaration import
     play_problems,
     quantization_fit_problem,
 )
+from ansible_collections.ds4.fleet.plugins.module_utils._pair.mode import TENSOR, mode_of, transport_of
 from ansible_collections.ds4.fleet.plugins.module_utils._weights.catalog import (
     CatalogError,
     quantization_entry,
@@ -29,7 +30,8 @@ from ansible_collections.ds4.fleet.plugins.module_utils._weights.catalog import 
 
 def _member_facts(variables):
     """What a member runs: what it remembered with its roles' defaults (_ds4_pair_compared, set by
-    ds4_service's pair_check), else its own variables (hostvars: the inventory's and the run's only); and,
+    ds4_service's pair_check, with the RDMA device found on its link where its tensor pair asks for rdma),
+    else its own variables (hostvars: the inventory's and the run's only); and,
     where the run addresses its link (ds4_pair_link_manage), its interfaces and what each holds."""
     facts = variables.get("ansible_facts") or {}
     addresses = list(facts.get("all_ipv4_addresses") or []) + list(facts.get("all_ipv6_addresses") or [])
@@ -38,6 +40,9 @@ def _member_facts(variables):
     ctx = compared.get("ds4_ctx")
     member["ds4_ctx"] = int(ctx) if isinstance(ctx, str) and ctx.isdigit() else ctx
     member["addresses"] = addresses
+    if "rdma" in compared:
+        # What ds4_rdma_link found on a tensor member asking for rdma (None: no device on its link).
+        member["rdma"] = compared["rdma"]
     if boolean(compared.get("ds4_pair_link_manage") or False, strict=False):
         member["link"] = {
             "interface": compared.get("ds4_pair_link_interface"),
@@ -64,24 +69,27 @@ def pair_hosts(pairs):
     return list(dict.fromkeys(hosts))
 
 
-def pair_problems(pairs, hostvars, in_play):
+def pair_problems(pairs, hostvars, in_play, catalog=None):
     """Every refusal of ds4_pairs for this run: the declaration, a member left out of the run, a member's
     address that is not its own (its facts, network subset), members on different builds or models, a
-    worker context below the coordinator's."""
+    worker context below the coordinator's, a model the pair's mode does not serve (`catalog`:
+    ds4_model_catalog), a tensor member without the RDMA its pair asks for."""
     members = {host: _member_facts(hostvars[host]) for host in pair_hosts(pairs) if host in hostvars}
-    return play_problems(pairs, members, list(in_play))
+    return play_problems(pairs, members, list(in_play), catalog)
 
 
 def pair_member(pairs, host, catalog, generation, quantization, extra=None, port=9400):
-    """{pair, role, peer, address, peer_address, port, layers (this member's slice), coordinator_layers}
-    of `host` in its pair, or {} when it serves alone."""
+    """{pair, role, peer, address, peer_address, port, mode, transport, layers (this member's slice; None in
+    tensor mode, where the engine splits every layer)} of `host` in its pair, or {} when it serves alone."""
     try:
         membership = pair_of(pairs_of(pairs), host)
         if membership is None:
             return {}
         name, role, pair = membership
-        _name, entry = quantization_entry(catalog, generation, quantization, extra)
-        layers = pair_split(catalog[generation], entry, pair.get("layers"), f"ds4_pairs[{name!r}].layers")
+        layers = {role: None}
+        if mode_of(pair) != TENSOR:
+            _name, entry = quantization_entry(catalog, generation, quantization, extra)
+            layers = pair_split(catalog[generation], entry, pair.get("layers"), f"ds4_pairs[{name!r}].layers")
     except (PairError, CatalogError) as exc:
         raise AnsibleFilterError(f"pair_member: {exc}") from exc
     other = "worker" if role == "coordinator" else "coordinator"
@@ -94,6 +102,8 @@ def pair_member(pairs, host, catalog, generation, quantization, extra=None, port
         "coordinator_address": str(pair["coordinator"]["address"]),
         "worker_address": str(pair["worker"]["address"]),
         "port": pair.get("port") or port,
+        "mode": mode_of(pair),
+        "transport": transport_of(pair),
         "layers": layers[role],
     }
 

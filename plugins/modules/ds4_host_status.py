@@ -75,6 +75,12 @@ status:
     disk:
       description: C(path), C(checked_at) (its nearest existing folder), C(free_bytes), C(total_bytes).
       type: dict
+    transport:
+      description:
+        - A tensor pair member's engine start over rdma, as C(ds4-rdma-launch) recorded it in
+          C(/run/ds4/transport.json), with C(transport) (V(rdma), or V(tcp) where it fell back),
+          C(warning), C(device), C(gid_index); null where no launcher ran.
+      type: dict
     read_at:
       description: Epoch seconds of the reading.
       type: float

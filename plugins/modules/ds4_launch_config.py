@@ -128,6 +128,25 @@ options:
     type: raw
     default: false
     version_added: 0.2.0
+  dist_mode:
+    description:
+      - The pair's mode (C(ds4_pairs)), V(pipeline) (C(--layers); the default) or V(tensor)
+        (C(--tensor-parallel), upstream's engine only), where the worker runs C(ds4), the CLI, and the
+        coordinator serves with C(--batched-session 8).
+    type: raw
+  dist_transport:
+    description:
+      - A tensor pair's transport, V(rdma) (the default; the device and GID index found at each start by
+        O(rdma_launcher), which falls back to tcp with a warning) or V(tcp).
+    type: raw
+  dist_address:
+    description: A tensor member's own address on the pair's link, whose RDMA device the launcher seeks.
+    type: raw
+  rdma_launcher:
+    description:
+      - The absolute path of the RDMA launcher (C(ds4-rdma-launch)), which the unit runs before the engine
+        with rdma.
+    type: raw
   digest_key:
     description:
       - The Spark's key of the digests in RV(public) (HMAC-SHA256), a file of root's alone (mode 0600) in
@@ -196,6 +215,13 @@ exec_start:
   description: Binary and arguments quoted for a systemd ExecStart= line (% and $ doubled).
   returned: success
   type: str
+unit:
+  description:
+    - What the unit allows beyond its own settings for this launch, C(device_allow) (a list of
+      DeviceAllow= entries) and C(limit_memlock) (null, or V(infinity)); the RDMA device nodes and
+      unlimited locked memory for a tensor pair over rdma alone.
+  returned: success
+  type: dict
 public:
   description: >-
     C(settings), C(env), C(env_lines) and C(args) with each C(extra_env) value replaced by

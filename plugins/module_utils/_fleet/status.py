@@ -19,6 +19,7 @@ from typing import Any
 
 from ansible_collections.ds4.fleet.plugins.module_utils._engine.make_target import without_spark_target
 from ansible_collections.ds4.fleet.plugins.module_utils._pair.fleet import pair_of_host
+from ansible_collections.ds4.fleet.plugins.module_utils._pair.mode import mode_of
 from ansible_collections.ds4.fleet.plugins.module_utils._perf.figures import summary_of
 from ansible_collections.ds4.fleet.plugins.module_utils._perf.gate import (
     KEPT_SLOWER,
@@ -184,6 +185,7 @@ def _unread(fact: dict) -> dict:
         "perf": None,
         "verify": None,
         "build": None,
+        "transport": None,
     }
 
 
@@ -208,6 +210,8 @@ def _read(reading: dict, fact: dict, worker: bool = False) -> dict:
         "disk_path": disk.get("path"),
         "service_since": reading["service"].get("started_at"),
         "build": _build(current.get("build")),
+        # The transport a tensor pair member's engine was started with (rdma, or the tcp fallback).
+        "transport": (reading.get("transport") or {}).get("transport"),
     }
 
 
@@ -230,6 +234,11 @@ def _disagreements(record: dict, reading: dict, fact: dict, worker: bool = False
     current, engine = reading["current"], reading["engine"]
     release, answering = record["release"], record["answering"]
     notes = []
+    transport = reading.get("transport") or {}
+    if transport.get("warning"):
+        # ds4-rdma-launch's own words: no RDMA device on the link (the tcp fallback), or a port not ACTIVE.
+        used = transport.get("transport") or "unknown"
+        notes.append(f"the tensor pair's transport is {used}: {transport['warning']}")
     if release is None:
         notes.append(f"{current.get('link')} points at no release: nothing is installed to run")
     if current.get("stamp_error"):
@@ -301,7 +310,8 @@ def fleet_records(entries: Any, hosts: Any = None, pairs: Any = None) -> list:
         if pair is not None and pair[1] in records and pair[2] in records:
             if pair[0] not in done:
                 done.add(pair[0])
-                out.append(pair_record(pair[0], records[pair[1]], records[pair[2]]))
+                mode = mode_of(pairs[pair[0]])
+                out.append(pair_record(pair[0], records[pair[1]], records[pair[2]], mode))
         else:
             out.append(records[host])
     return out
@@ -314,17 +324,24 @@ def _both(coordinator: Any, worker: Any) -> Any:
     return f"{coordinator if coordinator is not None else '-'}/{worker if worker is not None else '-'}"
 
 
-def pair_record(name: str, coordinator: dict, worker: dict) -> dict:
+def pair_record(name: str, coordinator: dict, worker: dict, mode: str = "pipeline") -> dict:
     """The record of pair `name` from its members' records: what the pair serves is its coordinator's (the
     API, the context, the speed), each member's state side by side (`active/failed`), and each member's
     notes under its name. It answers when the coordinator does and the worker's unit is active on the same
-    release. `members` keeps both records, each with its `role`."""
+    release. `members` keeps both records, each with its `role`; `pair` says its `mode` (ds4_pairs) and, in
+    tensor mode, the `transport` its members' engines were started with (`rdma/tcp` where they differ)."""
     members = [dict(coordinator, role="coordinator"), dict(worker, role="worker")]
     same = coordinator.get("release") == worker.get("release")
     record = dict(coordinator)
     record.update(
         host=name,
-        pair={"name": name, "coordinator": coordinator["host"], "worker": worker["host"]},
+        pair={
+            "name": name,
+            "coordinator": coordinator["host"],
+            "worker": worker["host"],
+            "mode": mode,
+            "transport": _both(coordinator.get("transport"), worker.get("transport")),
+        },  # fmt: skip
         members=members,
         reachable=coordinator["reachable"] and worker["reachable"],
         service=_both(coordinator["service"], worker["service"]),

@@ -10,6 +10,7 @@ Pure functions, judged before anything on a host changes. A pair is declared onc
         worker: {host: spark05, address: 10.77.0.2}
         port: 9100                     # optional: the coordinator's --listen port (ds4_pair_port)
         layers: "0:20"                 # optional: the coordinator's slice (else the catalog's)
+        mode: pipeline                 # optional: pipeline or tensor (_pair.mode)
 
 The engine's protocol (engine contract, "Quantizations and two Sparks as one endpoint"): the coordinator
 listens on the link (`--role coordinator --layers 0:K --listen ADDR PORT`) and serves the HTTP API; the
@@ -26,6 +27,15 @@ import re
 from ansible_collections.ds4.fleet.plugins.module_utils._common.bytes import describe_bytes
 from ansible_collections.ds4.fleet.plugins.module_utils._pair.fleet import ROLES, left_out
 from ansible_collections.ds4.fleet.plugins.module_utils._pair.link import interface_problems
+from ansible_collections.ds4.fleet.plugins.module_utils._pair.mode import (
+    TENSOR,
+    TENSOR_SHARES,
+    mode_of,
+    model_problem,
+    rdma_problem,
+    shape_problems,
+    transport_of,
+)
 from ansible_collections.ds4.fleet.plugins.module_utils._weights.catalog import (
     model_files,
     quantizations_of,
@@ -132,6 +142,12 @@ def fit_problem(host, files, memory_bytes, floor_bytes, role=None, layers=None):
             f"cannot hold it; declare {host} in a pair ({PAIRS_VAR}) so that two Sparks serve it, each its "
             f"slice of the layers"
         )
+    if layers is TENSOR_SHARES:
+        return (
+            f"{QUANTIZATION_VAR} {quant!r} needs {describe_bytes(need)} on the {role} {host} in tensor mode "
+            f"(half of every layer) and it has {describe_bytes(room)}: pick a smaller quantization, or "
+            f"declare the pair's mode pipeline ({PAIRS_VAR}[...].mode)"
+        )
     return (
         f"{QUANTIZATION_VAR} {quant!r} needs {describe_bytes(need)} on the {role} {host} (its slice "
         f"{layers[role]}) and it has {describe_bytes(room)}: move the split ({PAIRS_VAR}[...].layers)"
@@ -155,7 +171,12 @@ def quantization_fit_problem(
     role, layers = None, None
     if membership is not None:
         name, role, pair = membership
-        layers = pair_split(catalog[generation], entry, pair.get("layers"), f"{PAIRS_VAR}[{name!r}].layers")
+        if mode_of(pair) == TENSOR:
+            layers = TENSOR_SHARES
+        else:
+            layers = pair_split(
+                catalog[generation], entry, pair.get("layers"), f"{PAIRS_VAR}[{name!r}].layers"
+            )
     return fit_problem(host, files, memory_bytes, floor_bytes, role, layers)
 
 
@@ -191,9 +212,12 @@ def pairs_of(pairs):
         if not isinstance(pair, dict):
             errors.append(f"{at} must be a mapping with coordinator and worker, got {pair!r}")
             continue
-        unknown = sorted(set(pair) - {"coordinator", "worker", "port", "layers"})
+        unknown = sorted(set(pair) - {"coordinator", "worker", "port", "layers", "mode", "transport"})
         if unknown:
-            errors.append(f"{at} has unknown keys {unknown}: coordinator, worker, port, layers")
+            errors.append(
+                f"{at} has unknown keys {unknown}: coordinator, worker, port, layers, mode, transport"
+            )
+        errors += shape_problems(at, pair)
         hosts = []
         for role in ROLES:
             member = pair.get(role)
@@ -248,14 +272,16 @@ SAME = (
 )
 
 
-def member_problems(name, pair, members):
+def member_problems(name, pair, members, catalog=None):
     """Refusals of one pair against what its members' variables and facts say, before any change.
 
     `members` maps each member's host to {"addresses": [its own addresses, from its facts], "ds4_release",
     "ds4_release_commit", "ds4_model_generation", "ds4_quantization", "ds4_ctx"}, and "link": {"interface",
     "interfaces": {name: [its addresses]}} for a member whose link the run addresses (ds4_pair_link_manage):
     its netplan file is written once the pair is judged, so the address need not be its own yet, but the
-    interface must be, free of that address elsewhere."""
+    interface must be, free of that address elsewhere; and "rdma": what _spark.rdma found for its link
+    address (None: nothing), where the run looked. `catalog` (ds4_model_catalog) says which models the
+    pair's mode serves."""
     at = f"{PAIRS_VAR}[{name!r}]"
     out = []
     coordinator, worker = pair["coordinator"]["host"], pair["worker"]["host"]
@@ -288,6 +314,21 @@ def member_problems(name, pair, members):
                 f"({variable}: {coordinator} {one!r}, {worker} {other!r}); "
                 "both must run the same build of the same model"
             )
+    problem = model_problem(
+        at,
+        pair,
+        catalog,
+        members[coordinator].get("ds4_model_generation"),
+        members[coordinator].get("ds4_quantization"),
+    )
+    if problem:
+        out.append(problem)
+    if transport_of(pair) == "rdma":
+        for role in ROLES:
+            host = pair[role]["host"]
+            if "rdma" in members[host]:
+                problem = rdma_problem(at, role, host, pair[role]["address"], members[host]["rdma"])
+                out += [problem] if problem else []
     ctx_c, ctx_w = members[coordinator].get("ds4_ctx"), members[worker].get("ds4_ctx")
     if isinstance(ctx_c, int) and isinstance(ctx_w, int) and ctx_w < ctx_c:
         out.append(
@@ -298,10 +339,10 @@ def member_problems(name, pair, members):
     return out
 
 
-def play_problems(pairs, members, in_play):
+def play_problems(pairs, members, in_play, catalog=None):
     """Every refusal of ds4_pairs for a run on the hosts `in_play`: the declaration's, then, for each pair
     with a member in the run, a member left out of it and what its members' variables and facts say
-    (`members`: member_problems's mapping, for the Sparks of the inventory)."""
+    (`members`: member_problems's mapping, for the Sparks of the inventory; `catalog` ds4_model_catalog)."""
     try:
         declared = pairs_of(pairs)
     except PairError as exc:
@@ -309,5 +350,5 @@ def play_problems(pairs, members, in_play):
     out = left_out(declared, in_play, "provisioned")
     for name, pair in declared.items():
         if all(pair[role]["host"] in in_play for role in ROLES):
-            out += member_problems(name, pair, members)
+            out += member_problems(name, pair, members, catalog)
     return out

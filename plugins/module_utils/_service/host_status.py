@@ -137,8 +137,44 @@ def _engine(base_url: str, timeout: float) -> dict:
     }
 
 
+# Where a tensor pair member's ds4-rdma-launch records the transport of the engine's start (the unit's
+# runtime directory: gone when the unit stops, so never a record of an earlier start's).
+TRANSPORT_STATE = "/run/ds4/transport.json"
+
+
+def _transport(path: str) -> dict | None:
+    """The transport the running engine was started with ({transport, warning, device, gid_index}), None
+    where no launcher recorded one (a single Spark, a pipeline pair, a tensor pair over tcp)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            state = json.load(handle)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        return {
+            "transport": None,
+            "warning": f"{path} cannot be read: {exc}",
+            "device": None,
+            "gid_index": None,
+        }
+    state = state if isinstance(state, dict) else {}
+    found: dict = state["found"] if isinstance(state.get("found"), dict) else {}
+    return {
+        "transport": state.get("transport"),
+        "warning": state.get("warning"),
+        "device": found.get("device"),
+        "gid_index": found.get("gid_index"),
+    }
+
+
 def read_host(
-    root: str, gguf_dir: str, base_url: str, run: Any, service: str = "ds4.service", timeout: float = 5.0
+    root: str,
+    gguf_dir: str,
+    base_url: str,
+    run: Any,
+    service: str = "ds4.service",
+    timeout: float = 5.0,
+    transport_state: str = TRANSPORT_STATE,
 ) -> dict:
     """Everything the fleet report needs from one Spark, read from the things themselves."""
     current = _link(os.path.join(root, "current"))
@@ -157,5 +193,6 @@ def read_host(
         "service": dict(systemd, name=service),
         "engine": _engine(base_url, timeout),
         "disk": _disk(gguf_dir),
+        "transport": _transport(transport_state),
         "read_at": round(time.time(), 3),
     }

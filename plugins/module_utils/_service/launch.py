@@ -32,8 +32,20 @@ the roles derive are named after what they come from):
 | builtin_mtp | False | mtp is the model's own block: `--mtp` without a file (GLM 5.3) |
 
 The family settings come from the catalog (_weights.catalog.serving), never from an operator's extra_args.
+| dist_mode | pipeline | the pair's mode (ds4_pairs): pipeline (`--layers`) or tensor (`--tensor-parallel`) |
+| dist_transport | rdma | tensor only: rdma (found at each start by rdma_launcher) or tcp |
+| dist_address | None | tensor with rdma: this member's own address on the link, whose RDMA device is sought |
+| rdma_launcher | None | tensor with rdma: our `ds4-rdma-launch` (_spark.rdma), run at each start |
 
 A setting given as None takes its default, so a module can pass every option through unchanged.
+
+A pair in tensor mode (engine contract, "Two Sparks, the faster way"): the worker runs `ds4`, the CLI,
+`--cuda -m MODEL --tensor-parallel --role worker --coordinator IP PORT`; the coordinator `ds4-server` with
+its usual flags and `--tensor-parallel --role coordinator --listen IP PORT --batched-session 8`. With tcp
+both get `--transport tcp`; with rdma the unit runs `rdma_launcher`, which appends `--transport rdma
+--rdma-device DEV --rdma-gid-index N` as it finds them at that start (the RoCE v2 GID index moves across
+reboots), or `--transport tcp` with a warning where no RDMA device serves the link, then becomes the
+engine (exec: the unit's main process is the engine). The mode is upstream's (the fork has none).
 
 Decisions:
 - Numbers may be ints or strings of ASCII digits (`-e ds4_port=9000` arrives as a string). Booleans
@@ -90,8 +102,16 @@ DEFAULTS: dict[str, Any] = {
     "ssd_streaming_cache_gb": None,
     "power": None,
     "builtin_mtp": False,
+    "dist_mode": None,
+    "dist_transport": None,
+    "dist_address": None,
+    "rdma_launcher": None,
 }
 DIST_ROLES = ("coordinator", "worker")
+DIST_MODES = ("pipeline", "tensor")
+TRANSPORTS = ("rdma", "tcp")
+# The coordinator of a tensor pair serves this many sessions at once (the engine's published setup).
+TENSOR_BATCHED_SESSIONS = 8
 _COORDINATOR_SLICE_RE = re.compile(r"0:[0-9]+")
 _WORKER_SLICE_RE = re.compile(r"[0-9]+:output")
 
@@ -137,6 +157,10 @@ MANAGED_FLAGS = {
     "--layers": "declare the pair in ds4_pairs (its layers)",
     "--listen": "declare the pair in ds4_pairs (the members' link addresses)",
     "--coordinator": "declare the pair in ds4_pairs (the members' link addresses)",
+    "--tensor-parallel": "declare the pair's mode in ds4_pairs",
+    "--transport": "declare the pair's transport in ds4_pairs (rdma falls back to tcp by itself)",
+    "--rdma-device": "the RDMA device is found at each start",
+    "--rdma-gid-index": "the RoCE v2 GID index is found at each start (it moves across reboots)",
     "--ssd-streaming": "set ds4_model_family: the catalog streams the families that need it",
     "--ssd-streaming-cache-experts": "set ds4_model_family: the catalog pins each streamed family's cache",
     "--vision": "set ds4_model_family: the catalog's vision encoder (files.vision) is passed",
@@ -145,6 +169,8 @@ MANAGED_FLAGS = {
 FAMILY_FLAGS = {
     "--power": ("power", "set ds4_model_family: the catalog gives the --power the family requires")
 }
+# Flags a tensor pair's coordinator gets, refused in ds4_extra_args there alone.
+TENSOR_FLAGS = {"--batched-session": "a tensor pair's coordinator serves 8 sessions at once"}
 
 _ENV_NAME_RE = re.compile(r"[A-Z_][A-Z0-9_]*")
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
@@ -177,6 +203,10 @@ NAMES = {
     "ssd_streaming_cache_gb": "the streamed expert cache (ds4_model_catalog)",
     "power": "the family's --power (ds4_model_catalog)",
     "builtin_mtp": "the family's own MTP block (ds4_model_catalog)",
+    "dist_mode": "the pair's mode (ds4_pairs)",
+    "dist_transport": "the pair's transport (ds4_pairs)",
+    "dist_address": "the member's own link address (ds4_pairs)",
+    "rdma_launcher": "the RDMA launcher's path",
 }
 # The installer's rule: a name containing "-0731" is of the 0731 generation.
 _0731_MARK = "-0731"
@@ -302,6 +332,11 @@ def validate(settings):
     out["extra_env"] = _extra_env(s["extra_env"], errors)
     out["extra_args"] = _extra_args(s["extra_args"], errors, out)
     errors += ds4_lineage.extra_args_problems(out["lineage"], out["extra_args"])
+    if out["dist_mode"] == "tensor" and out["dist_role"] == "coordinator":
+        for item in out["extra_args"]:
+            flag = item.split("=", 1)[0]
+            if flag in TENSOR_FLAGS:
+                errors.append(f"ds4_extra_args must not contain {item!r}: {TENSOR_FLAGS[flag]}")
 
     if errors:
         raise LaunchConfigError(errors)
@@ -424,10 +459,14 @@ def _memory(s, out, errors):
         )
 
 
+_DIST_KEYS = ("dist_role", "dist_layers", "dist_host", "dist_port", "dist_mode", "dist_transport",
+              "dist_address", "rdma_launcher")  # fmt: skip
+
+
 def _dist(settings, out, errors):
-    """A pair member's part: its role, its slice and the coordinator's address on the pair's link, all or
-    none (ds4_pair decides them from ds4_pairs)."""
-    given = {key: settings.get(key) for key in ("dist_role", "dist_layers", "dist_host", "dist_port")}
+    """A pair member's part: its role, mode, slice (pipeline) or transport (tensor) and the coordinator's
+    address on the pair's link, all or none (ds4_pair decides them from ds4_pairs)."""
+    given = {key: settings.get(key) for key in _DIST_KEYS}
     out.update(dict.fromkeys(given))
     if all(value is None for value in given.values()):
         return
@@ -435,14 +474,44 @@ def _dist(settings, out, errors):
     if role not in DIST_ROLES:
         errors.append(f"{_var('dist_role')} must be coordinator or worker: {role!r}")
         return
-    pattern = _COORDINATOR_SLICE_RE if role == "coordinator" else _WORKER_SLICE_RE
-    shape = "0:K" if role == "coordinator" else "K:output"
-    if not isinstance(layers, str) or not pattern.fullmatch(layers):
-        errors.append(f"{_var('dist_layers')} of a {role} must be {shape}: {layers!r}")
+    mode = given["dist_mode"] or "pipeline"
+    if mode not in DIST_MODES:
+        errors.append(f"{_var('dist_mode')} must be pipeline or tensor: {mode!r}")
+        return
+    if mode == "tensor":
+        _tensor(given, out, errors)
+    else:
+        pattern = _COORDINATOR_SLICE_RE if role == "coordinator" else _WORKER_SLICE_RE
+        shape = "0:K" if role == "coordinator" else "K:output"
+        if not isinstance(layers, str) or not pattern.fullmatch(layers):
+            errors.append(f"{_var('dist_layers')} of a {role} must be {shape}: {layers!r}")
     if not isinstance(host, str) or not _HOST_RE.fullmatch(host):
         errors.append(f"{_var('dist_host')} must be an IP address or a host name: {host!r}")
     port = _whole(given["dist_port"], "dist_port", 1, 65535, "a port number from 1 to 65535", errors)
-    out.update(dist_role=role, dist_layers=layers, dist_host=host, dist_port=port)
+    out.update(dist_role=role, dist_layers=layers, dist_host=host, dist_port=port, dist_mode=mode)
+
+
+def _tensor(given, out, errors):
+    """The tensor mode's part: no slice, a transport, and for rdma the member's own link address and the
+    launcher that finds its RDMA device at each start."""
+    if given["dist_layers"] is not None:
+        errors.append(f"{_var('dist_layers')} is the pipeline's; a tensor pair splits every layer")
+    if out["lineage"] != ds4_lineage.UPSTREAM:
+        errors.append(
+            f"{_var('dist_mode')} tensor is upstream's engine (--tensor-parallel): "
+            f"{ds4_lineage.VARIABLE} makes this Spark run the fork, which has no tensor mode"
+        )
+    transport = given["dist_transport"] or "rdma"
+    if transport not in TRANSPORTS:
+        errors.append(f"{_var('dist_transport')} must be rdma or tcp: {transport!r}")
+    out["dist_transport"] = transport
+    if transport == "rdma":
+        try:
+            ipaddress.ip_address(given["dist_address"])
+        except (TypeError, ValueError):
+            errors.append(f"{_var('dist_address')} must be an IP address: {given['dist_address']!r}")
+        out["dist_address"] = given["dist_address"]
+        out["rdma_launcher"] = _abs_path(given["rdma_launcher"], "rdma_launcher", errors)
 
 
 def server_env(cfg):
@@ -482,11 +551,40 @@ def server_args(cfg):
         args += ["--power", str(cfg["power"])]
     if cfg["vision_model"] is not None:
         args += ["--vision", cfg["vision_model"]]
+    if cfg["dist_mode"] == "tensor":
+        return (
+            args + _tensor_args(cfg) + ["--batched-session", str(TENSOR_BATCHED_SESSIONS)] + cfg["extra_args"]
+        )
     if cfg["dist_role"] is not None:
         peer = "--listen" if cfg["dist_role"] == "coordinator" else "--coordinator"
         args += ["--role", cfg["dist_role"], "--layers", cfg["dist_layers"]]
         args += [peer, cfg["dist_host"], str(cfg["dist_port"])]
     return args + cfg["extra_args"]
+
+
+def _tensor_args(cfg):
+    """A tensor member's flags; the rdma transport's are the launcher's to append at each start."""
+    peer = "--listen" if cfg["dist_role"] == "coordinator" else "--coordinator"
+    args = ["--tensor-parallel", "--role", cfg["dist_role"], peer, cfg["dist_host"], str(cfg["dist_port"])]
+    return args + (["--transport", "tcp"] if cfg["dist_transport"] == "tcp" else [])
+
+
+def worker_args(cfg):
+    """The `ds4` CLI arguments of a tensor pair's worker (the engine contract's, and ds4_extra_args)."""
+    return ["--cuda", "-m", cfg["base_model"], *_tensor_args(cfg), *cfg["extra_args"]]
+
+
+def tensor_worker(cfg):
+    """Whether the member runs `ds4`, the CLI: a tensor pair's worker."""
+    return cfg["dist_mode"] == "tensor" and cfg["dist_role"] == "worker"
+
+
+def launcher_words(cfg):
+    """The words before the engine's program on the unit's command line: the RDMA launcher, where the
+    member's transport is rdma (it finds the device and GID index at each start, then runs the engine)."""
+    if cfg["dist_mode"] != "tensor" or cfg["dist_transport"] != "rdma":
+        return []
+    return ["/usr/bin/python3", "-B", cfg["rdma_launcher"], "--address", cfg["dist_address"], "--"]
 
 
 def env_file_line(name, value):
@@ -512,11 +610,32 @@ def exec_word(word):
     return word.replace("%", "%%").replace("$", "$$")
 
 
+# What RDMA needs of the unit's sandbox, and nothing else needs (a tensor pair with transport rdma alone):
+# the verbs device nodes (/dev/infiniband/uverbsN, the driver group "infiniband_verbs" in /proc/devices, so
+# that a device numbered after a reboot is admitted too) and the connection manager's node, beside the
+# GPU's under DevicePolicy=closed; and no limit on locked memory, as the engine registers its buffers with
+# the NIC (ibv_reg_mr pins them). Address families need nothing new: libibverbs lists devices and resolves
+# a RoCE peer's MAC address over netlink (AF_NETLINK, which the unit already allows), and the rest of its
+# work is ioctl on the device nodes; AF_IB is rdma_cm's InfiniBand addressing, which RoCE over IP does
+# not use.
+RDMA_DEVICE_ALLOW = ("char-infiniband_verbs rw", "/dev/infiniband/rdma_cm rw")
+RDMA_LIMIT_MEMLOCK = "infinity"
+
+
+def unit_allowances(cfg):
+    """What the unit allows beyond its own settings for this launch: {"device_allow": [...],
+    "limit_memlock": "infinity" or None (the unit's ds4_limit_memlock)}; RDMA's only with rdma."""
+    if cfg["dist_mode"] == "tensor" and cfg["dist_transport"] == "rdma":
+        return {"device_allow": list(RDMA_DEVICE_ALLOW), "limit_memlock": RDMA_LIMIT_MEMLOCK}
+    return {"device_allow": [], "limit_memlock": None}
+
+
 def launch_config(settings, key=None):
     """Everything the service role needs from the settings; LaunchConfigError when they are wrong.
 
     Returns a dict: settings (validated, defaults filled), env (name -> value), env_lines,
-    env_content (the text of /etc/ds4/ds4.env, without a header), binary, args, exec_start, and
+    env_content (the text of /etc/ds4/ds4.env, without a header), binary, args, exec_start, unit
+    (unit_allowances), and
     public: settings, env, env_lines and args with each extra_env value replaced by its digest under
     `key` (_common.digest.keyed: the Spark's key; without one, a key of this call alone, whose digests
     compare with no other call's), for whatever is shown or kept where others read it (a diff, the
@@ -526,8 +645,8 @@ def launch_config(settings, key=None):
     key = key or os.urandom(ds4_digest.KEY_BYTES)
     env = server_env(cfg)
     env_lines = [env_file_line(name, value) for name, value in env.items()]
-    binary = posixpath.join(cfg["release_dir"], "ds4-server")
-    args = server_args(cfg)
+    binary = posixpath.join(cfg["release_dir"], "ds4" if tensor_worker(cfg) else "ds4-server")
+    args = worker_args(cfg) if tensor_worker(cfg) else server_args(cfg)
     hidden = {name: ds4_digest.keyed(value, key) for name, value in cfg["extra_env"].items()}
     public_env = dict(env, **hidden)
     return {
@@ -537,7 +656,8 @@ def launch_config(settings, key=None):
         "env_content": "".join(line + "\n" for line in env_lines),
         "binary": binary,
         "args": args,
-        "exec_start": " ".join(exec_word(word) for word in [binary, *args]),
+        "exec_start": " ".join(exec_word(word) for word in [*launcher_words(cfg), binary, *args]),
+        "unit": unit_allowances(cfg),
         "public": {
             "settings": dict(cfg, extra_env=hidden),
             "env": public_env,

@@ -80,12 +80,51 @@ def test_a_member_knows_its_role_peer_port_and_slice():
     assert pair_member(PAIRS, "spark05", CATALOG, "0731", "q4", {}, 9400) == {
         "pair": "pair01", "role": "worker", "peer": "spark04", "address": "10.77.0.2",
         "peer_address": "10.77.0.1", "coordinator_address": "10.77.0.1", "worker_address": "10.77.0.2",
-        "port": 9400, "layers": "21:output",
+        "port": 9400, "mode": "pipeline", "transport": None, "layers": "21:output",
     }  # fmt: skip
     custom = copy.deepcopy(PAIRS)
     custom["pair01"].update(port=9555, layers="0:25")
     assert pair_member(custom, "spark04", CATALOG, "0731", "q4")["layers"] == "0:25"
     assert pair_member(custom, "spark04", CATALOG, "0731", "q4")["port"] == 9555
+
+
+def test_a_tensor_member_knows_its_mode_and_transport_and_has_no_slice():
+    tensor = copy.deepcopy(PAIRS)
+    tensor["pair01"]["mode"] = "tensor"
+    member = pair_member(tensor, "spark05", CATALOG, "0731", "q2", {}, 9400)
+    assert (member["mode"], member["transport"], member["layers"]) == ("tensor", "rdma", None)
+    tensor["pair01"]["transport"] = "tcp"
+    assert pair_member(tensor, "spark04", CATALOG, "0731", "q2")["transport"] == "tcp"
+
+
+def test_a_model_the_pairs_mode_does_not_serve_is_refused_with_the_catalog():
+    tensor = copy.deepcopy(PAIRS)
+    tensor["pair01"]["mode"] = "tensor"
+    problems = pair_problems(tensor, HOSTVARS, ["spark04", "spark05"], CATALOG)
+    assert problems == [
+        "ds4_pairs['pair01'].mode tensor: the engine's tensor-parallel mode does not serve "
+        "ds4_model_generation '0731' with ds4_quantization 'q4' (of this generation it serves: q2, mxfp4; "
+        "ds4_model_catalog['0731'].tensor_parallel); declare the pair's mode pipeline, or pick a "
+        "quantization it serves"
+    ]
+
+
+def test_a_member_without_the_rdma_its_tensor_pair_asks_for_is_refused_from_what_it_remembered():
+    tensor = copy.deepcopy(PAIRS)
+    tensor["pair01"]["mode"] = "tensor"
+    found = {"device": "rocep1s0f1", "port": 1, "gid_index": 3, "ndev": "enP2p1s0f1np1", "active": True}
+    hostvars = copy.deepcopy(HOSTVARS)
+    for name, rdma in (("spark04", found), ("spark05", None)):
+        compared = {key: hostvars[name][key] for key in ("ds4_release", "ds4_release_commit", "ds4_ctx",
+                                                          "ds4_model_generation")}  # fmt: skip
+        hostvars[name]["_ds4_pair_compared"] = dict(compared, ds4_quantization="q2", rdma=rdma)
+    assert pair_problems(tensor, hostvars, ["spark04", "spark05"], CATALOG) == [
+        "ds4_pairs['pair01'].transport rdma: worker spark05 has no RDMA device serving its link address "
+        "10.77.0.2 (no RoCE v2 GID of /sys/class/infiniband holds it): cable the ConnectX-7 port and load "
+        "its driver, or set ds4_pairs['pair01'].transport to tcp"
+    ]
+    hostvars["spark05"]["_ds4_pair_compared"]["rdma"] = found
+    assert pair_problems(tensor, hostvars, ["spark04", "spark05"], CATALOG) == []
 
 
 def test_a_split_beyond_the_model_fails_naming_the_setting():

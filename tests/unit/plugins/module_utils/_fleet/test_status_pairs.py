@@ -33,7 +33,8 @@ def test_a_pair_is_one_record_with_both_members():
     records = fleet_records(entries(), HOSTS, PAIRS)
     assert [r["host"] for r in records] == ["spark01", "pair01"]
     pair = records[1]
-    assert pair["pair"] == {"name": "pair01", "coordinator": "spark04", "worker": "spark05"}
+    assert pair["pair"] == {"name": "pair01", "coordinator": "spark04", "worker": "spark05",
+                            "mode": "pipeline", "transport": None}  # fmt: skip
     assert [(m["host"], m["role"], m["service"]) for m in pair["members"]] == [
         ("spark04", "coordinator", "active"),
         ("spark05", "worker", "active"),
@@ -74,3 +75,21 @@ def test_a_member_that_could_not_be_read_is_told_in_the_pair_row():
 def test_a_pair_with_one_member_in_the_report_stays_a_spark_row():
     records = fleet_records(entries()[:2], ["spark01", "spark04"], PAIRS)
     assert [r["host"] for r in records] == ["spark01", "spark04"]
+
+
+def test_a_tensor_pair_says_its_mode_and_transport_and_a_tcp_fallback_is_a_note():
+    tensor = {"pair01": dict(PAIRS["pair01"], mode="tensor")}
+    rdma = {"transport": "rdma", "warning": None, "device": "rocep1s0f1", "gid_index": 3}
+    tcp = {"transport": "tcp", "warning": "no RDMA device serves the link address 10.77.0.2 (...)",
+           "device": None, "gid_index": None}  # fmt: skip
+    coordinator, worker = reading(), worker_reading()
+    coordinator["transport"], worker["transport"] = rdma, rdma
+    pair = fleet_records(entries(worker, coordinator), HOSTS, tensor)[1]
+    assert (pair["pair"]["mode"], pair["pair"]["transport"], pair["notes"]) == ("tensor", "rdma", [])
+    worker = dict(worker, transport=tcp)
+    pair = fleet_records(entries(worker, coordinator), HOSTS, tensor)[1]
+    assert pair["pair"]["transport"] == "rdma/tcp"
+    assert pair["notes"] == [
+        "spark05 (worker): the tensor pair's transport is tcp: no RDMA device serves the link address "
+        "10.77.0.2 (...)"
+    ]

@@ -183,3 +183,29 @@ def test_the_module_reads_and_changes_nothing(root, engine, tmp_path, capsys, mo
     assert exc.value.code == 0 and out["changed"] is False
     assert out["status"]["current"]["release"] == "v0.6.5" and out["status"]["engine"]["url"] == engine
     assert seen[0][0][:3] == ["/bin/sc", "show", "ds4.service"] and seen[0][1] == {"LC_ALL": "C"}
+
+
+# --- a tensor pair member: the transport its engine was started with (ds4-rdma-launch's state) ---
+
+
+def test_the_transport_of_the_engines_start_is_read_from_the_launchers_state(root, engine, tmp_path):
+    state = tmp_path / "transport.json"
+    found = {"device": "rocep1s0f1", "port": 1, "gid_index": 3, "ndev": "enP2p1s0f1np1", "active": True}
+    state.write_text(json.dumps({"transport": "rdma", "flags": [], "found": found, "warning": None}))
+    status = read_host(str(root), str(tmp_path), engine, systemctl(), transport_state=str(state))
+    assert status["transport"] == {
+        "transport": "rdma",
+        "warning": None,
+        "device": "rocep1s0f1",
+        "gid_index": 3,
+    }
+    state.write_text(json.dumps({"transport": "tcp", "found": None, "warning": "no RDMA device serves it"}))
+    status = read_host(str(root), str(tmp_path), engine, systemctl(), transport_state=str(state))
+    assert status["transport"] == {
+        "transport": "tcp", "warning": "no RDMA device serves it", "device": None, "gid_index": None,
+    }  # fmt: skip
+    state.write_text("{half")
+    status = read_host(str(root), str(tmp_path), engine, systemctl(), transport_state=str(state))
+    assert status["transport"]["transport"] is None and "cannot be read" in status["transport"]["warning"]
+    missing = read_host(str(root), str(tmp_path), engine, systemctl(), transport_state=str(tmp_path / "none"))
+    assert missing["transport"] is None

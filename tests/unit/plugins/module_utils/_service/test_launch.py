@@ -181,6 +181,10 @@ def test_settings_are_returned_normalised():
         "ssd_streaming_cache_gb": None,
         "power": None,
         "builtin_mtp": False,
+        "dist_mode": None,
+        "dist_transport": None,
+        "dist_address": None,
+        "rdma_launcher": None,
     }
 
 
@@ -499,6 +503,73 @@ def test_the_distributed_flags_are_the_pair_declarations_alone(flag):
         LaunchConfigError, match=f"ds4_extra_args must not contain '{flag}': declare the pair"
     ):
         launch_config(settings(extra_args=[flag, "x"]))
+
+
+# --- a pair in tensor mode: the worker runs ds4 (the CLI), rdma found at each start by our launcher -------
+
+TENSOR = {"dist_mode": "tensor", "dist_host": "10.77.0.1", "dist_port": 9911, "lineage": "upstream",
+          "dspark_model": SUPPORT}  # fmt: skip
+LAUNCHER = "/usr/local/lib/ds4/ds4-rdma-launch"
+RDMA = dict(TENSOR, dist_transport="rdma", rdma_launcher=LAUNCHER)
+
+
+def test_a_tensor_worker_runs_the_cli_with_the_contracts_flags_behind_the_rdma_launcher():
+    worker = launch_config(settings(**RDMA, dist_role="worker", dist_address="10.77.0.2"))
+    assert worker["binary"] == "/opt/ds4/current/ds4"
+    assert worker["args"] == ["--cuda", "-m", BASE, "--tensor-parallel", "--role", "worker", "--coordinator",
+                              "10.77.0.1", "9911"]  # fmt: skip
+    assert worker["exec_start"] == (
+        f"/usr/bin/python3 -B {LAUNCHER} --address 10.77.0.2 -- /opt/ds4/current/ds4 --cuda -m {BASE} "
+        "--tensor-parallel --role worker --coordinator 10.77.0.1 9911"
+    )
+
+
+def test_a_tensor_coordinator_serves_with_batched_sessions_and_tcp_needs_no_launcher():
+    coordinator = launch_config(settings(**RDMA, dist_role="coordinator", dist_address="10.77.0.1"))
+    assert coordinator["binary"] == "/opt/ds4/current/ds4-server"
+    assert coordinator["args"][-8:] == ["--tensor-parallel", "--role", "coordinator", "--listen", "10.77.0.1",
+                                        "9911", "--batched-session", "8"]  # fmt: skip
+    assert "--layers" not in coordinator["args"] and "--transport" not in coordinator["args"]
+    assert coordinator["exec_start"].startswith(f"/usr/bin/python3 -B {LAUNCHER} --address 10.77.0.1 -- ")
+    tcp = launch_config(settings(**TENSOR, dist_role="coordinator", dist_transport="tcp"))
+    assert tcp["args"][-10:] == ["--tensor-parallel", "--role", "coordinator", "--listen", "10.77.0.1",
+                                 "9911", "--transport", "tcp", "--batched-session", "8"]  # fmt: skip
+    assert tcp["exec_start"].startswith("/opt/ds4/current/ds4-server ")
+    worker = launch_config(settings(**TENSOR, dist_role="worker", dist_transport="tcp"))
+    assert worker["args"][-2:] == ["--transport", "tcp"] and worker["exec_start"].startswith(
+        "/opt/ds4/current/ds4 "
+    )
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"lineage": "fork", "dspark_model": DRAFTER},
+         "the pair's mode (ds4_pairs) tensor is upstream's engine (--tensor-parallel): ds4_engine_lineage "
+         "makes this Spark run the fork, which has no tensor mode"),
+        ({"dist_layers": "21:output"},
+         "the pair member's layers (ds4_pairs, ds4_model_catalog) is the pipeline's; a tensor pair splits "
+         "every layer"),
+        ({"dist_transport": "ib"}, "the pair's transport (ds4_pairs) must be rdma or tcp: 'ib'"),
+        ({"dist_mode": "tp"}, "the pair's mode (ds4_pairs) must be pipeline or tensor: 'tp'"),
+        ({"dist_address": None}, "the member's own link address (ds4_pairs) must be an IP address: None"),
+        ({"rdma_launcher": "ds4-rdma-launch"}, "the RDMA launcher's path must be an absolute path"),
+        ({"extra_args": ["--batched-session=4"]},
+         "ds4_extra_args must not contain '--batched-session=4': a tensor pair's coordinator serves 8 "
+         "sessions"),
+    ],
+)  # fmt: skip
+def test_a_tensor_launch_that_cannot_be_is_refused(changes, message):
+    given = {**RDMA, "dist_role": "coordinator", "dist_address": "10.77.0.1", **changes}
+    with pytest.raises(LaunchConfigError) as caught:
+        launch_config(settings(**given))
+    assert any(message in error for error in caught.value.errors), caught.value.errors
+
+
+@pytest.mark.parametrize("flag", ["--tensor-parallel", "--transport", "--rdma-device", "--rdma-gid-index"])
+def test_the_tensor_flags_are_the_pair_declarations_and_the_launchers_alone(flag):
+    with pytest.raises(LaunchConfigError, match=f"ds4_extra_args must not contain '{flag}'"):
+        launch_config(settings(lineage="upstream", dspark_model=SUPPORT, extra_args=[flag, "x"]))
 
 
 def test_each_lineage_refuses_what_its_engine_does_not_take():
