@@ -88,7 +88,14 @@ def test_status_shows_the_pair_as_one_row_with_both_members(hosts, tmp_path):
     records = json.loads(path.read_text())["hosts"]
     assert [record["host"] for record in records] == ["pair01"]
     (pair,) = records
-    assert pair["pair"] == {"name": "pair01", "coordinator": COORDINATOR, "worker": WORKER}
+    # A pipeline pair (ds4_pairs' default mode): no tensor transport to say.
+    assert pair["pair"] == {
+        "name": "pair01",
+        "coordinator": COORDINATOR,
+        "worker": WORKER,
+        "mode": "pipeline",
+        "transport": None,
+    }
     assert [(m["host"], m["role"], m["service"], m["release"]) for m in pair["members"]] == [
         (COORDINATOR, "coordinator", "active", "v0.6.5"),
         (WORKER, "worker", "active", "v0.6.5"),
