@@ -88,3 +88,10 @@ def test_no_other_launch_gets_them(settings):
 def test_a_unit_without_a_device_policy_is_not_closed_for_rdma():
     text = render(RDMA, device_allow=())
     assert service(text, "DevicePolicy") == [] and service(text, "DeviceAllow") == []
+
+
+def test_a_host_that_cannot_lift_its_locked_memory_gives_rdma_its_own_limit():
+    # The sandbox's containers cannot raise RLIMIT_MEMLOCK (ds4_rdma_limit_memlock 8M there).
+    text = render(dict(RDMA, rdma_limit_memlock="8M"), memlock="8G")
+    assert service(text, "LimitMEMLOCK") == ["8M"]
+    assert service(text, "DeviceAllow")[1:] == ["char-infiniband_verbs rw", "/dev/infiniband/rdma_cm rw"]
