@@ -36,8 +36,8 @@ The family settings come from the catalog (_weights.catalog.serving), never from
 | dist_transport | rdma | tensor only: rdma (found at each start by rdma_launcher) or tcp |
 | dist_address | None | tensor with rdma: this member's own address on the link, whose RDMA device is sought |
 | rdma_launcher | None | tensor with rdma: our `ds4-rdma-launch` (_spark.rdma), run at each start |
-| rdma_sysfs_root | /sys | tensor with rdma: where the launcher reads sysfs (`--root`; the sandbox's stand-in) |
-| rdma_limit_memlock | infinity | tensor with rdma: the unit's LimitMEMLOCK, as the NIC pins the engine's buffers |
+| rdma_sysfs_root | /sys | tensor with rdma: where the launcher reads sysfs (`--root`; a stand-in's tree) |
+| rdma_limit_memlock | infinity | tensor with rdma: the unit's LimitMEMLOCK (the NIC pins the buffers) |
 
 A setting given as None takes its default, so a module can pass every option through unchanged.
 

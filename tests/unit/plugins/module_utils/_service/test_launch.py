@@ -521,8 +521,8 @@ def test_a_tensor_worker_runs_the_cli_with_the_contracts_flags_behind_the_rdma_l
     assert worker["args"] == ["--cuda", "-m", BASE, "--tensor-parallel", "--role", "worker", "--coordinator",
                               "10.77.0.1", "9911"]  # fmt: skip
     assert worker["exec_start"] == (
-        f"/usr/bin/python3 -B {LAUNCHER} --address 10.77.0.2 --root /sys -- /opt/ds4/current/ds4 --cuda -m {BASE} "
-        "--tensor-parallel --role worker --coordinator 10.77.0.1 9911"
+        f"/usr/bin/python3 -B {LAUNCHER} --address 10.77.0.2 --root /sys -- /opt/ds4/current/ds4 --cuda "
+        f"-m {BASE} --tensor-parallel --role worker --coordinator 10.77.0.1 9911"
     )
 
 
@@ -551,7 +551,8 @@ def test_the_rdma_launcher_reads_sysfs_where_it_is_pointed_and_at_the_real_path_
         settings(**RDMA, dist_role="worker", dist_address="10.77.0.2", rdma_sysfs_root="/var/lib/standin/sys")
     )
     assert pointed["exec_start"].startswith(
-        f"/usr/bin/python3 -B {LAUNCHER} --address 10.77.0.2 --root /var/lib/standin/sys -- /opt/ds4/current/ds4 "
+        f"/usr/bin/python3 -B {LAUNCHER} --address 10.77.0.2 --root /var/lib/standin/sys -- "
+        "/opt/ds4/current/ds4 "
     )
     real = launch_config(settings(**RDMA, dist_role="worker", dist_address="10.77.0.2"))
     assert " --root /sys -- " in real["exec_start"] and real["unit"]["limit_memlock"] == "infinity"
@@ -577,7 +578,8 @@ def test_the_rdma_launcher_reads_sysfs_where_it_is_pointed_and_at_the_real_path_
         ({"rdma_launcher": "ds4-rdma-launch"}, "the RDMA launcher's path must be an absolute path"),
         ({"rdma_sysfs_root": "sys"}, "ds4_rdma_sysfs_root must be an absolute path: 'sys'"),
         ({"rdma_limit_memlock": "lots"},
-         "ds4_rdma_limit_memlock must be infinity or a number of bytes with an optional K, M, G or T: 'lots'"),
+         "ds4_rdma_limit_memlock must be infinity or a number of bytes with an optional K, M, G or T: "
+         "'lots'"),
         ({"extra_args": ["--batched-session=4"]},
          "ds4_extra_args must not contain '--batched-session=4': a tensor pair's coordinator serves 8 "
          "sessions"),
