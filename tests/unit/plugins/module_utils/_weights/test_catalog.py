@@ -259,8 +259,8 @@ def test_a_pair_is_held_to_the_figures_of_its_mode(catalog):
 @pytest.mark.parametrize(
     "tensor_reference, says",
     [
-        ({"q5": {"source": "x", "stamp": "y", "figures": {"decode_2k": 26}}},
-         "tensor_reference has 'q5', not a quantization of this generation"),
+        ({"Q 5": {"source": "x", "stamp": "y", "figures": {"decode_2k": 26}}},
+         "tensor_reference has 'Q 5', not a quantization key like q2"),
         ({"q2": {"source": "x", "stamp": "y", "figures": {"decode_2k": -1}}}, "must be a positive tok/s"),
         ({"q2": "fast"}, "tensor_reference['q2'] must be a mapping with source, stamp and figures"),
         (["q2"], "tensor_reference must be a mapping of quantization to its published figures"),
