@@ -562,7 +562,9 @@ def server_args(cfg):
         args += ["--mtp"] if cfg["builtin_mtp"] else ["--mtp", cfg["mtp_model"]]
     elif cfg["speculation"] == "plain":
         args.append("--no-spec")
-    if cfg["ssd_streaming_cache_gb"] is not None:
+    # The tensor mode does not stream (engine contract): a streamed family's member holds its half of every
+    # layer in memory instead, which the pair's memory check judged (_pair.declaration).
+    if cfg["ssd_streaming_cache_gb"] is not None and cfg["dist_mode"] != "tensor":
         # Pinned: the engine's automatic cache pushed owners' Sparks into swap (NVRM NV_ERR_NO_MEMORY).
         args += ["--ssd-streaming", "--ssd-streaming-cache-experts", f"{cfg['ssd_streaming_cache_gb']}GB"]
     if cfg["power"] is not None:

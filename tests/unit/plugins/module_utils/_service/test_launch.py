@@ -545,6 +545,18 @@ def test_a_tensor_coordinator_serves_with_batched_sessions_and_tcp_needs_no_laun
     )
 
 
+def test_a_tensor_member_of_a_streamed_family_does_not_stream():
+    # The engine's tensor mode takes no --ssd-streaming (engine contract): each member holds its half of
+    # every layer in memory, which the pair's memory check judged.
+    for role in ("coordinator", "worker"):
+        member = launch_config(
+            settings(**TENSOR, dist_role=role, dist_transport="tcp", ssd_streaming_cache_gb=64)
+        )
+        assert "--ssd-streaming" not in member["args"], role
+    alone = launch_config(settings(lineage="upstream", dspark_model=SUPPORT, ssd_streaming_cache_gb=64))
+    assert alone["args"][-3:] == ["--ssd-streaming", "--ssd-streaming-cache-experts", "64GB"]
+
+
 def test_the_rdma_launcher_reads_sysfs_where_it_is_pointed_and_at_the_real_path_by_default():
     # The sandbox points it at its stand-in device's tree (ds4_rdma_sysfs_root); a Spark reads /sys.
     pointed = launch_config(
