@@ -1193,7 +1193,8 @@ def test_an_upstream_tensor_pair_answers_through_its_coordinator(
         start, upstream_good, models["base"], env, dist_port, "-c", "65536", *flags
     )
     engine.wait_for(logged)
-    joining.wait_for("registered with the coordinator")
+    registered = joining.wait_for("registered with the coordinator")
+    assert registered.endswith(f"registered with the coordinator at 127.0.0.1:{dist_port}"), registered
     engine.wait_for("registered, tensor parallel: route complete")
     assert "paris" in chat(base, SMOKE)["choices"][0]["message"]["content"].lower()
     # Upstream serves no /v1/stats nor /metrics: the route shows in the answers and the log alone.

@@ -201,7 +201,10 @@ class Route:
             hello = _receive(reader)
             with self.lock:
                 self._judge(hello)
-                _send(writer, {"ok": True, "layers": f"{self.first}:{self.last}", "ctx": self.context})
+                answer = {"ok": True, "ctx": self.context}
+                if self.first is not None:  # a tensor route has no slice
+                    answer["layers"] = f"{self.first}:{self.last}"
+                _send(writer, answer)
                 self.worker = (connection, reader, writer, peer)
                 self.registrations += 1
             common.log(f"ds4: dist: worker {peer} registered, {self.registered(hello)}: route complete")
@@ -297,7 +300,8 @@ def run_worker(
             connection.close()
             raise common.EngineError(f"ds4: dist: the coordinator refused this worker: {answer['error']}")
         common.log(
-            f"ds4: dist: registered with the coordinator at {host}:{port} (its layers {answer.get('layers')})"
+            f"ds4: dist: registered with the coordinator at {host}:{port}"
+            + (f" (its layers {answer['layers']})" if answer.get("layers") else "")
         )
         connection.settimeout(RETRY_S)
         _serve_route(reader, writer, stopping)
