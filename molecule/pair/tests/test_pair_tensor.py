@@ -32,7 +32,8 @@ SETTINGS = (
     "-e", "ds4_engine_branch=main",
     "-e", f"ds4_release=g{COMMIT[:12]}",
     "-e", f"ds4_release_commit={COMMIT}",
-    # Q2, which the tensor mode serves (Q4 it does not); no DSpark support file in the sandbox's hub yet.
+    # Q2, which the tensor mode serves (Q4 it does not); plain, so that no DSpark support file is fetched
+    # (a tensor pair with DSpark is not tried here).
     "-e", "ds4_quantization=q2",
     "-e", "ds4_speculation=plain",
     "-e", json.dumps({"ds4_pairs": TENSOR}),
