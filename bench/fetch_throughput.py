@@ -550,23 +550,14 @@ class Stages:
 
         return timed_call
 
-    def _timed_chunks(self, fn):
-        def chunks(*args, **kwargs):
-            source = fn(*args, **kwargs)
-            while True:
-                started = time.thread_time()
-                chunk = next(source, None)
-                self._add("receive (socket to bytes)", time.thread_time() - started)
-                if chunk is None:
-                    return
-                yield chunk
-
-        return chunks
-
     def __enter__(self):
         patches = [
             (transfer, "write_all", self._timed("write (pwrite to the part)", transfer.write_all)),
-            (transfer, "body_chunks", self._timed_chunks(transfer.body_chunks)),
+            (
+                transfer.Body,
+                "read_into",
+                self._timed("receive (socket into a buffer)", transfer.Body.read_into),
+            ),
             (transfer.OrderedHash, "wrote", self._timed("hand-off to the hash", transfer.OrderedHash.wrote)),
             (transfer.OrderedHash, "_run", self._timed("hash thread (sha256)", transfer.OrderedHash._run)),
             (
