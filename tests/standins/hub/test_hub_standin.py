@@ -38,6 +38,8 @@ Q4_0731 = (
 )
 DRAFTER_0731 = "DSpark-drafter-Q2K-Q8-0731.gguf"
 DRAFTER_LEGACY = "DSpark-drafter-Q2K-Q8.gguf"
+# Upstream's DSpark support file (--dspark --mtp-model FILE), in the base repo.
+SUPPORT_0731 = "DeepSeek-V4-Flash-DSpark-support-0731.gguf"
 GATED_FILE = "ds4-standin-gated.gguf"
 TOKEN = "hf_standin_token"
 BENCH_REPO = "ds4-standin/bench"
@@ -125,7 +127,7 @@ def test_data_has_the_contracts_names_and_real_gguf(data):
         for repo, content in doc["repos"].items()
     }
     assert files == {
-        BASE: {BASE_0731, Q4_0731, BASE_LEGACY, MTP_LEGACY},
+        BASE: {BASE_0731, Q4_0731, BASE_LEGACY, MTP_LEGACY, SUPPORT_0731},
         DRAFTER: {DRAFTER_0731, DRAFTER_LEGACY},
         GATED: {GATED_FILE},
     }
@@ -137,6 +139,7 @@ def test_data_has_the_contracts_names_and_real_gguf(data):
         MTP_LEGACY: ("mtp", "legacy"),
         DRAFTER_0731: ("dspark", "0731"),
         DRAFTER_LEGACY: ("dspark", "legacy"),
+        SUPPORT_0731: ("dspark_support", "0731"),
     }
     sizes, hashes = {}, []
     for content in doc["repos"].values():
@@ -158,7 +161,7 @@ def test_data_has_the_contracts_names_and_real_gguf(data):
     smaller = max(size for name, size in sizes.items() if name not in (BASE_0731, Q4_0731, BASE_LEGACY))
     assert min(sizes[BASE_0731], sizes[Q4_0731], sizes[BASE_LEGACY]) > 4 * smaller
     assert sizes[Q4_0731] > sizes[BASE_0731]
-    assert len(set(hashes)) == len(hashes) == 7  # distinct content: a mix-up cannot pass unnoticed
+    assert len(set(hashes)) == len(hashes) == 8  # distinct content: a mix-up cannot pass unnoticed
 
 
 def test_server_imports_only_the_standard_library():

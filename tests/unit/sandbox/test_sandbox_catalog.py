@@ -30,3 +30,13 @@ def test_the_sandbox_holds_one_spark_to_the_shipped_figures():
 def test_the_sandbox_holds_a_pair_to_the_shipped_two_spark_figures(quantization):
     shipped = SHIPPED["0731"]["quantizations"][quantization]["pair_reference"]
     assert SANDBOX["0731"]["quantizations"][quantization].get("pair_reference") == shipped
+
+
+@pytest.mark.parametrize("generation", sorted(SANDBOX))
+def test_the_sandbox_offers_every_file_the_shipped_generation_has(generation):
+    """Each speculation file a shipped generation offers (the fork's drafter, upstream's support file, the
+    legacy MTP head) is in the sandbox under its real name and repo, so a scenario can serve every mode that
+    a Spark can rather than fall back to plain."""
+    shipped = {role: (f["name"], f["repo"]) for role, f in SHIPPED[generation]["files"].items()}
+    sandbox = {role: (f["name"], f["repo"]) for role, f in SANDBOX[generation]["files"].items()}
+    assert sandbox == shipped
