@@ -467,7 +467,8 @@ def model_files(catalog, generation, speculation, quantization=None, extra=None,
             raise CatalogError(
                 f"{SPECULATION_VAR} {speculation!r}{whose} needs a {role} file, and {GENERATION_VAR} "
                 f"{generation!r} has none in {CATALOG_VAR}; choose one of: "
-                f"{', '.join(speculations_of(catalog, generation))}"
+                f"{', '.join(speculations_of(catalog, generation))}, or leave {SPECULATION_VAR} unset for "
+                f"the family's own ({family_speculation(catalog, generation)})"
             )
         chosen.append(dict(files[role], role=role, generation=generation))
     key, entry = quantization_entry(catalog, generation, quantization, extra)
@@ -488,6 +489,19 @@ def speculations_of(catalog, generation):
         for mode, roles in SPECULATION_ROLES.items()
         if all(role in files for role in _roles(mode, "fork", spec.get("builtin_mtp", False)))
     ]
+
+
+def family_speculation(catalog, generation):
+    """The speculation `generation` is served with unless ds4_speculation says otherwise: its drafter where it
+    has one (V4 Flash, Vision-Exp), else its MTP (GLM 5.3's own block), else none (V4.1, Qwen3.8)."""
+    validate_catalog(catalog)
+    if generation not in catalog:
+        raise CatalogError(
+            f"{GENERATION_VAR} {generation!r} is not a generation of {CATALOG_VAR} "
+            f"(known: {', '.join(catalog)})"
+        )
+    # SPECULATION_ROLES is in that order, and plain needs the base alone, which every generation has.
+    return speculations_of(catalog, generation)[0]
 
 
 def family_of(catalog, generation):
