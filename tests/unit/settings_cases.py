@@ -336,6 +336,7 @@ BAD = {
     "ds4_gateway_timeout": [0, *WHOLE],
     "ds4_gateway_connect_timeout": [0, *WHOLE],
     "ds4_gateway_maxconn": [0, *WHOLE],
+    "ds4_gateway_max_body_mb": [0, 65, *WHOLE],
     "ds4_gateway_config_template": ["t.j2\n", ["t.j2"], "", " t.j2"],
     "ds4_monitoring_alerts_template": ["t.j2\n", 1, ""],
     "ds4_launch_env_template": ["t.j2\n", ["t.j2"], ""],
