@@ -115,9 +115,10 @@ RETURN = r"""
 report:
   description:
     - The verification, C(family) and C(generation), C(published) (false where the generation has no
-      published figure at any release), C(verdict) (ok, slow, unknown), C(figures) (each C(figure), C(label), C(measured),
-      C(reference), C(ratio), C(verdict)), C(reference) (release, source, stamp, inherited), C(slow),
-      C(causes) (each C(cause), C(figures), C(text)), most likely first, and the C(state) read.
+      published figure at any release), C(verdict) (ok, slow, unknown), C(figures) (each C(figure),
+      C(label), C(measured), C(reference), C(ratio), C(verdict)), C(reference) (release, source, stamp,
+      inherited), C(slow), C(causes) (each C(cause), C(figures), C(text)), most likely first, and the
+      C(state) read.
   type: dict
   returned: success
 lines:
