@@ -525,3 +525,46 @@ def test_the_serving_filter_names_an_unknown_generation(catalog):
     assert FILTERS["model_serving"](catalog, "glm-5.3")["builtin_mtp"] is True
     with pytest.raises(AnsibleFilterError, match=r"model_serving: ds4_model_generation 'glm'"):
         FILTERS["model_serving"](catalog, "glm")
+
+
+# --- values the engine does not publish (issue 53) ---
+
+# Every value of the shipped catalog that the engine contract does not publish, by generation: the catalog
+# says so in each generation's `guessed`, and docs/models.md names each.
+GUESSED = {
+    "0731": {"layers"},
+    "vision-exp": {"files.base.repo", "files.vision.repo", "files.dspark.repo", "files.dspark_support.repo"},
+    "v4.1": {"context.max", "streamed.resident_bytes"},
+    "glm-5.3": {"model_id", "files.vision.repo", "context.max"},
+    "qwen3.8": {"model_id", "files.base.repo", "streamed.cache_experts_gb"},
+}
+
+
+def test_the_catalog_marks_each_value_the_engine_does_not_publish(catalog):
+    marked = {generation: set(spec.get("guessed", {})) for generation, spec in catalog.items()}
+    assert {generation: paths for generation, paths in marked.items() if paths} == GUESSED
+    for spec in catalog.values():
+        assert all(isinstance(why, str) and why for why in spec.get("guessed", {}).values())
+
+
+def test_the_operators_page_names_each_guessed_value(catalog):
+    page = (DEFAULTS.parents[3] / "docs" / "models.md").read_text()
+    section = page.split("## Guessed values", 1)[1].split("\n## ", 1)[0]
+    for generation, spec in catalog.items():
+        for path in spec.get("guessed", {}):
+            assert f"`{generation}` `{path}`" in section, (generation, path)
+
+
+@pytest.mark.parametrize(
+    ("guessed", "words"),
+    [
+        ({"files.base.size": "x", "files.vision.repo": "y"}, "names 'files.vision.repo', which"),
+        ({"model_id": ""}, "guessed['model_id'] must say why"),
+        (["layers"], "guessed must be a mapping"),
+    ],
+)
+def test_a_guess_must_name_a_value_the_generation_has_and_say_why(catalog, guessed, words):
+    catalog["0731"]["guessed"] = guessed
+    with pytest.raises(CatalogError) as e:
+        validate_catalog(catalog)
+    assert words in str(e.value) and "ds4_model_catalog['0731']" in str(e.value)
