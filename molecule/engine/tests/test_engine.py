@@ -373,9 +373,7 @@ def test_a_release_pinned_by_commit_alone_is_built_beside_refused_and_failed_as_
     )
     activate(host, "v0.6.5", "v0.5.6")
     # 1. A commit release follows upstream unless told: the fork's source (it serves /v1/stats) is refused.
-    # (plain: the sandbox's catalog has no upstream DSpark support file, which the settings check would
-    # refuse first, naming ds4_model_catalog.)
-    run = play(*pinned, "-e", "ds4_speculation=plain")
+    run = play(*pinned)
     task, result = failure(run)
     assert task == "Resolve the release tag and plan the build"
     assert result["msg"].startswith(
@@ -443,9 +441,6 @@ def upstream_pin(commit_name):
         "-e", "ds4_engine_branch=main",
         "-e", f"ds4_release={name}",
         "-e", f"ds4_release_commit={commit}",
-        # The sandbox's hub and catalog have no upstream DSpark support file: the settings check would
-        # refuse dspark on upstream first, naming ds4_model_catalog.
-        "-e", "ds4_speculation=plain",
     )  # fmt: skip
 
 

@@ -416,6 +416,9 @@ def test_the_upgrade_path_a_failed_release_rolled_back_then_0731_with_old_weight
         assert "DS4_DSPARK_MODEL=/var/lib/ds4/gguf/DSpark-drafter-Q2K-Q8-0731.gguf" in env
 
 
+SUPPORT_0731 = "/var/lib/ds4/gguf/DeepSeek-V4-Flash-DSpark-support-0731.gguf"
+
+
 def upstream_pin(commit_name):
     """The settings that pin upstream's stand-in at one commit of its main, under an operator's own name:
     (the release name, the -e arguments)."""
@@ -428,8 +431,6 @@ def upstream_pin(commit_name):
         "-e", f"ds4_release={name}",
         "-e", f"ds4_release_commit={commit}",
         "-e", "ds4_model_generation=0731",
-        # The sandbox's hub has no upstream DSpark support file (its catalog pins the hub's commits).
-        "-e", "ds4_speculation=plain",
     ]  # fmt: skip
 
 
@@ -467,8 +468,11 @@ def test_upstream_pinned_by_commit_serves_upgrades_with_a_canary_and_refuses_a_b
         assert [http_status(host, path) for path in ("/v1/models", "/v1/stats", "/metrics", "/health")] == [
             "200", "404", "404", "404",
         ]  # fmt: skip
+        # Upstream's DSpark: the switch, and its support GGUF (fetched from the hub, its size and hash the
+        # hub's at the pinned commit) on --mtp-model; never the fork's drafter or its variable.
         start = host.check_output("systemctl show ds4 -p ExecStart --value")
-        assert "--no-spec" in start and "--dspark" not in start, start
+        assert f"--dspark --mtp-model {SUPPORT_0731}" in start and "--no-spec" not in start, start
+        assert host.file(SUPPORT_0731).is_file and host.file(SUPPORT_0731).size > 0
         assert "DS4_DSPARK_MODEL" not in host.file("/etc/ds4/ds4.env").content_string
         assert first in host.check_output("systemctl show ds4 -p Description --value")
 

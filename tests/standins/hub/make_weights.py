@@ -47,6 +47,8 @@ REPOS = {
         ),
         ("DeepSeek-V4-Flash-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8-chat-v2-imatrix.gguf", "base", "legacy", 80),
         ("DeepSeek-V4-Flash-MTP-Q4K-Q8_0-F32.gguf", "mtp", "legacy", 8),
+        # Upstream's DSpark support GGUF (`--dspark --mtp-model FILE`), where the fork loads its drafter.
+        ("DeepSeek-V4-Flash-DSpark-support-0731.gguf", "dspark_support", "0731", 9),
         # Vision-Exp (ds4f-vision-q2, ds4f-vision-dspark) beside 0731, where the shipped catalog guesses it.
         ("DeepSeek-V4-Flash-Vision-Exp-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8.gguf", "base", "vision-exp", 88),
         ("DeepSeek-V4-Flash-Vision-Encoder.gguf", "vision", "vision-exp", 4),

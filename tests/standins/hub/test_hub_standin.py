@@ -38,6 +38,8 @@ Q4_0731 = (
 )
 DRAFTER_0731 = "DSpark-drafter-Q2K-Q8-0731.gguf"
 DRAFTER_LEGACY = "DSpark-drafter-Q2K-Q8.gguf"
+# Upstream's DSpark support file (--dspark --mtp-model FILE), in the base repo.
+SUPPORT_0731 = "DeepSeek-V4-Flash-DSpark-support-0731.gguf"
 GATED_FILE = "ds4-standin-gated.gguf"
 # The late-2026 families (engine contract, "The engine owners run in late 2026"), under their real names, in
 # the repositories the shipped catalog names (guessed where the contract names none).
@@ -143,7 +145,7 @@ def test_data_has_the_contracts_names_and_real_gguf(data):
     for name, (repo, _role, _generation) in FAMILIES.items():
         families.setdefault(repo, set()).add(name)
     assert files == {
-        BASE: {BASE_0731, Q4_0731, BASE_LEGACY, MTP_LEGACY, *families[BASE]},
+        BASE: {BASE_0731, Q4_0731, BASE_LEGACY, MTP_LEGACY, SUPPORT_0731, *families[BASE]},
         DRAFTER: {DRAFTER_0731, DRAFTER_LEGACY, *families[DRAFTER]},
         GATED: {GATED_FILE},
         V41: families[V41],
@@ -158,6 +160,7 @@ def test_data_has_the_contracts_names_and_real_gguf(data):
         MTP_LEGACY: ("mtp", "legacy"),
         DRAFTER_0731: ("dspark", "0731"),
         DRAFTER_LEGACY: ("dspark", "legacy"),
+        SUPPORT_0731: ("dspark_support", "0731"),
         **{name: (role, generation) for name, (_repo, role, generation) in FAMILIES.items()},
     }
     sizes, hashes, roles = {}, [], {}
@@ -185,7 +188,7 @@ def test_data_has_the_contracts_names_and_real_gguf(data):
     assert sizes[Q4_0731] > sizes[BASE_0731]
     # Distinct sizes among the bases, and distinct content everywhere: a mix-up cannot pass unnoticed.
     assert len({sizes[name] for name in bases}) == len(bases)
-    assert len(set(hashes)) == len(hashes) == 15
+    assert len(set(hashes)) == len(hashes) == 16
 
 
 def test_server_imports_only_the_standard_library():

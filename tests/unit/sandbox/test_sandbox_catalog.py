@@ -32,6 +32,16 @@ def test_the_sandbox_holds_a_pair_to_the_shipped_two_spark_figures(quantization)
     assert SANDBOX["0731"]["quantizations"][quantization].get("pair_reference") == shipped
 
 
+@pytest.mark.parametrize("generation", sorted(SANDBOX))
+def test_the_sandbox_offers_every_file_the_shipped_generation_has(generation):
+    """Each speculation file a shipped generation offers (the fork's drafter, upstream's support file, the
+    legacy MTP head) is in the sandbox under its real name and repo, so a scenario can serve every mode that
+    a Spark can rather than fall back to plain."""
+    shipped = {role: (f["name"], f["repo"]) for role, f in SHIPPED[generation]["files"].items()}
+    sandbox = {role: (f["name"], f["repo"]) for role, f in SANDBOX[generation]["files"].items()}
+    assert sandbox == shipped
+
+
 # The stand-in hub's bytes: each file pinned by the repository and fake commit make_weights.py gives it,
 # with its size and sha256 where the sandbox gives them, so that a change to the stand-in's bytes (a file
 # added to a repository moves its commit) is caught here rather than by a scenario's refused fetch.
