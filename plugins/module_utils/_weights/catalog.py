@@ -212,7 +212,9 @@ def _check_guessed(generation, spec):
         )
     for path, why in guessed.items():
         if not isinstance(why, str) or not why.strip():
-            raise CatalogError(f"{where}[{path!r}] must say why the value was guessed, got {why!r}")
+            raise CatalogError(
+                f"{where}: the guess of {path!r} must say why the value was guessed, got {why!r}"
+            )
         node = spec
         for part in str(path).split("."):
             if not isinstance(node, dict) or part not in node:

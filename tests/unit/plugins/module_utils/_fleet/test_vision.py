@@ -37,6 +37,7 @@ def test_the_sparks_of_a_family_with_a_vision_encoder_serve_images():
 def test_a_spark_with_its_own_catalog_is_judged_by_it():
     catalog = copy.deepcopy(CATALOG)
     del catalog["glm-5.3"]["files"]["vision"]
+    del catalog["glm-5.3"]["guessed"]["files.vision.repo"]
     hostvars = {"spark03": {"ds4_model_family": "glm-5.3-flash", "ds4_model_catalog": catalog}}
     assert vision_sparks(["spark03"], hostvars, CATALOG, FAMILY) == []
 

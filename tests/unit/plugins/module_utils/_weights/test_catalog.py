@@ -559,7 +559,7 @@ def test_the_operators_page_names_each_guessed_value(catalog):
     ("guessed", "words"),
     [
         ({"files.base.size": "x", "files.vision.repo": "y"}, "names 'files.vision.repo', which"),
-        ({"model_id": ""}, "guessed['model_id'] must say why"),
+        ({"model_id": ""}, "guessed: the guess of 'model_id' must say why"),
         (["layers"], "guessed must be a mapping"),
     ],
 )
