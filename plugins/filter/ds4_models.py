@@ -14,6 +14,10 @@ family_generation(catalog, family)
 model_serving(catalog, generation)
     How the engine serves the generation (module_utils/_weights/catalog.py, serving): its family, API model
     id, context, streaming, --power, built-in MTP and vision; fails naming the generation.
+family_speculation(catalog, generation)
+    The speculation the generation's family is served with (ds4_speculation's default): dspark where it has
+    a drafter, else mtp (GLM 5.3's own block), else plain; "dspark" for a generation the catalog lacks,
+    which ds4_settings_check refuses naming ds4_model_generation.
 family_context(catalog, generation)
     The context generation's family runs at (ds4_ctx's default): its catalog context.default, else 524288.
 weight_file_path(name, directory, kind="file")
@@ -31,6 +35,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils._weights.catalog import 
     DEFAULT_CONTEXT,
     CatalogError,
     family_generation,
+    family_speculation,
     generation_of,
     model_files,
     serving,
@@ -82,6 +87,15 @@ def model_serving(catalog, generation):
         raise AnsibleFilterError(f"model_serving: {e}") from e
 
 
+def family_speculation_filter(catalog, generation):
+    # ds4_speculation's default: a generation the catalog lacks gives the drafter, as before families, and
+    # the settings check refuses the generation by name.
+    try:
+        return family_speculation(catalog, generation)
+    except CatalogError:
+        return "dspark"
+
+
 def family_context(catalog, generation):
     # ds4_ctx's default: a generation the catalog lacks falls back to the engine's, and the settings check
     # refuses the generation by name.
@@ -104,6 +118,7 @@ class FilterModule:
             "model_generation": model_generation,
             "model_files": model_files_filter,
             "family_generation": family_generation_filter,
+            "family_speculation": family_speculation_filter,
             "family_context": family_context,
             "model_serving": model_serving,
             "weight_file_path": weight_file_path_filter,

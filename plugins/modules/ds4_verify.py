@@ -11,7 +11,8 @@ description:
     each.
   - Compares each figure with the one the engine's authors published for the model generation at the
     running release, or the nearest earlier release that has figures (the catalog's C(reference)),
-    multiplied by O(scale); a figure below O(min_ratio) of it is slow.
+    multiplied by O(scale); a figure below O(min_ratio) of it is slow. A generation without any (every
+    family but DeepSeek V4 Flash 0731 so far) is not judged, and the report says no figure is published.
   - Reads what can make a Spark slow, and for a slow one names what it found, most likely first. It looks
     for a build without native code for the GPU's arch (the build stamp's C(sass_archs)), a GB10 built
     without the Spark target (the stamp's C(build_target) and C(make_target_reason)), the GPU's clock
@@ -121,9 +122,11 @@ EXAMPLES = r"""
 RETURN = r"""
 report:
   description:
-    - The verification, C(verdict) (ok, slow, unknown), C(figures) (each C(figure), C(label), C(measured),
-      C(reference), C(ratio), C(verdict)), C(reference) (release, source, stamp, inherited), C(slow),
-      C(causes) (each C(cause), C(figures), C(text)), most likely first, and the C(state) read.
+    - The verification, C(family) and C(generation), C(published) (false where the generation has no
+      published figure at any release), C(verdict) (ok, slow, unknown), C(figures) (each C(figure),
+      C(label), C(measured), C(reference), C(ratio), C(verdict)), C(reference) (release, source, stamp,
+      inherited), C(slow), C(causes) (each C(cause), C(figures), C(text)), most likely first, and the
+      C(state) read.
   type: dict
   returned: success
 lines:
@@ -165,6 +168,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils._spark.listener import m
 from ansible_collections.ds4.fleet.plugins.module_utils._spark.no_follow import replace_file
 from ansible_collections.ds4.fleet.plugins.module_utils._weights.catalog import (
     CatalogError,
+    family_of,
     pair_figures,
     reference_figures,
 )
@@ -288,6 +292,8 @@ def main():
         )
     except PerfError as exc:
         module.fail_json(msg=f"the measurement failed: {exc}")
+    # One Spark's figures are published by generation and release; none at all for most families.
+    published = p["pair"] or bool(p["catalog"][p["generation"]].get("reference"))
     report = judge(
         host=p["spark"] or os.uname().nodename,
         release=release,
@@ -300,6 +306,8 @@ def main():
         min_ratio=p["min_ratio"],
         now=time.time(),
         pair=p["pair"],
+        family=family_of(p["catalog"], p["generation"]),
+        published=published,
     )
     if not module.check_mode:
         replace_file(p["fact"], (json.dumps(report, indent=1, sort_keys=True) + "\n").encode(), 0o644)

@@ -47,6 +47,8 @@ def _defaults():
     values["ds4_host"] = "127.0.0.1"
     # ds4_model_family's first generation (ds4.fleet.family_generation).
     values["ds4_model_generation"] = "0731"
+    # Its own speculation (ds4.fleet.family_speculation): 0731's drafter.
+    values["ds4_speculation"] = "dspark"
     # Its family's context (ds4.fleet.family_context): V4 Flash sets none, the engine's default.
     values["ds4_ctx"] = 524288
     values["ds4_firewall"] = False
@@ -336,6 +338,7 @@ BAD = {
     "ds4_gateway_timeout": [0, *WHOLE],
     "ds4_gateway_connect_timeout": [0, *WHOLE],
     "ds4_gateway_maxconn": [0, *WHOLE],
+    "ds4_gateway_max_body_mb": [0, 65, *WHOLE],
     "ds4_gateway_config_template": ["t.j2\n", ["t.j2"], "", " t.j2"],
     "ds4_monitoring_alerts_template": ["t.j2\n", 1, ""],
     "ds4_launch_env_template": ["t.j2\n", ["t.j2"], ""],

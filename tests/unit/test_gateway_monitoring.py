@@ -29,9 +29,15 @@ def test_the_monitoring_defaults_name_the_gateways_backend_and_exporter_port():
 
 def test_the_gateway_serves_haproxys_exporter_on_its_metrics_port():
     config = (REPO / "roles/ds4_gateway/templates/ds4-gateway.haproxy.cfg.j2").read_text()
-    # A section of its own, beside the API's frontend and the Sparks' backend, which it leaves whole.
+    # A section of its own, beside the API's frontend and the Sparks' backend, which it leaves whole (the
+    # backend of the Sparks that serve a vision model tracks that one's servers).
     sections = re.findall(r"^(?:frontend|backend) .*$", config, re.M)
-    assert sections == ["frontend ds4", "frontend ds4_metrics", "backend {{ _ds4_gateway_backend }}"]
+    assert sections == [
+        "frontend ds4",
+        "frontend ds4_metrics",
+        "backend {{ _ds4_gateway_backend }}",
+        "backend {{ _ds4_gateway_vision_backend }}",
+    ]
     assert "\n    default_backend {{ _ds4_gateway_backend }}\n" in config
     frontend = re.search(r"^frontend ds4_metrics\n((?:    .*\n)+)", config, re.M)
     assert frontend, "no frontend ds4_metrics in the gateway's HAProxy configuration"

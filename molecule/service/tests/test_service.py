@@ -14,8 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from nested import play as nested_play
-from spark import failed_for_good, journal, main_pid, show
+from spark import ask, failed_for_good, journal, main_pid, show
 from waits import wait_for
 
 SCENARIO = Path(__file__).resolve().parents[1]
@@ -30,6 +31,13 @@ UNIT = "/etc/systemd/system/ds4.service"
 DROPINS = "/etc/systemd/system/ds4.service.d"
 LOG = "/var/log/ds4/ds4-server.log"
 STATE = "/var/lib/ds4/update-check.json"
+KV = "/var/lib/ds4/kv"
+KV_RECORD = "/var/lib/ds4-fleet/kv-family.json"
+# Vision-Exp's files as the sandbox catalog pins them (inventory/sandbox/group_vars/all.yml).
+SANDBOX_CATALOG = yaml.safe_load(
+    (SCENARIO.parents[1] / "inventory" / "sandbox" / "group_vars" / "all.yml").read_text()
+)["ds4_model_catalog"]
+VISION = SANDBOX_CATALOG["vision-exp"]["files"]
 WRITTEN = (ENV_FILE, UNIT, "/etc/ansible/facts.d/ds4.fact", f"{DROPINS}/00-ds4-fleet-supervision.conf")
 
 
@@ -85,6 +93,8 @@ def test_status_names_the_release_and_the_model(host):
     print(status)
     first = status.splitlines()[0]
     assert RELEASE in first and BASE in first and "dspark" in first
+    # The family, generation and quantization it serves (issue 53).
+    assert "serving deepseek-v4-flash 0731 q2 (" in first
 
 
 def test_the_unit_supervises_as_a_slow_loading_gpu_server_needs(host):
@@ -400,6 +410,63 @@ def test_a_forbidden_take_over_is_refused_and_leaves_the_other_server_running(ho
         assert host.run(f"kill -0 {other[0]}").rc == 0
     finally:
         host.run(f"kill -TERM {other[0]}")
+
+
+def engine_argv(host):
+    return host.file(f"/proc/{main_pid(host)}/cmdline").content_string.split("\0")
+
+
+def kv_bank(host, name):
+    """A KV bank on disk, as the engine leaves them (owned by ds4)."""
+    host.check_output(f"runuser -u ds4 -- sh -c 'echo bank > {KV}/{name}'")
+
+
+def test_a_swap_of_model_family_serves_its_encoder_on_a_cleared_kv_cache_and_back(host):
+    """Issue 53, on the service alone (the weights and the activation are other scenarios'): 0731 to
+    Vision-Exp and back, each in one restart, the KV banks of the family before cleared, the record saying
+    which family the cache is of."""
+    staged = [VISION[role] for role in ("base", "vision", "dspark")]
+    for entry in staged:
+        host.check_output(
+            f"curl -fsSL -o {GGUF}/{entry['name']} "
+            f"http://forge:18080/{entry['repo']}/resolve/{entry['revision']}/{entry['name']}"
+        )
+    try:
+        # 1. To Vision-Exp: its encoder served, its own drafter, 0731's KV banks gone.
+        kv_bank(host, "bank-0731.kv")
+        run = play("-e", "ds4_model_family=deepseek-v4-flash-vision")
+        assert run.rc == 0, run
+        argv = engine_argv(host)
+        assert f"{GGUF}/{VISION['base']['name']}" in argv
+        assert argv[argv.index("--vision") + 1] == f"{GGUF}/{VISION['vision']['name']}"
+        pid = main_pid(host)
+        assert f"DS4_DSPARK_MODEL={GGUF}/{VISION['dspark']['name']}" in environment(host, pid)
+        assert not host.file(f"{KV}/bank-0731.kv").exists
+        assert json.loads(host.file(KV_RECORD).content_string)["family"] == "deepseek-v4-flash-vision"
+        assert "Paris" in ask(host)
+        first = host.run("systemctl status ds4 --no-pager --lines=0").stdout.splitlines()[0]
+        assert "serving deepseek-v4-flash-vision vision-exp q2 (" in first
+
+        # 2. Back to 0731: no encoder, 0731's drafter, Vision-Exp's banks gone.
+        kv_bank(host, "bank-vision.kv")
+        run = play()
+        assert run.rc == 0, run
+        argv = engine_argv(host)
+        assert f"{GGUF}/{BASE}" in argv and "--vision" not in argv
+        assert f"DS4_DSPARK_MODEL={GGUF}/{DRAFTER}" in environment(host, main_pid(host))
+        assert not host.file(f"{KV}/bank-vision.kv").exists
+        assert json.loads(host.file(KV_RECORD).content_string)["family"] == "deepseek-v4-flash"
+
+        # 3. Again, with the same family: nothing restarts and the banks stay.
+        kv_bank(host, "bank-0731.kv")
+        pid = main_pid(host)
+        run = play()
+        assert run.rc == 0 and main_pid(host) == pid, run
+        assert host.file(f"{KV}/bank-0731.kv").exists
+    finally:
+        host.run(f"rm -f {KV}/bank-0731.kv {KV}/bank-vision.kv")
+        host.run("rm -f " + " ".join(f"{GGUF}/{entry['name']}" for entry in staged))
+    assert answers(host)
 
 
 def test_a_crash_loop_stops_at_the_start_limit(host):

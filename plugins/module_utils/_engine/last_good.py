@@ -23,7 +23,7 @@ import stat
 
 from ansible_collections.ds4.fleet.plugins.module_utils._spark.no_follow import (
     private_dir,
-    read_text,
+    read_object,
     replace_file,
 )
 from ansible_collections.ds4.fleet.plugins.module_utils._spark.version import is_release_name
@@ -85,18 +85,15 @@ def make_record(root, release, files, *, model_generation="", speculation=""):
 def read_record(path=RECORD_PATH):
     """The record, or None when there is none. Never through a link; anything else unusable raises."""
     try:
-        text = read_text(path)
+        record = read_object(path)
     except OSError as exc:
         raise LastGoodError(f"cannot read the last-good record {path}: {exc.strerror}") from exc
-    if text is None:
-        return None
-    try:
-        record = json.loads(text)
     except ValueError:
-        record = None
+        record = {}
+    if record is None:
+        return None
     if (
-        not isinstance(record, dict)
-        or record.get("version") != RECORD_VERSION
+        record.get("version") != RECORD_VERSION
         or not is_release_name(record.get("release"))
         or not isinstance(record.get("release_dir"), str)
         or not isinstance(record.get("files"), dict)

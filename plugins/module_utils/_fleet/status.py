@@ -165,6 +165,22 @@ def fleet_record(
     return record
 
 
+# The one family there was before the local fact recorded one (ds4_model_family's default).
+_FAMILY_BEFORE_FAMILIES = "deepseek-v4-flash"
+
+
+def _model(fact: dict) -> dict:
+    """The model the Spark was configured to serve: its family, generation and quantization. A fact written
+    before families were recorded is of V4 Flash; its quantization went unrecorded (a pair may serve q4),
+    so none is claimed."""
+    generation = fact.get("generation")
+    return {
+        "family": fact.get("family") or (_FAMILY_BEFORE_FAMILIES if generation else None),
+        "generation": generation,
+        "quantization": fact.get("quantization"),
+    }
+
+
 def _unread(fact: dict) -> dict:
     """The fields of a Spark that could not be read: only what its configuration says."""
     return {
@@ -172,7 +188,7 @@ def _unread(fact: dict) -> dict:
         "release": None,
         "commit": None,
         "previous": None,
-        "generation": fact.get("generation"),
+        **_model(fact),
         "speculation": fact.get("speculation"),
         "context": fact.get("context"),
         "update": {"available": None, "latest": None, "checked_at": None, "error": None},
@@ -199,7 +215,7 @@ def _read(reading: dict, fact: dict, worker: bool = False) -> dict:
         "release": current.get("release"),
         "commit": current.get("commit"),
         "previous": reading["previous"].get("release"),
-        "generation": fact.get("generation"),
+        **_model(fact),
         "speculation": fact.get("speculation"),
         "context": context if context is not None else _as_int(fact.get("context")),
         "update": _update(fact, current.get("release")),

@@ -22,7 +22,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils._host.gpu import (
     gpu_facts,
     parse_meminfo_total,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils._host.mounts import mount_of
+from ansible_collections.ds4.fleet.plugins.module_utils._host.mounts import SYS_ROOT, mount_of, rotational
 from ansible_collections.ds4.fleet.plugins.module_utils._host.processes import find_stray_servers, port_holder
 from ansible_collections.ds4.fleet.plugins.module_utils._weights.file_names import part_name
 
@@ -112,6 +112,7 @@ def gather_host_facts(
     port: int,
     cuda_home: str,
     proc_root: str = "/proc",
+    sys_root: str = SYS_ROOT,
 ) -> dict:
     """Every ds4_host_facts fact. RUN(argv) -> (rc, stdout, stderr) runs a command (in the C locale);
     FIND_BIN(name, opt_dirs) -> path or None finds one. Unreadable GPU output raises HostFactsError."""
@@ -162,6 +163,9 @@ def gather_host_facts(
     except OSError:
         mountinfo = ""
     disk_gguf["mount"] = mount_of(os.path.realpath(disk_gguf["checked_path"]), mountinfo)
+    if disk_gguf["mount"] is not None:
+        # And whether its disk spins: a streamed family is refused from one too.
+        disk_gguf["mount"]["rotational"] = rotational(disk_gguf["mount"]["device"], sys_root)
     return {
         "arch": os.uname().machine,
         "gpu": gpu,

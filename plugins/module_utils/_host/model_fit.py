@@ -3,7 +3,7 @@
 A resident family maps its whole file into memory: that is the quantization's fit (_pair.declaration). A
 streamed one (V4.1, Qwen3.8: --ssd-streaming) keeps a resident part and a pinned expert cache in memory
 and reads the rest of its experts from ds4_gguf_dir at every token, so that directory must be on a local
-disk: from a network filesystem each read is a round trip.
+solid-state disk: from a network filesystem each read is a round trip, from a spinning disk a seek.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ GIB = 1 << 30
 def streamed_fit(profile, host, memory_bytes, floor_bytes, gguf_dir, mount):
     """(errors, warnings) for serving the family `profile` (_weights.catalog.serving) on `host`: its memory
     (`memory_bytes` less `floor_bytes`, None when unknown) and the filesystem `mount` holding `gguf_dir`
-    (_host.mounts.mount_of; None when the mount table could not tell). Nothing for a resident family."""
+    (_host.mounts.mount_of with its disk's `rotational`; None when the mount table could not tell).
+    Nothing for a resident family."""
     if not profile["streamed"]:
         return [], []
     errors, warnings = [], []
@@ -36,6 +37,13 @@ def streamed_fit(profile, host, memory_bytes, floor_bytes, gguf_dir, mount):
             f"{family} streams its experts from disk at every token, and {GGUF_DIR_VAR} {gguf_dir} is on a "
             f"network filesystem ({mount['fstype']} {mount['source']} at {mount['mount_point']}): put "
             f"{GGUF_DIR_VAR} on a local NVMe disk"
+        )
+    elif mount.get("rotational") is True:
+        errors.append(
+            f"{family} streams its experts from disk at every token, and {GGUF_DIR_VAR} {gguf_dir} is on a "
+            f"rotational disk ({mount['source']} at {mount['mount_point']}, device {mount['device']}: the "
+            f"kernel's /sys/dev/block/{mount['device']} says it spins): put {GGUF_DIR_VAR} on a local NVMe "
+            "disk"
         )
     if memory_bytes:
         cache_gb = profile["cache_experts_gb"]

@@ -1,15 +1,19 @@
-"""Which filesystem holds a path, from the kernel's mount table (/proc/self/mountinfo).
+"""Which filesystem holds a path, from the kernel's mount table (/proc/self/mountinfo), and whether the disk
+under it spins (/sys/dev/block/MAJ:MIN).
 
 A family served by streaming its experts (--ssd-streaming) reads the model from disk at every token: from
-a network filesystem that is a stall per read, so such a file is refused for streaming (issue 53).
+a network filesystem that is a stall per read, and from a spinning disk a seek, so such a file is refused
+for streaming (issue 53).
 """
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 
 MOUNTINFO = "/proc/self/mountinfo"
+SYS_ROOT = "/sys"
 
 # Filesystems whose bytes cross a network (NFS, SMB, the FUSE ones that reach another host, cluster
 # filesystems): never local NVMe.
@@ -18,6 +22,7 @@ _NETWORK = {"nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "ceph", "glusterfs", "
 _NETWORK_FUSE = {"sshfs", "glusterfs", "s3fs", "rclone", "davfs", "cephfs", "gcsfuse", "juicefs"}
 # mountinfo writes a space, tab, newline and backslash in a path as an octal escape.
 _ESCAPE = re.compile(r"\\([0-7]{3})")
+_DEVICE = re.compile(r"[0-9]+:[0-9]+")
 
 
 def _unescape(text):
@@ -25,8 +30,8 @@ def _unescape(text):
 
 
 def parse_mountinfo(text):
-    """[{mount_point, fstype, source}] of each line of mountinfo, in its order (a later mount on the same
-    point covers an earlier one)."""
+    """[{mount_point, fstype, source, device}] of each line of mountinfo, in its order (a later mount on the
+    same point covers an earlier one); device is the filesystem's MAJ:MIN."""
     mounts = []
     for line in text.splitlines():
         fields = line.split()
@@ -41,6 +46,7 @@ def parse_mountinfo(text):
                 "mount_point": _unescape(fields[4]),
                 "fstype": fields[dash + 1],
                 "source": _unescape(fields[dash + 2]),
+                "device": fields[2],
             }
         )
     return mounts
@@ -66,3 +72,25 @@ def is_network(fstype):
     if fstype.startswith("fuse."):
         return fstype.split(".", 1)[1] in _NETWORK_FUSE
     return fstype in _NETWORK
+
+
+def _read_flag(path):
+    try:
+        with open(path, encoding="ascii") as handle:
+            text = handle.read().strip()
+    except (OSError, ValueError):
+        return None
+    return {"0": False, "1": True}.get(text)
+
+
+def rotational(device, sys_root=SYS_ROOT):
+    """Whether the block device MAJ:MIN `device` spins, as the kernel says in its queue/rotational (a
+    partition's is its disk's, the directory above it); None where the kernel lists no such block device
+    (an overlay's or a tmpfs's major 0) or says nothing readable."""
+    if not isinstance(device, str) or not _DEVICE.fullmatch(device) or device.startswith("0:"):
+        return None
+    node = os.path.join(sys_root, "dev", "block", device)
+    flag = _read_flag(os.path.join(node, "queue", "rotational"))
+    if flag is None and os.path.exists(os.path.join(node, "partition")):
+        flag = _read_flag(os.path.join(os.path.realpath(node), os.pardir, "queue", "rotational"))
+    return flag

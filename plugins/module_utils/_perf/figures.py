@@ -34,7 +34,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils._perf.gate import (
     run_figures,
     stream_once,
 )
-from ansible_collections.ds4.fleet.plugins.module_utils._weights.catalog import FIGURES
+from ansible_collections.ds4.fleet.plugins.module_utils._weights.catalog import DEFAULT_FAMILY, FIGURES
 
 FORMAT = 1
 OK, SLOW, UNKNOWN = "ok", "slow", "unknown"
@@ -453,9 +453,13 @@ def judge(
     min_ratio: Any,
     now: float,
     pair: bool = False,
+    family: str = DEFAULT_FAMILY,
+    published: bool = True,
 ) -> dict:
     """The verification of one Spark (`pair`: a pair's coordinator, with its worker): its figures against
-    the reference, its verdict and causes."""
+    the reference, its verdict and causes. `family` is the generation's model family; `published` False
+    where the engine's authors published no figure of the generation at any release (Vision-Exp, V4.1,
+    GLM 5.3, Qwen3.8), which the report says rather than naming a release."""
     minimum = check_ratio(min_ratio)
     factor = check_scale(scale)
     rows = figures_row(measured, reference, speculation, factor, minimum)
@@ -475,7 +479,9 @@ def judge(
         "host": host,
         "verified_at": round(now, 3),
         "release": release,
+        "family": family,
         "generation": generation,
+        "published": published,
         "speculation": speculation,
         "pair": pair,
         "min_ratio": minimum,
@@ -504,8 +510,12 @@ def report_lines(report: dict) -> list[str]:
         f"{report['min_ratio']:g} of the published figure",
         UNKNOWN: f"{report['host']}: not judged"
         + (
-            f": no published figures for {report['generation']} at {report['release']} or before"
-            + (" for a pair" if report.get("pair") else "")
+            f": no published figure for {report.get('family', DEFAULT_FAMILY)} {report['generation']}"
+            + (
+                ": none published"
+                if report.get("published") is False
+                else f" at {report['release']} or before" + (" for a pair" if report.get("pair") else "")
+            )
             if reference is None
             else ": a figure could not be measured"
         ),

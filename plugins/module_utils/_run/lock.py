@@ -37,7 +37,7 @@ import os
 import time
 
 from ansible_collections.ds4.fleet.plugins.module_utils._common.flock import LOCK_DIR, LockBusy, held
-from ansible_collections.ds4.fleet.plugins.module_utils._spark.no_follow import read_text, replace_file
+from ansible_collections.ds4.fleet.plugins.module_utils._spark.no_follow import read_object, replace_file
 
 PATH = os.path.join(LOCK_DIR, "run.lock")
 # The guard is held for the few calls of one change: a longer hold is no run of ours.
@@ -85,18 +85,11 @@ def lease_left(holder, now):
 def read(path):
     """The holder recorded at PATH, or None when there is no lock."""
     try:
-        text = read_text(path)
+        return read_object(path)
     except OSError as exc:
         raise LockError(f"{path} is not a lock file this run can read (a link?): {exc}") from exc
-    if text is None:
-        return None
-    try:
-        holder = json.loads(text)
-    except ValueError:
-        holder = None
-    if not isinstance(holder, dict):
-        raise LockError(f"{path} holds no lock record: {text[:200]!r}; remove it if no run holds this Spark")
-    return holder
+    except ValueError as exc:
+        raise LockError(f"{path} holds no lock record ({exc}); remove it if no run holds this Spark") from exc
 
 
 @contextlib.contextmanager

@@ -38,7 +38,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils._spark.engine_http impor
 )
 from ansible_collections.ds4.fleet.plugins.module_utils._spark.no_follow import (
     private_dir,
-    read_text,
+    read_object,
     replace_file,
 )
 
@@ -268,11 +268,9 @@ def compare(options, run_command, check_mode):
 def read_record(path):
     """The record, or None when there is none; never through a link."""
     try:
-        text = read_text(path)
+        return read_object(path)
     except OSError as exc:
         raise AppliedError(f"cannot read the run record {path}: {exc.strerror}") from exc
-    try:
-        return json.loads(text) if text is not None else None
     except ValueError:
         # A record cut short is no record: the whole run follows and writes a new one.
         return None

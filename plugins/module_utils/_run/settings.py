@@ -667,6 +667,8 @@ RULES = {
     "ds4_gateway_timeout": _between(1, what="a whole number of seconds"),
     "ds4_gateway_connect_timeout": _between(1, what="a whole number of seconds"),
     "ds4_gateway_maxconn": _between(1, what="a whole number of connections"),
+    # More than the engine's 64 MiB for images would send a text model more than a vision model takes.
+    "ds4_gateway_max_body_mb": _between(1, 64, "a whole number of MiB"),
     "ds4_gateway_config_template": _template_name,
     "ds4_firewall_allow": _networks,
     "ds4_upgrade_gateway_up_timeout": _between(0, what="a number of seconds"),

@@ -26,16 +26,12 @@ class KvCacheError(ValueError):
 
 def _read(record):
     try:
-        text = no_follow.read_text(record)
+        data = no_follow.read_object(record)
     except OSError as exc:
         raise KvCacheError(f"{record} cannot be read: {exc}") from exc
-    if text is None:
-        return None
-    try:
-        data = json.loads(text)
     except ValueError:
-        data = None
-    if not isinstance(data, dict) or not isinstance(data.get("family"), str):
+        data = {}
+    if data is not None and not isinstance(data.get("family"), str):
         raise KvCacheError(f"{record} is not a record of the KV cache's family; remove it, then run again")
     return data
 

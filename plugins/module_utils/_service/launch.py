@@ -367,7 +367,7 @@ def _models(s, out, errors):
     lineage = s["lineage"]
     if lineage not in ds4_lineage.LINEAGES:
         errors.append(f"{ds4_lineage.VARIABLE} must be fork or upstream: {lineage!r}")
-    elif lineage == ds4_lineage.UPSTREAM and speculation == "mtp":
+    elif lineage == ds4_lineage.UPSTREAM and speculation == "mtp" and s["builtin_mtp"] is not True:
         errors.append(
             "ds4_speculation mtp (the legacy MTP head) is the fork's launch: "
             f"{ds4_lineage.VARIABLE} upstream takes dspark or plain"

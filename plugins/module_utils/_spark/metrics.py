@@ -172,6 +172,10 @@ def render(
     return out.text() + engine_text
 
 
+# ds4_model_family's default: the Spark-side programs import nothing of the collection to ask the catalog.
+_FAMILY_BEFORE_FAMILIES = "deepseek-v4-flash"
+
+
 def _configured(out: Writer, fact: dict) -> None:
     models = fact.get("models")
     if not isinstance(models, dict):
@@ -185,7 +189,10 @@ def _configured(out: Writer, fact: dict) -> None:
             {
                 "release": fact.get("release") or "",
                 "commit": fact.get("commit") or "",
+                # A fact written before families were recorded is of V4 Flash, the one family there was.
+                "family": fact.get("family") or (_FAMILY_BEFORE_FAMILIES if fact.get("generation") else ""),
                 "generation": fact.get("generation") or "",
+                "quantization": fact.get("quantization") or "",
                 "speculation": fact.get("speculation") or "",
                 "lineage": fact.get("lineage") or "fork",
                 "base_model": models.get("base", ""),

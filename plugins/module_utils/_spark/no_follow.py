@@ -4,7 +4,7 @@ A root-run role must never write, chown or chmod through a link it did not make 
 is walked from / one component at a time with openat (O_NOFOLLOW), and whatever is changed is changed
 through the descriptor that was opened and checked, never by path again:
 
-- read_text: a run's own files (its lock, its record);
+- read_text and read_object: a run's own files (its lock, its records);
 - private_dir and replace_file: a run's own records (/var/lib/ds4-fleet), in a directory of root's alone,
   written whole beside their path and renamed over it, never through a link at either name;
 - owned_dir: a directory handed to a user (the KV banks to the service user, the weights to
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import stat
 
@@ -42,6 +43,19 @@ def read_text(path):
         return None
     with os.fdopen(fd, encoding="utf-8") as handle:
         return handle.read()
+
+
+def read_object(path):
+    """The JSON object a record holds, or None when there is no file. A link or an unreadable file raises
+    OSError (as read_text), anything but a JSON object in UTF-8 ValueError: the caller says which record
+    it was and what to do with it."""
+    text = read_text(path)
+    if text is None:
+        return None
+    found = json.loads(text)
+    if not isinstance(found, dict):
+        raise ValueError(f"a JSON {type(found).__name__}, not an object")
+    return found
 
 
 def private_dir(directory):

@@ -42,7 +42,10 @@ is optional, and a generation without them is DeepSeek V4 Flash served as before
     "builtin_mtp": true,                # speculation mtp is the model's own block (--mtp, no file)
 
 A file may carry `approx_bytes` (the published size, for the fits) where its exact size is not published;
-files.vision is the vision encoder (--vision FILE), loaded whatever the speculation.
+files.vision is the vision encoder (--vision FILE), loaded whatever the speculation. The values the engine
+does not publish are named in the generation's `guessed`, each with why:
+
+    "guessed": {"files.base.repo": "the download target's repository, as for ds4f-q2"}
 """
 
 from __future__ import annotations
@@ -201,6 +204,27 @@ def _check_family_fields(generation, spec):
         )
     if not isinstance(spec.get("builtin_mtp", False), bool):
         raise CatalogError(f"{where}.builtin_mtp must be true or false, got {spec['builtin_mtp']!r}")
+
+
+def _check_guessed(generation, spec):
+    """`guessed`: {dotted path of a value of the generation: why it was guessed}, the values the engine does
+    not publish (docs/models.md names each)."""
+    where = f"{_where(generation)}.guessed"
+    guessed = spec.get("guessed", {})
+    if not isinstance(guessed, dict):
+        raise CatalogError(
+            f"{where} must be a mapping of a value's path to why it was guessed, got {guessed!r}"
+        )
+    for path, why in guessed.items():
+        if not isinstance(why, str) or not why.strip():
+            raise CatalogError(
+                f"{where}: the guess of {path!r} must say why the value was guessed, got {why!r}"
+            )
+        node = spec
+        for part in str(path).split("."):
+            if not isinstance(node, dict) or part not in node:
+                raise CatalogError(f"{where} names {path!r}, which the generation does not have")
+            node = node[part]
 
 
 def _check_reference(generation, reference):
@@ -409,6 +433,7 @@ def validate_catalog(catalog):
         _check_quantizations(generation, spec)
         if "tensor_reference" in spec:
             _check_tensor_reference(generation, spec)
+        _check_guessed(generation, spec)
         for role, entry in files.items():
             _check_file(generation, role, entry)
             name = entry["name"]
@@ -489,7 +514,8 @@ def model_files(catalog, generation, speculation, quantization=None, extra=None,
             raise CatalogError(
                 f"{SPECULATION_VAR} {speculation!r}{whose} needs a {role} file, and {GENERATION_VAR} "
                 f"{generation!r} has none in {CATALOG_VAR}; choose one of: "
-                f"{', '.join(speculations_of(catalog, generation))}"
+                f"{', '.join(speculations_of(catalog, generation))}, or leave {SPECULATION_VAR} unset for "
+                f"the family's own ({family_speculation(catalog, generation)})"
             )
         chosen.append(dict(files[role], role=role, generation=generation))
     key, entry = quantization_entry(catalog, generation, quantization, extra)
@@ -510,6 +536,19 @@ def speculations_of(catalog, generation):
         for mode, roles in SPECULATION_ROLES.items()
         if all(role in files for role in _roles(mode, "fork", spec.get("builtin_mtp", False)))
     ]
+
+
+def family_speculation(catalog, generation):
+    """The speculation `generation` is served with unless ds4_speculation says otherwise: its drafter where it
+    has one (V4 Flash, Vision-Exp), else its MTP (GLM 5.3's own block), else none (V4.1, Qwen3.8)."""
+    validate_catalog(catalog)
+    if generation not in catalog:
+        raise CatalogError(
+            f"{GENERATION_VAR} {generation!r} is not a generation of {CATALOG_VAR} "
+            f"(known: {', '.join(catalog)})"
+        )
+    # SPECULATION_ROLES is in that order, and plain needs the base alone, which every generation has.
+    return speculations_of(catalog, generation)[0]
 
 
 def family_of(catalog, generation):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import http.client
 import math
 import os
 import re
@@ -41,10 +42,11 @@ from ansible_collections.ds4.fleet.plugins.module_utils._weights.relay import (
     from_this_run,
 )
 
-# The largest body read: the Python work per read (a write, a handoff to the hash) stays small next to it.
+# The largest body read, and the buffers' size: the Python work per read (a write, a handoff to the hash)
+# stays small next to it.
 READ = 1 << 20
-# Where only a blocking read(n) is available (urllib3 1.26): the smallest read, and the read times (s)
-# below which the reads grow and above which they shrink (body_chunks).
+# Where only a blocking read(n) is available (Body, a raw without http.client's response under it): the
+# smallest read, and the read times (s) below which the reads grow and above which they shrink.
 READ_MIN = 16 << 10
 READ_QUICK = 0.05
 READ_SLOW = 0.25
@@ -73,6 +75,14 @@ RAMP_FIRST_SETTLE = 0.15
 RAMP_FIRST_WINDOW = 0.25
 # A rate within this factor of what fewer connections carry is theirs: measured rates wobble by a few percent.
 RAMP_SLACK = 1.1
+# Where the rate grew with the connections (a path that caps each one), the ramp keeps this many times the
+# count that the rate needs: each connection idles between its pieces (the request's round trip, its
+# pacing's start), and spares fill those gaps. Measured on the capped path of bench/fetch_throughput.py
+# (each connection link/8), all open from the start: 8 connections moved 0.90 to 0.95 of the link, 16 moved
+# 0.96 to 0.97, 32 no more. Only where the rate grew at least RAMP_SPARE_FROM times: less is as likely the
+# machine's own limit (two connections on two busy cores, uncapped) as a cap, and spares there cost CPU.
+RAMP_SPARE = 2
+RAMP_SPARE_FROM = 3
 # How often the transfer's own thread looks at the rate (and the progress), in seconds.
 TICK = 0.1
 # A relay's "not yet" (_weights.relay.RELAY_HEADER) is asked again after NOT_YET_POLL seconds (the relay has
@@ -99,17 +109,41 @@ class _Stopped(Exception):
     """Another worker failed: this one stops where it is (its piece is not recorded)."""
 
 
+class BodyCut(Exception):
+    """The connection failed while a body was read into a buffer (a transient error: the piece resumes)."""
+
+
+class Buffers:
+    """Buffers of READ bytes, reused: a worker reads a body into one, and whoever holds it last (the worker,
+    or the hash once it has hashed it) gives it back. As many exist as are held at once: one per worker
+    and those the hash keeps within its window."""
+
+    def __init__(self):
+        self._free = deque()  # append and pop are atomic: no lock needed between threads
+
+    def take(self):
+        try:
+            return self._free.pop()
+        except IndexError:
+            return bytearray(READ)
+
+    def give(self, buffer):
+        self._free.append(buffer)
+
+
 class OrderedHash:
     """sha256 of a file whose ranges are written out of order, fed in order on its own thread.
 
-    `wrote(offset, data)` after each write; the bytes are kept while they lie within `window` bytes of the
-    hash's position and read back from `fd` otherwise. hashlib releases the GIL on large buffers, so the
-    hash runs on its own core beside the transfer. The written ranges not yet hashed are kept by their
+    `wrote(offset, data, buffer)` after each write; the bytes are kept while they lie within `window` bytes
+    of the hash's position (then the hash owns `buffer`, the pooled buffer `data` lies in, and gives it back
+    to `buffers` once hashed) and read back from `fd` otherwise. hashlib releases the GIL on large buffers,
+    so the hash runs on its own core beside the transfer. The written ranges not yet hashed are kept by their
     start and by their end, so that a write (which continues a range) costs two dictionary lookups.
     """
 
-    def __init__(self, fd, size, window=HASH_WINDOW):
+    def __init__(self, fd, size, window=HASH_WINDOW, buffers=None):
         self._fd, self._size, self._window = fd, size, window
+        self._buffers = buffers if buffers is not None else Buffers()
         self._hasher = hashlib.sha256()
         self._cond = threading.Condition()
         self._pos = 0
@@ -147,15 +181,20 @@ class OrderedHash:
         with self._cond:
             self._add(start, end)
 
-    def wrote(self, offset, data):
+    def wrote(self, offset, data, buffer=None):
+        """Bytes `data` are written at `offset`; True when the hash keeps them (and owns `buffer`, when
+        given: the writer takes another for its next read), False when the writer may reuse it."""
         end = offset + len(data)
         with self._cond:
-            if offset >= self._pos and end <= self._pos + self._window:
-                self._held[offset] = data
+            kept = offset >= self._pos and end <= self._pos + self._window
+            if kept:
+                self._held[offset] = (data, buffer)
             self._add(offset, end)
+        return kept
 
     def _next(self):
-        """Under the lock: (bytes from memory, 0) or (None, how many to read from disk); (None, 0): stop."""
+        """Under the lock: ((bytes, their buffer) from memory, 0) or (None, how many to read from disk);
+        (None, 0): stop."""
         while True:
             if self._closed or self._pos >= self._size:
                 return None, 0
@@ -176,12 +215,17 @@ class OrderedHash:
                     pos = self._pos
                 if data is None and not n:
                     return
+                buffer = None
                 if data is None:
                     data = os.pread(self._fd, n, pos)
                     if not data:
                         raise OSError(f"the part ended at byte {pos:,} while hashing it")
                     self.reread += len(data)
+                else:
+                    data, buffer = data
                 self._hasher.update(data)
+                if buffer is not None:
+                    self._buffers.give(buffer)
                 with self._cond:
                     self._pos = new = pos + len(data)
                     end = self._by_start.pop(pos)
@@ -190,7 +234,9 @@ class OrderedHash:
                         self._by_start[new], self._by_end[end] = end, new
                     if self._held and min(self._held) < new:
                         for stale in [k for k in self._held if k < new]:
-                            del self._held[stale]
+                            _data, buffer = self._held.pop(stale)
+                            if buffer is not None:
+                                self._buffers.give(buffer)
         except Exception as e:  # handed to the caller of hexdigest()
             with self._cond:
                 self._error = e
@@ -220,9 +266,11 @@ class Ramp:
     CDN) keeps them all; a path that one connection already fills (a LAN peer, a link slower than a
     connection's share) stays at one.
     When a step gains less, the count settles on the rate it reached over the per-connection rate of the
-    step before (never fewer than that step had, never more than it has): 16 connections on a link that 8
-    fill come back to 8, on a link that 3 fill to 3 (RAMP_SLACK allowed). `update(now, moved)` is fed the
-    clock and the bytes moved so far and answers the count; it decides nothing more once settled.
+    step before (RAMP_SLACK allowed), twice that (RAMP_SPARE) where it is RAMP_SPARE_FROM times what the
+    step before had or more, never more than it has: 16 connections on a link that 8 fill stay 16, on a
+    link that 3 fill come back to 6, on a link that 2 fill to 2, on a link that one fills to one.
+    `update(now, moved)` is fed the clock and the bytes moved so far and answers the count; it decides
+    nothing more once settled.
     """
 
     def __init__(self, most, now):
@@ -250,6 +298,10 @@ class Ramp:
             if rate < RAMP_KEEP * last_rate * self.count / count:
                 per_connection = last_rate / count
                 needed = math.ceil(rate / per_connection / RAMP_SLACK) if per_connection > 0 else self.count
+                if needed >= RAMP_SPARE_FROM * count:
+                    # The path caps each connection: twice the count that just fills it, so that the link
+                    # stays full while a connection waits on its next piece's answer.
+                    needed *= RAMP_SPARE
                 self.count, self.settled = min(self.count, max(count, needed)), True
                 return self.count
         if self.count >= self.most:
@@ -300,6 +352,7 @@ class Transfer:
         # Workers from this index on end after their piece (the ramp settled below them).
         self._target = 0
         self.used_connections = 0
+        self._buffers = Buffers()
 
     @property
     def moved(self):
@@ -308,7 +361,7 @@ class Transfer:
     def run(self, one_stream=False):
         """Fetch what is missing; return (sha256, bytes hashed from disk). One stream: the whole file from
         byte 0 over one connection, skipping what a server that ignores Range sends again."""
-        hasher = OrderedHash(self.fd, self.size, self.window)
+        hasher = OrderedHash(self.fd, self.size, self.window, self._buffers)
         try:
             if one_stream:
                 pieces = deque([(0, self.size)])
@@ -466,7 +519,7 @@ class Transfer:
                 broken = None
                 try:
                     self._copy(i, response, at, answered, hasher, skip)
-                except TRANSIENT_EXC as e:
+                except (*TRANSIENT_EXC, BodyCut) as e:
                     broken = e
             if at["pos"] < answered:
                 why = f": {broken}" if broken else ""
@@ -506,27 +559,37 @@ class Transfer:
         self._checkpoint(i, at, end)
 
     def _copy(self, i, response, at, end, hasher, skip):
-        for chunk in body_chunks(response.raw, READ):
-            if self._stop.is_set():
-                raise _Stopped
-            if skip:
-                dropped = min(skip, len(chunk))
-                chunk, skip = chunk[dropped:], skip - dropped
-                if not chunk:
-                    continue
-            pos = at["pos"]
-            chunk = chunk[: end - pos]
-            write_all(self.fd, chunk, pos)
-            hasher.wrote(pos, chunk)
-            at["pos"] = pos + len(chunk)
-            self._writing[i] = (at["synced"], at["pos"])
-            self._moved[i] += len(chunk)
-            self._unrecorded[i] += len(chunk)
-            self._last_byte = time.monotonic()
-            if at["pos"] >= end:
-                return
-            if at["pos"] - at["synced"] >= self.piece:
-                self._checkpoint(i, at, at["pos"])
+        body = Body(response.raw)
+        buffer = self._buffers.take()
+        try:
+            while skip:  # the whole file again from byte 0: what is on disk already is read and dropped
+                n = body.read_into(memoryview(buffer)[: min(skip, READ)])
+                if not n:
+                    return
+                skip -= n
+            while at["pos"] < end:
+                if self._stop.is_set():
+                    raise _Stopped
+                pos = at["pos"]
+                # Up to the next READ boundary of the file: after a short read the writes align again.
+                view = memoryview(buffer)[: min(end - pos, READ - pos % READ)]
+                n = body.read_into(view)
+                if not n:
+                    return
+                data = view[:n]
+                write_all(self.fd, data, pos)
+                if hasher.wrote(pos, data, buffer):
+                    buffer = self._buffers.take()
+                at["pos"] = pos + n
+                self._writing[i] = (at["synced"], at["pos"])
+                self._moved[i] += n
+                self._unrecorded[i] += n
+                self._last_byte = time.monotonic()
+                if at["pos"] < end and at["pos"] - at["synced"] >= self.piece:
+                    self._checkpoint(i, at, at["pos"])
+            body.done()
+        finally:
+            self._buffers.give(buffer)
 
     def _checkpoint(self, i, at, end):
         """Sync what worker `i` wrote up to `end` and add it to the part's list: a killed run keeps it."""
@@ -563,31 +626,61 @@ def write_all(fd, data, offset):
         view, offset = view[n:], offset + n
 
 
-def body_chunks(raw, chunk_size):
-    """The response body in chunks of at most chunk_size bytes, each as soon as the network gives it.
+class Body:
+    """A response body read into the caller's buffers, each read as soon as the network gives it.
 
-    urllib3 2's read1 returns what the socket has: large chunks when the network outruns the loop, small
-    ones (and so timely progress) on a slow link, where the per-chunk cost is free. urllib3 1.26 (Debian
-    12, Ubuntu 22.04) has no read1, and its read(n) waits for all n bytes: the size asked for starts at
-    READ_MIN and doubles while reads come back quickly, halving when one keeps the caller waiting, so a
-    slow link still reports progress and a fast one still moves large chunks.
+    The body comes from the HTTP response under the requests/urllib3 one (its `_fp`, http.client's, in
+    urllib3 1.26 and 2): its socket's reader fills the buffer straight from the socket with what the socket
+    holds (readinto1), no bytes object made per read, the body's length counted down as http.client's own
+    read1 does (a chunked body, which neither the hub's storage nor a peer sends, is read with http.client's
+    readinto). A body without it (another raw) is read with read(n), which waits for all n bytes: the size
+    asked for starts at READ_MIN and doubles while reads come back quickly, halving when one keeps the caller
+    waiting, so that a slow link still reports progress and a fast one moves large blocks; the bytes are
+    copied in. `done()` once the body is read whole hands the connection back to the pool for the next piece
+    (urllib3 saw no read of its own, so would close it).
     """
-    if hasattr(raw, "read1"):
-        while chunk := raw.read1(chunk_size, decode_content=False):
-            yield chunk
-        return
-    n = READ_MIN
-    while True:
+
+    def __init__(self, raw):
+        self._raw = raw
+        fp = getattr(raw, "_fp", None)
+        self._fp = fp if isinstance(fp, http.client.HTTPResponse) else None
+        self.size = READ_MIN
+
+    def read_into(self, view):
+        """Read at most len(view) bytes into `view`; 0 at the body's end."""
+        if self._fp is not None:
+            try:
+                return self._read_into(view)
+            except (http.client.HTTPException, OSError) as e:  # as urllib3 reads them: the connection's
+                raise BodyCut(f"the connection broke: {e!r}") from e
+        view = view[: self.size]
         asked = time.monotonic()
-        chunk = raw.read(n, decode_content=False)
-        if not chunk:
-            return
-        yield chunk
+        data = self._raw.read(len(view), decode_content=False)
         took = time.monotonic() - asked
         if took < READ_QUICK:
-            n = min(chunk_size, n * 2)
+            self.size = min(READ, self.size * 2)
         elif took > READ_SLOW:
-            n = max(READ_MIN, n // 2)
+            self.size = max(READ_MIN, self.size // 2)
+        view[: len(data)] = data
+        return len(data)
+
+    def _read_into(self, view):
+        response = self._fp
+        if response.fp is None:
+            return 0
+        if response.chunked or response.length is None:
+            return response.readinto(view)
+        view = view[: response.length]
+        n = response.fp.readinto1(view)
+        if n:
+            response.length -= n
+        if not response.length or (not n and view):  # the whole body, or the connection ended
+            response.close()
+        return n
+
+    def done(self):
+        if self._fp is not None and self._fp.isclosed():
+            self._raw.release_conn()
 
 
 def _range_end(response):

@@ -24,6 +24,11 @@ import numpy as np
 BASE_REPO = "antirez/deepseek-v4-gguf"
 DRAFTER_REPO = "bleysg/DeepSeek-V4-Flash-DSpark-drafter-GGUF"
 GATED_REPO = "ds4-standin/gated-gguf"
+# The late-2026 families' own repositories (engine contract, "The engine owners run in late 2026"; Qwen's
+# is the shipped catalog's guess, the contract naming none).
+V41_REPO = "antirez/deepseek-v4.1-flash-gguf"
+GLM_REPO = "antirez/glm-5.3-flash-gguf"
+QWEN_REPO = "antirez/qwen3.8-flash-next-gguf"
 TOKENS = ["hf_standin_token"]
 ARCH = "deepseek4"  # what the engine's own quantizer (gguf-tools/deepseek4-quantize.c) writes
 
@@ -44,14 +49,26 @@ REPOS = {
         ("DeepSeek-V4-Flash-MTP-Q4K-Q8_0-F32.gguf", "mtp", "legacy", 8),
         # Upstream's DSpark support GGUF (`--dspark --mtp-model FILE`), where the fork loads its drafter.
         ("DeepSeek-V4-Flash-DSpark-support-0731.gguf", "dspark_support", "0731", 9),
+        # Vision-Exp (ds4f-vision-q2, ds4f-vision-dspark) beside 0731, where the shipped catalog guesses it.
+        ("DeepSeek-V4-Flash-Vision-Exp-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8.gguf", "base", "vision-exp", 88),
+        ("DeepSeek-V4-Flash-Vision-Encoder.gguf", "vision", "vision-exp", 4),
+        ("DeepSeek-V4-Flash-Vision-Exp-DSpark-support.gguf", "dspark_support", "vision-exp", 8),
     ],
     DRAFTER_REPO: [
         ("DSpark-drafter-Q2K-Q8-0731.gguf", "dspark", "0731", 12),
         ("DSpark-drafter-Q2K-Q8.gguf", "dspark", "legacy", 10),
+        # The fork's own Vision-Exp drafter: the stand-in engine refuses the 0731 one beside its base.
+        ("DSpark-drafter-Q2K-Q8-vision-exp.gguf", "dspark", "vision-exp", 11),
     ],
     GATED_REPO: [
         ("ds4-standin-gated.gguf", "base", "0731", 2),
     ],
+    V41_REPO: [("DeepSeek-V4.1-Flash-Q2.gguf", "base", "v4.1", 112)],
+    GLM_REPO: [
+        ("GLM-5.3-Flash-Q2.gguf", "base", "glm-5.3", 84),
+        ("GLM-5.3-Flash-Vision-Encoder.gguf", "vision", "glm-5.3", 5),
+    ],
+    QWEN_REPO: [("Qwen3.8-Flash-Next-Q2.gguf", "base", "qwen3.8", 72)],
 }
 GATED = {GATED_REPO}
 

@@ -41,6 +41,21 @@ DRAFTER_LEGACY = "DSpark-drafter-Q2K-Q8.gguf"
 # Upstream's DSpark support file (--dspark --mtp-model FILE), in the base repo.
 SUPPORT_0731 = "DeepSeek-V4-Flash-DSpark-support-0731.gguf"
 GATED_FILE = "ds4-standin-gated.gguf"
+# The late-2026 families (engine contract, "The engine owners run in late 2026"), under their real names, in
+# the repositories the shipped catalog names (guessed where the contract names none).
+V41 = "antirez/deepseek-v4.1-flash-gguf"
+GLM = "antirez/glm-5.3-flash-gguf"
+QWEN = "antirez/qwen3.8-flash-next-gguf"
+FAMILIES = {
+    "DeepSeek-V4-Flash-Vision-Exp-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8.gguf": (BASE, "base", "vision-exp"),
+    "DeepSeek-V4-Flash-Vision-Encoder.gguf": (BASE, "vision", "vision-exp"),
+    "DeepSeek-V4-Flash-Vision-Exp-DSpark-support.gguf": (BASE, "dspark_support", "vision-exp"),
+    "DSpark-drafter-Q2K-Q8-vision-exp.gguf": (DRAFTER, "dspark", "vision-exp"),
+    "DeepSeek-V4.1-Flash-Q2.gguf": (V41, "base", "v4.1"),
+    "GLM-5.3-Flash-Q2.gguf": (GLM, "base", "glm-5.3"),
+    "GLM-5.3-Flash-Vision-Encoder.gguf": (GLM, "vision", "glm-5.3"),
+    "Qwen3.8-Flash-Next-Q2.gguf": (QWEN, "base", "qwen3.8"),
+}
 TOKEN = "hf_standin_token"
 BENCH_REPO = "ds4-standin/bench"
 BENCH_FILE = "bench-2MiB.bin"
@@ -126,10 +141,16 @@ def test_data_has_the_contracts_names_and_real_gguf(data):
         repo: set(content["commits"][content["refs"]["main"]]["files"])
         for repo, content in doc["repos"].items()
     }
+    families = {}
+    for name, (repo, _role, _generation) in FAMILIES.items():
+        families.setdefault(repo, set()).add(name)
     assert files == {
-        BASE: {BASE_0731, Q4_0731, BASE_LEGACY, MTP_LEGACY, SUPPORT_0731},
-        DRAFTER: {DRAFTER_0731, DRAFTER_LEGACY},
+        BASE: {BASE_0731, Q4_0731, BASE_LEGACY, MTP_LEGACY, SUPPORT_0731, *families[BASE]},
+        DRAFTER: {DRAFTER_0731, DRAFTER_LEGACY, *families[DRAFTER]},
         GATED: {GATED_FILE},
+        V41: families[V41],
+        GLM: families[GLM],
+        QWEN: families[QWEN],
     }
     assert [repo for repo, content in doc["repos"].items() if content["gated"]] == [GATED]
     assert doc["tokens"] == [TOKEN]
@@ -140,8 +161,9 @@ def test_data_has_the_contracts_names_and_real_gguf(data):
         DRAFTER_0731: ("dspark", "0731"),
         DRAFTER_LEGACY: ("dspark", "legacy"),
         SUPPORT_0731: ("dspark_support", "0731"),
+        **{name: (role, generation) for name, (_repo, role, generation) in FAMILIES.items()},
     }
-    sizes, hashes = {}, []
+    sizes, hashes, roles = {}, [], {}
     for content in doc["repos"].values():
         commit = content["refs"]["main"]
         assert re.fullmatch(r"[0-9a-f]{40}", commit)
@@ -150,6 +172,7 @@ def test_data_has_the_contracts_names_and_real_gguf(data):
             assert (len(raw), hashlib.sha256(raw).hexdigest()) == (f["size"], f["sha256"])
             sizes[name] = f["size"]
             hashes.append(f["sha256"])
+            roles[name] = f["role"]
             reader = gguf.GGUFReader(out / f["blob"])
             fields = {key: field.contents() for key, field in reader.fields.items()}
             assert fields["general.architecture"] == "deepseek4"
@@ -158,10 +181,14 @@ def test_data_has_the_contracts_names_and_real_gguf(data):
             assert "Paris" in fields["tokenizer.ggml.tokens"]
             if name in expected:
                 assert (fields["ds4standin.role"], fields["ds4standin.generation"]) == expected[name]
-    smaller = max(size for name, size in sizes.items() if name not in (BASE_0731, Q4_0731, BASE_LEGACY))
-    assert min(sizes[BASE_0731], sizes[Q4_0731], sizes[BASE_LEGACY]) > 4 * smaller
+    # Every base is larger than any other file, by far: resume tests have something to cut.
+    bases = [name for name, role in roles.items() if role == "base" and name != GATED_FILE]
+    smaller = max(size for name, size in sizes.items() if name not in bases)
+    assert min(sizes[name] for name in bases) > 4 * smaller
     assert sizes[Q4_0731] > sizes[BASE_0731]
-    assert len(set(hashes)) == len(hashes) == 8  # distinct content: a mix-up cannot pass unnoticed
+    # Distinct sizes among the bases, and distinct content everywhere: a mix-up cannot pass unnoticed.
+    assert len({sizes[name] for name in bases}) == len(bases)
+    assert len(set(hashes)) == len(hashes) == 16
 
 
 def test_server_imports_only_the_standard_library():

@@ -1,5 +1,6 @@
 """What ds4.service.j2 allows a tensor pair over RDMA (its verbs and connection-manager devices under the
-closed device policy, unlimited locked memory) and allows no other launch: rendered from launch_config."""
+closed device policy, unlimited locked memory) and allows no other launch, and the description `systemctl
+status ds4` shows: rendered from launch_config."""
 
 import re
 from pathlib import Path
@@ -28,7 +29,10 @@ RDMA = dict(
 TCP = dict(TENSOR, dist_transport="tcp")
 
 
-def render(settings, device_allow=("char-nvidia* rwm",), memlock="infinity"):
+V4_FLASH = {"ds4_model_family": "deepseek-v4-flash", "ds4_model_generation": "0731", "ds4_quantization": "q2"}
+
+
+def render(settings, device_allow=("char-nvidia* rwm",), memlock="infinity", model=None):
     launch = launch_config(settings)
     mode = settings.get("dist_mode", "pipeline")
     pair = {"pair": "pair01", "peer": "spark04", "layers": settings.get("dist_layers"), "mode": mode,
@@ -43,8 +47,9 @@ def render(settings, device_allow=("char-nvidia* rwm",), memlock="infinity"):
         _ds4_pair=pair if "dist_role" in settings else {},
         _ds4_build={"release": "g0123456789ab", "commit": "0123456789ab"},
         _ds4_spark_note="",
-        _ds4_model_names={"base": BASE.rsplit("/", 1)[-1]},
-        ds4_speculation="dspark",
+        _ds4_model_names={"base": settings["base_model"].rsplit("/", 1)[-1]},
+        ds4_speculation=settings.get("speculation", "dspark"),
+        **(model or V4_FLASH),
         _ds4_supervision_dropin="/etc/systemd/system/ds4.service.d/00-ds4-fleet-supervision.conf",
         _ds4_user="ds4",
         _ds4_group="ds4",
@@ -95,3 +100,13 @@ def test_a_host_that_cannot_lift_its_locked_memory_gives_rdma_its_own_limit():
     text = render(dict(RDMA, rdma_limit_memlock="8M"), memlock="8G")
     assert service(text, "LimitMEMLOCK") == ["8M"]
     assert service(text, "DeviceAllow")[1:] == ["char-infiniband_verbs rw", "/dev/infiniband/rdma_cm rw"]
+
+
+def test_the_description_names_the_family_generation_and_quantization_served():
+    glm = {"ds4_model_family": "glm-5.3-flash", "ds4_model_generation": "glm-5.3", "ds4_quantization": "q2"}
+    settings = dict(SINGLE, base_model="/var/lib/ds4/models/GLM-5.3-Flash-Q2.gguf", speculation="mtp")
+    settings.update(builtin_mtp=True, dspark_model=None, model_generation="glm-5.3")
+    (description,) = re.findall(r"^Description=(.*)$", render(settings, model=glm), re.MULTILINE)
+    assert description.endswith(
+        "serving glm-5.3-flash glm-5.3 q2 (GLM-5.3-Flash-Q2.gguf) with mtp speculation"
+    ), description

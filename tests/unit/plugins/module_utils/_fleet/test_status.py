@@ -109,6 +109,18 @@ def test_an_update_check_that_failed_falls_back_to_its_last_good_result():
     assert fleet_record("spark01", reading(), fact(update=None))["update"]["available"] is None
 
 
+def test_a_record_names_the_family_generation_and_quantization_configured():
+    glm = fact(family="glm-5.3-flash", generation="glm-5.3", quantization="q2", speculation="mtp")
+    for record in (fleet_record("spark01", reading(), glm), fleet_record("spark01", None, glm)):
+        named = (record["family"], record["generation"], record["quantization"])
+        assert named == ("glm-5.3-flash", "glm-5.3", "q2")
+    # A fact written before families were recorded is of V4 Flash, the one family there was; its
+    # quantization went unrecorded (a pair may serve q4), so none is claimed.
+    record = fleet_record("spark01", reading(), fact())
+    assert (record["family"], record["quantization"]) == ("deepseek-v4-flash", None)
+    assert fleet_record("spark01", None, {})["family"] is None
+
+
 def test_disagreements_between_configuration_and_engine_become_notes():
     r = reading("v0.6.5", context=4096, model="/var/lib/ds4/gguf/other.gguf")
     r["current_changed_since_start"] = True
@@ -185,8 +197,12 @@ def last_panel(lines):
 def test_the_table_is_aligned_and_ends_with_notes_and_a_tally():
     records = fleet_records(
         [
-            {"host": "spark01", "reading": reading(), "fact": fact()},
-            {"host": "spark02", "reading": reading("v0.6.3"), "fact": fact(release="v0.6.3")},
+            {"host": "spark01", "reading": reading(), "fact": fact(quantization="q2")},
+            {
+                "host": "spark02",
+                "reading": reading("v0.6.3"),
+                "fact": fact(release="v0.6.3", quantization="q2"),
+            },
             {
                 "host": "spark03",
                 "reading": reading("v0.6.3", answering=False, active="failed"),
@@ -196,15 +212,15 @@ def test_the_table_is_aligned_and_ends_with_notes_and_a_tally():
     )
     assert render_table(records, "ds4 fleet") == [
         "ds4 fleet",
-        "HOST     SERVICE  RELEASE  GEN   SPEC    CONTEXT",
-        "spark01  active   v0.6.5   0731  dspark  512K",
-        "spark02  active   v0.6.3   0731  dspark  512K",
-        "spark03  failed   v0.6.3   0731  dspark  512K",
+        "HOST     SERVICE  RELEASE  FAMILY             GEN   QUANT",
+        "spark01  active   v0.6.5   deepseek-v4-flash  0731  q2",
+        "spark02  active   v0.6.3   deepseek-v4-flash  0731  q2",
+        "spark03  failed   v0.6.3   deepseek-v4-flash  0731  -",
         "",
-        "HOST     UPDATE  UPTIME  IN FLIGHT  FREE DISK",
-        "spark01  no      1h02m   0          77.5 GiB",
-        "spark02  v0.6.5  1h02m   0          77.5 GiB",
-        "spark03  v0.6.5  -       -          77.5 GiB",
+        "HOST     SPEC    CONTEXT  UPDATE  UPTIME  IN FLIGHT  FREE DISK",
+        "spark01  dspark  512K     no      1h02m   0          77.5 GiB",
+        "spark02  dspark  512K     v0.6.5  1h02m   0          77.5 GiB",
+        "spark03  dspark  512K     v0.6.5  -       -          77.5 GiB",
         "spark03: the local fact says v0.6.5, but current points at v0.6.3",
         "3 Sparks: 1 serving v0.6.5, 1 serving v0.6.3, 1 not serving",
     ]

@@ -166,7 +166,25 @@ def test_gather_names_the_filesystem_that_holds_the_gguf_dir(tmp_path):
         "mount_point": str(tmp_path),
         "fstype": "nfs4",
         "source": "nas:/gguf",
+        "device": "0:50",
+        # No block device: the kernel's /sys says nothing of a disk.
+        "rotational": None,
     }
+    # A local disk that spins, as the kernel's /sys says (a fake one here).
+    (proc / "self" / "mountinfo").write_text(f"27 1 8:17 / {tmp_path} rw - ext4 /dev/sdb1 rw\n")
+    sys = tmp_path / "sys"
+    (sys / "devices" / "sdb" / "queue").mkdir(parents=True)
+    (sys / "devices" / "sdb" / "queue" / "rotational").write_text("1\n")
+    (sys / "devices" / "sdb" / "sdb1").mkdir()
+    (sys / "devices" / "sdb" / "sdb1" / "partition").write_text("1\n")
+    (sys / "dev" / "block").mkdir(parents=True)
+    (sys / "dev" / "block" / "8:17").symlink_to(sys / "devices" / "sdb" / "sdb1")
+    facts = gather_host_facts(
+        run, find_all, home=str(tmp_path / "home"), gguf_dir=str(tmp_path / "gguf"),
+        install_root=str(tmp_path / "opt" / "ds4"), port=8000, cuda_home=str(tmp_path / "cuda"),
+        proc_root=str(proc), sys_root=str(sys),
+    )  # fmt: skip
+    assert facts["disk"]["gguf_dir"]["mount"]["rotational"] is True
     # Without a mount table the preflight can only warn.
     (tmp_path / "bare").mkdir()
     assert gather(tmp_path / "bare", run)["disk"]["gguf_dir"]["mount"] is None

@@ -15,7 +15,14 @@ CATALOG = yaml.safe_load((REPO / "roles" / "ds4_common" / "defaults" / "main.yml
 GIB = 1 << 30
 SPARK = 128 * GIB
 FLOOR = 4 * GIB
-LOCAL = {"mount_point": "/var/lib/ds4", "fstype": "xfs", "source": "/dev/nvme1n1p1"}
+LOCAL = {"mount_point": "/var/lib/ds4", "fstype": "xfs", "source": "/dev/nvme1n1p1", "rotational": False}
+DISK = {
+    "mount_point": "/srv/ds4",
+    "fstype": "ext4",
+    "source": "/dev/sdb1",
+    "device": "8:17",
+    "rotational": True,
+}
 NFS = {"mount_point": "/var/lib/ds4/gguf", "fstype": "nfs4", "source": "nas:/export/gguf"}
 
 
@@ -40,6 +47,22 @@ def test_a_streamed_family_on_a_network_mount_is_refused_naming_the_path():
         "ds4_gguf_dir /var/lib/ds4/gguf is on a network filesystem (nfs4 nas:/export/gguf at "
         "/var/lib/ds4/gguf): put ds4_gguf_dir on a local NVMe disk"
     ]
+
+
+def test_a_streamed_family_on_a_spinning_disk_is_refused_naming_the_path():
+    errors, _ = fit("qwen3.8", mount=DISK, gguf_dir="/srv/ds4/gguf")
+    assert errors == [
+        "ds4_model_family 'qwen3.8-flash-next' streams its experts from disk at every token, and "
+        "ds4_gguf_dir /srv/ds4/gguf is on a rotational disk (/dev/sdb1 at /srv/ds4, device 8:17: the "
+        "kernel's /sys/dev/block/8:17 says it spins): put ds4_gguf_dir on a local NVMe disk"
+    ]
+    # A resident family reads its file once, at its start: any disk serves it.
+    assert fit("0731", mount=DISK) == ([], [])
+
+
+def test_a_local_disk_the_kernel_cannot_tell_of_is_served():
+    # An overlay or a filesystem in a container has no block device of its own: nothing to refuse.
+    assert fit("v4.1", mount=dict(LOCAL, rotational=None)) == ([], [])
 
 
 def test_its_resident_part_and_cache_must_fit_the_memory():

@@ -6,6 +6,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils._host.mounts import (
     is_network,
     mount_of,
     parse_mountinfo,
+    rotational,
 )
 
 # As a Spark with its weights on NVMe, a site's NFS share and a mount point with a space prints it.
@@ -21,9 +22,11 @@ MOUNTINFO = """\
 
 def test_each_line_gives_its_mount_point_filesystem_and_source():
     mounts = parse_mountinfo(MOUNTINFO)
-    assert mounts[1] == {"mount_point": "/", "fstype": "ext4", "source": "/dev/nvme0n1p2"}
+    assert mounts[1] == {"mount_point": "/", "fstype": "ext4", "source": "/dev/nvme0n1p2", "device": "259:2"}
     # Optional fields (shared:N) come before the "-", and a space in a mount point is written \\040.
-    assert mounts[4] == {"mount_point": "/srv/ds4 models", "fstype": "cifs", "source": "//nas/models"}
+    assert mounts[4] == {
+        "mount_point": "/srv/ds4 models", "fstype": "cifs", "source": "//nas/models", "device": "0:51",
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -53,3 +56,33 @@ def test_a_path_no_mount_holds_or_an_unreadable_table_gives_none():
 )  # fmt: skip
 def test_network_filesystems_are_told_from_local_ones(fstype, network):
     assert is_network(fstype) is network
+
+
+def sys_block(root, device, name, flag, partition_of=None):
+    """A fake /sys: /sys/dev/block/MAJ:MIN linked to the device's directory, as the kernel lays it out (a
+    partition's directory inside its disk's, whose queue/ says whether it spins)."""
+    devices = root / "devices" / "pci0000:00"
+    disk = devices / (partition_of or name)
+    (disk / "queue").mkdir(parents=True, exist_ok=True)
+    (disk / "queue" / "rotational").write_text(f"{flag}\n")
+    target = disk
+    if partition_of:
+        target = disk / name
+        target.mkdir()
+        (target / "partition").write_text("1\n")
+    (root / "dev" / "block").mkdir(parents=True, exist_ok=True)
+    (root / "dev" / "block" / device).symlink_to(target)
+
+
+def test_the_kernel_says_whether_a_mounts_disk_spins(tmp_path):
+    sys_block(tmp_path, "259:3", "nvme1n1", 0)
+    sys_block(tmp_path, "8:17", "sdb1", 1, partition_of="sdb")
+    sys_block(tmp_path, "259:5", "nvme2n1p1", 0, partition_of="nvme2n1")
+    assert rotational("259:3", str(tmp_path)) is False
+    # A partition's flag is its disk's.
+    assert rotational("8:17", str(tmp_path)) is True
+    assert rotational("259:5", str(tmp_path)) is False
+    # A filesystem without a block device (overlay, tmpfs: major 0), or one the kernel does not list.
+    assert rotational("0:52", str(tmp_path)) is None
+    assert rotational("8:99", str(tmp_path)) is None
+    assert rotational("not a device", str(tmp_path)) is None

@@ -372,7 +372,9 @@ def test_a_slow_spark_with_nothing_found_says_so_and_other_requests_are_a_cause(
 def test_no_reference_is_not_judged_and_a_missing_figure_is_unknown():
     report = verify(at(1.0), state(), reference=None)
     assert report["verdict"] == "unknown" and all(row["ratio"] is None for row in report["figures"])
-    assert report_lines(report)[0] == "spark01: not judged: no published figures for 0731 at v0.6.5 or before"
+    assert report_lines(report)[0] == (
+        "spark01: not judged: no published figure for deepseek-v4-flash 0731 at v0.6.5 or before"
+    )
     partial = verify(dict(at(1.0), aggregate_12=None), state())
     assert partial["verdict"] == "unknown" and partial["figures"][-1]["verdict"] == "unknown"
 
@@ -462,6 +464,44 @@ def test_the_module_reports_records_the_verification_and_changes_nothing_else(sp
     )
     assert json.loads(fact.read_text())["verified_at"] == result["report"]["verified_at"]
     assert oct(fact.stat().st_mode & 0o777) == "0o644"
+
+
+@pytest.mark.parametrize(
+    ("generation", "family"),
+    [
+        ("vision-exp", "deepseek-v4-flash-vision"),
+        ("v4.1", "deepseek-v4.1-flash"),
+        ("glm-5.3", "glm-5.3-flash"),
+        ("qwen3.8", "qwen3.8-flash-next"),
+        ("legacy", "deepseek-v4-flash"),
+    ],
+)
+def test_a_family_without_published_figures_is_said_so_and_never_held_to_another(
+    spark, shipped_catalog, generation, family
+):
+    # The engine's authors published one-Spark figures for V4 Flash 0731 alone (engine contract): no other
+    # generation, of its family or another, is held to them.
+    module, args, fact = spark
+    rc, result = run_module(
+        module, dict(args, catalog=shipped_catalog, generation=generation, speculation="plain")
+    )
+    assert rc == 0, result
+    report = result["report"]
+    assert (report["family"], report["verdict"], report["reference"]) == (family, "unknown", None)
+    assert (
+        result["lines"][0]
+        == f"spark01: not judged: no published figure for {family} {generation}: none published"
+    )
+    assert json.loads(fact.read_text())["family"] == family
+
+
+def test_v4_flash_0731_is_held_to_its_published_figures(spark, shipped_catalog):
+    module, args, _fact = spark
+    rc, result = run_module(module, dict(args, catalog=shipped_catalog))
+    assert rc == 0, result
+    report = result["report"]
+    assert (report["family"], report["reference"]["release"]) == ("deepseek-v4-flash", "v0.5.0")
+    assert report["verdict"] == "slow" and report["reference"]["figures"]["decode_2k"] == 20.0
 
 
 def test_in_check_mode_the_module_measures_and_writes_no_record(spark):
@@ -638,7 +678,9 @@ def test_the_module_holds_a_pair_to_its_quantizations_two_spark_figures(spark, m
     assert [row["figure"] for row in result["report"]["figures"]] == ["prefill_2k", "decode_2k"]
     rc, result = run_module(module, dict(args, catalog=pair_catalog(), pair=True, quantization="mxfp4"))
     assert rc == 0 and result["report"]["verdict"] == "unknown"
-    assert "no published figures for 0731 at v0.6.5 or before for a pair" in result["lines"][0]
+    assert (
+        "no published figure for deepseek-v4-flash 0731 at v0.6.5 or before for a pair" in result["lines"][0]
+    )
 
 
 def test_the_shipped_runs_and_answer_length_reach_the_measurement(spark, monkeypatch):

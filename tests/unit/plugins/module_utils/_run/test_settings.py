@@ -171,10 +171,12 @@ def test_a_generation_added_to_the_catalog_is_accepted():
 def test_a_family_is_served_with_the_generation_its_default_gives():
     settings = dict(DEFAULTS, ds4_model_family="glm-5.3-flash", ds4_model_generation="glm-5.3", ds4_ctx=16384)
     assert check(OPTIONS, dict(settings, ds4_speculation="mtp")) == []
-    # GLM speculates with its own MTP block: the drafter is refused with the modes it has.
-    assert check(OPTIONS, settings) == [
+    assert check(OPTIONS, dict(settings, ds4_speculation="plain")) == []
+    # GLM speculates with its own MTP block: the drafter set explicitly is refused with the modes it has.
+    assert check(OPTIONS, dict(settings, ds4_speculation="dspark")) == [
         "ds4_speculation 'dspark' needs a dspark file, and ds4_model_generation 'glm-5.3' has none in "
-        "ds4_model_catalog; choose one of: mtp, plain"
+        "ds4_model_catalog; choose one of: mtp, plain, or leave ds4_speculation unset for the family's own "
+        "(mtp)"
     ]
 
 

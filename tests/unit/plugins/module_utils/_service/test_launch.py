@@ -688,6 +688,15 @@ def test_glm_speculates_with_its_own_mtp_block_and_serves_images():
     assert "DS4_CONT_MTP_MODE" not in out["env"]
 
 
+def test_glm_speculates_with_its_own_mtp_block_alone_on_either_lineage():
+    # The legacy MTP head is the fork's launch alone; GLM's block is the model's own, which upstream serves.
+    out = launch_config(dict(GLM, lineage="upstream"))
+    assert out["args"][out["args"].index("--mtp") - 1 :] == [
+        *DISK_AND_FLOOR[-1:], "--mtp", "--power", "100", "--vision", GLM["vision_model"],
+    ]  # fmt: skip
+    assert "--mtp-model" not in out["args"] and "--dspark" not in out["args"]
+
+
 def test_vision_exp_with_the_0731_drafter_is_refused_naming_the_setting():
     with pytest.raises(LaunchConfigError) as e:
         launch_config(dict(VISION, dspark_model=DRAFTER))

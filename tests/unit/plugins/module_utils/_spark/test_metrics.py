@@ -41,6 +41,30 @@ def test_the_textfile_carries_the_gpus_health_and_leaves_out_what_it_does_not_re
     assert "power_limit" not in text
 
 
+def test_the_info_series_names_the_family_generation_and_quantization_it_serves():
+    fact = {
+        "release": "v0.6.5",
+        "family": "glm-5.3-flash",
+        "generation": "glm-5.3",
+        "quantization": "q2",
+        "speculation": "mtp",
+        "models": {"base": "GLM-5.3-Flash-Q2.gguf", "vision": "GLM-5.3-Flash-Vision-Encoder.gguf"},
+    }
+    common = dict(weights=[], unit={}, watchdog={}, watchdog_enabled=True, verdict="ok", engine_text="",
+                  free_bytes=None, next_bytes=None, now=1.0, gpus=None)  # fmt: skip
+    text = render(fact=fact, **common)
+    assert check_exposition(text)[1] == []
+    info = next(line for line in text.splitlines() if line.startswith("ds4_spark_info{"))
+    for label in ('family="glm-5.3-flash"', 'generation="glm-5.3"', 'quantization="q2"', 'speculation="mtp"'):
+        assert label in info, info
+    # A fact written before families were recorded is of V4 Flash, the one family there was; its
+    # quantization went unrecorded (a pair may serve q4): the label is empty, never a guess.
+    older = {key: value for key, value in fact.items() if key not in ("family", "quantization")}
+    lines = render(fact=older, **common).splitlines()
+    info = next(line for line in lines if line.startswith("ds4_spark_info{"))
+    assert 'family="deepseek-v4-flash"' in info and 'quantization=""' in info
+
+
 def test_a_gpu_that_could_not_be_read_is_said_and_nothing_else():
     text = render(
         fact=None,

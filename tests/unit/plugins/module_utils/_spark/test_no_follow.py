@@ -18,6 +18,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils._spark.no_follow import 
     move_planned,
     open_file,
     owned_dir,
+    read_object,
     read_text,
     remove,
     set_attributes,
@@ -35,6 +36,30 @@ def test_a_link_is_never_followed(tmp_path):
     (tmp_path / "lock").symlink_to(tmp_path / "target")
     with pytest.raises(OSError) as caught:
         read_text(str(tmp_path / "lock"))
+    assert caught.value.errno == errno.ELOOP
+
+
+@pytest.mark.parametrize(
+    "content",
+    ['{"pid": 1', "[1, 2]", '"text"', "null", b"\xff\xfe not utf-8"],
+    ids=["cut short", "a list", "a string", "null", "not utf-8"],
+)
+def test_a_record_that_is_no_json_object_is_a_value_error(tmp_path, content):
+    """The records' one reader (the run lock, the run record, the last good release, the KV cache's family):
+    each reader says what its file is, so anything but a JSON object is ValueError, never a crash."""
+    record = tmp_path / "record"
+    record.write_bytes(content if isinstance(content, bytes) else content.encode())
+    with pytest.raises(ValueError):
+        read_object(str(record))
+
+
+def test_a_record_is_its_json_object_a_missing_one_none_and_a_link_refused(tmp_path):
+    (tmp_path / "record").write_text('{"pid": 1}\n')
+    (tmp_path / "link").symlink_to(tmp_path / "record")
+    assert read_object(str(tmp_path / "record")) == {"pid": 1}
+    assert read_object(str(tmp_path / "none")) is None
+    with pytest.raises(OSError) as caught:
+        read_object(str(tmp_path / "link"))
     assert caught.value.errno == errno.ELOOP
 
 

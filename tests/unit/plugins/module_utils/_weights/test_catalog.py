@@ -12,6 +12,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils._weights.catalog import 
     check_family,
     families_of,
     family_generation,
+    family_speculation,
     generation_of,
     model_files,
     other_generation_files,
@@ -50,7 +51,12 @@ def test_shipped_defaults_hold_the_shared_keys(defaults):
         == "{{ ds4_model_catalog | ds4.fleet.family_generation(ds4_model_family) }}"
     )
     assert family_generation(defaults["ds4_model_catalog"], defaults["ds4_model_family"]) == "0731"
-    assert defaults["ds4_speculation"] == "dspark"
+    # The speculation follows the generation: 0731 speculates with its drafter, as before families.
+    assert (
+        defaults["ds4_speculation"]
+        == "{{ ds4_model_catalog | ds4.fleet.family_speculation(ds4_model_generation) }}"
+    )
+    assert family_speculation(defaults["ds4_model_catalog"], "0731") == "dspark"
     assert defaults["ds4_hf_endpoint"] == "https://huggingface.co"
     assert defaults["ds4_hf_token"] == ""
     assert defaults["ds4_old_weights"] == "auto"
@@ -119,6 +125,31 @@ def test_model_files(catalog, generation, speculation, roles, names):
     assert [f["name"] for f in files] == names
     assert all(f["generation"] == generation for f in files)
     assert "role" not in catalog[generation]["files"]["base"], "the catalog itself is left alone"
+
+
+@pytest.mark.parametrize(
+    "generation, expected",
+    [
+        ("0731", "dspark"),
+        ("legacy", "dspark"),
+        ("vision-exp", "dspark"),
+        ("v4.1", "plain"),
+        ("glm-5.3", "mtp"),
+        ("qwen3.8", "plain"),
+    ],
+)
+def test_each_family_speculates_its_own_way_by_default(catalog, generation, expected):
+    # The drafter where the family has one, else GLM's own MTP block, else none: ds4_speculation's default.
+    assert family_speculation(catalog, generation) == expected
+    assert FILTERS["family_speculation"](catalog, generation) == expected
+    assert model_files(catalog, generation, expected)
+
+
+def test_the_default_speculation_of_an_unknown_generation_is_left_to_the_settings_check(catalog):
+    with pytest.raises(CatalogError, match=r"ds4_model_generation 'glm-5' is not a generation"):
+        family_speculation(catalog, "glm-5")
+    # As ds4_model_generation's default, the filter gives the old default; the check names the generation.
+    assert FILTERS["family_speculation"](catalog, "glm-5") == "dspark"
 
 
 @pytest.mark.parametrize(
@@ -467,8 +498,18 @@ def test_upstream_speculates_on_vision_exp_with_its_own_support_file(catalog):
 @pytest.mark.parametrize(
     "generation, speculation, words",
     [
-        ("v4.1", "dspark", ["ds4_speculation 'dspark'", "'v4.1'", "choose one of: plain"]),
-        ("glm-5.3", "dspark", ["ds4_speculation 'dspark'", "choose one of: mtp, plain"]),
+        (
+            "v4.1",
+            "dspark",
+            ["ds4_speculation 'dspark'", "'v4.1'", "choose one of: plain", "the family's own (plain)"],
+        ),
+        (
+            "glm-5.3",
+            "dspark",
+            ["ds4_speculation 'dspark'", "choose one of: mtp, plain", "leave ds4_speculation unset"],
+        ),
+        ("qwen3.8", "mtp", ["ds4_speculation 'mtp'", "choose one of: plain", "the family's own (plain)"]),
+        ("vision-exp", "mtp", ["ds4_speculation 'mtp'", "dspark, plain", "the family's own (dspark)"]),
     ],
 )
 def test_a_family_refuses_a_speculation_it_has_no_file_for(catalog, generation, speculation, words):
@@ -524,3 +565,46 @@ def test_the_serving_filter_names_an_unknown_generation(catalog):
     assert FILTERS["model_serving"](catalog, "glm-5.3")["builtin_mtp"] is True
     with pytest.raises(AnsibleFilterError, match=r"model_serving: ds4_model_generation 'glm'"):
         FILTERS["model_serving"](catalog, "glm")
+
+
+# --- values the engine does not publish (issue 53) ---
+
+# Every value of the shipped catalog that the engine contract does not publish, by generation: the catalog
+# says so in each generation's `guessed`, and docs/models.md names each.
+GUESSED = {
+    "0731": {"layers"},
+    "vision-exp": {"files.base.repo", "files.vision.repo", "files.dspark.repo", "files.dspark_support.repo"},
+    "v4.1": {"context.max", "streamed.resident_bytes"},
+    "glm-5.3": {"model_id", "files.vision.repo", "context.max"},
+    "qwen3.8": {"model_id", "files.base.repo", "streamed.cache_experts_gb"},
+}
+
+
+def test_the_catalog_marks_each_value_the_engine_does_not_publish(catalog):
+    marked = {generation: set(spec.get("guessed", {})) for generation, spec in catalog.items()}
+    assert {generation: paths for generation, paths in marked.items() if paths} == GUESSED
+    for spec in catalog.values():
+        assert all(isinstance(why, str) and why for why in spec.get("guessed", {}).values())
+
+
+def test_the_operators_page_names_each_guessed_value(catalog):
+    page = (DEFAULTS.parents[3] / "docs" / "models.md").read_text()
+    section = page.split("## Guessed values", 1)[1].split("\n## ", 1)[0]
+    for generation, spec in catalog.items():
+        for path in spec.get("guessed", {}):
+            assert f"`{generation}` `{path}`" in section, (generation, path)
+
+
+@pytest.mark.parametrize(
+    ("guessed", "words"),
+    [
+        ({"files.base.size": "x", "files.vision.repo": "y"}, "names 'files.vision.repo', which"),
+        ({"model_id": ""}, "guessed: the guess of 'model_id' must say why"),
+        (["layers"], "guessed must be a mapping"),
+    ],
+)
+def test_a_guess_must_name_a_value_the_generation_has_and_say_why(catalog, guessed, words):
+    catalog["0731"]["guessed"] = guessed
+    with pytest.raises(CatalogError) as e:
+        validate_catalog(catalog)
+    assert words in str(e.value) and "ds4_model_catalog['0731']" in str(e.value)

@@ -327,7 +327,7 @@ class _Urllib3v1Body:
         return self._raw.read(amt, decode_content=decode_content)
 
     def __getattr__(self, name):
-        if name == "read1":
+        if name in ("read1", "_fp"):  # nothing to read into a buffer: read(n) alone
             raise AttributeError(name)
         return getattr(self._raw, name)
 

@@ -76,6 +76,38 @@ def test_a_peer_hands_over_its_verified_copy_and_the_hub_sends_no_byte(hub, hub_
     assert json.loads((dest / f".{BASE}.verified.json").read_text())["sha256"] == want["sha256"]
 
 
+def test_a_verified_copy_is_served_with_sendfile_never_through_a_buffer_of_the_server(
+    hub, hub_files, seed, tmp_path, monkeypatch
+):
+    """Issue 56: between Sparks the relay is bound by its program, not the 200 GbE link: the kernel moves
+    the file's pages to the socket (os.sendfile), the server never reads them."""
+    want = hub_files[BASE]
+    sent, copied = [], []
+    real_sendfile, real_send = os.sendfile, socket.socket._sendfile_use_send
+
+    def counted(out_fd, in_fd, offset, count, *args, **kwargs):
+        n = real_sendfile(out_fd, in_fd, offset, count, *args, **kwargs)
+        sent.append(n)
+        return n
+
+    def through_a_buffer(self, *args, **kwargs):
+        copied.append(1)
+        return real_send(self, *args, **kwargs)
+
+    monkeypatch.setattr(os, "sendfile", counted)
+    monkeypatch.setattr(socket.socket, "_sendfile_use_send", through_a_buffer)
+    dest = tmp_path / "peer"
+    dest.mkdir()
+    with serving(seed) as server:
+        url = peer_url("127.0.0.1", server.port)
+        result = hub_file(hub, hub_files, dest, peers=[url]).ensure()
+        assert served_once_settled(server) == {BASE: want["size"]}
+    assert result["bytes_from"] == {url: want["size"]}
+    assert sha256_of(dest / BASE) == want["sha256"]
+    assert not copied, "a body sent through the server's own buffer"
+    assert sum(sent) == want["size"]
+
+
 def test_a_peer_is_reached_directly_while_the_hub_goes_through_the_sites_proxy(
     hub, hub_files, seed, tmp_path, monkeypatch
 ):
