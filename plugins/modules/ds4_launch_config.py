@@ -147,6 +147,18 @@ options:
       - The absolute path of the RDMA launcher (C(ds4-rdma-launch)), which the unit runs before the engine
         with rdma.
     type: raw
+  rdma_sysfs_root:
+    description:
+      - Where the RDMA launcher reads sysfs (its C(--root)); the real V(/sys) on a Spark, a stand-in
+        device's tree in the sandbox.
+    type: raw
+    default: /sys
+  rdma_limit_memlock:
+    description:
+      - The unit's C(LimitMEMLOCK) over rdma, where the NIC pins the engine's buffers; V(infinity) unless
+        the host cannot raise it.
+    type: raw
+    default: infinity
   digest_key:
     description:
       - The Spark's key of the digests in RV(public) (HMAC-SHA256), a file of root's alone (mode 0600) in

@@ -163,6 +163,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils._host.preflight import (
 from ansible_collections.ds4.fleet.plugins.module_utils._pair.declaration import (  # noqa: E402
     PairError,
     quantization_fit_problem,
+    tensor_member,
 )
 from ansible_collections.ds4.fleet.plugins.module_utils._weights.catalog import (  # noqa: E402
     CatalogError,
@@ -210,6 +211,9 @@ def memory_problems(params, host):
         params["extra"], params["pairs"], params["name"], memory, floor,
     )  # fmt: skip
     if params["catalog"] is None:
+        return [problem] if problem else [], []
+    if tensor_member(params["pairs"], params["name"]):
+        # A tensor pair's member does not stream: quantization_fit_problem judged its half of every layer.
         return [problem] if problem else [], []
     gguf = host.get("disk", {}).get("gguf_dir", {})
     errors, warnings = streamed_fit(

@@ -96,6 +96,14 @@ options:
     description: The quantization the pair serves (ds4_quantization), whose two-Spark figures apply.
     type: str
     default: q2
+  pair_mode:
+    description:
+      - The pair's mode (ds4_pairs), whose published figures apply with O(pair). V(tensor) holds it to the
+        generation's C(tensor_reference) for O(quantization) (the engine's tensor parallelism over RDMA),
+        V(pipeline) to the quantization's C(pair_reference).
+    type: str
+    choices: [pipeline, tensor]
+    default: pipeline
 extends_documentation_fragment:
   - ds4.fleet.module
 """
@@ -161,7 +169,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils._spark.no_follow import 
 from ansible_collections.ds4.fleet.plugins.module_utils._weights.catalog import (
     CatalogError,
     family_of,
-    pair_reference_figures,
+    pair_figures,
     reference_figures,
 )
 
@@ -248,6 +256,7 @@ def main():
             "spark": {"type": "str", "default": ""},
             "pair": {"type": "bool", "default": False},
             "quantization": {"type": "str", "default": "q2"},
+            "pair_mode": {"type": "str", "choices": ["pipeline", "tensor"], "default": "pipeline"},
         },
         supports_check_mode=True,
     )
@@ -261,7 +270,7 @@ def main():
         check_ratio(p["min_ratio"])
         check_scale(p["scale"])
         reference = (
-            pair_reference_figures(p["catalog"], p["generation"], p["quantization"])
+            pair_figures(p["catalog"], p["generation"], p["quantization"], p["pair_mode"])
             if p["pair"]
             else reference_figures(p["catalog"], p["generation"], release)
         )

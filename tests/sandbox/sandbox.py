@@ -17,7 +17,9 @@ Each sandbox is a Podman network holding:
 - for Sparks cabled as a pair (`pair_link`, a Molecule platform key: {link: NAME, address: A.B.C.D/24}),
   a network of the pair's own, NAME, that only its two Sparks share: their direct QSFP link. Each Spark's
   interface on it is named as on DGX OS (enP2p1s0f1np1) and holds only the static address the key gives,
-  set from outside the container (nothing on the link hands out addresses, as on a real cable).
+  set from outside the container (nothing on the link hands out addresses, as on a real cable). Each has a
+  stand-in RDMA device on it (tests/standins/rdma: sysfs files under /var/lib/ds4-standin/rdma/sys and
+  the verbs nodes in /dev/infiniband), for a pair in tensor mode.
 
 The built-in sandbox (no prefix) has spark01..spark03, single Sparks, and spark04 + spark05, a pair
 (PAIR_LINKS), on fixed ports 2201..2205, matching inventory/sandbox/hosts.yml. Molecule scenarios use a
@@ -253,6 +255,26 @@ def ensure_link(names: Names, link: str) -> None:
         podman("network", "create", "--internal", "--ipam-driver", "none", names.link(link))
 
 
+# The stand-in RDMA device of a pair member (tests/standins/rdma): its sysfs tree here, which the pair's
+# ds4_rdma_sysfs_root and the stand-in engine's DS4_STANDIN_SYSFS name (inventory/sandbox/group_vars/
+# pair01.yml), and its verbs nodes in the container's /dev. The link address is RoCE v2 GID index 3 until a
+# test moves it.
+RDMA_TOOL = "/usr/local/lib/ds4-standin-rdma/rdma_device.py"
+RDMA_SYSFS = "/var/lib/ds4-standin/rdma/sys"
+RDMA_GID_INDEX = "3"
+
+
+def install_rdma(container: str, address: str) -> None:
+    """Lay out the member's stand-in RDMA device for its link ADDRESS (A.B.C.D/24), again after every start:
+    the container's /dev, which holds its nodes, is made anew at each."""
+    exec_in(container, "mkdir", "-p", os.path.dirname(RDMA_TOOL))
+    podman("cp", str(STANDINS / "rdma" / "rdma_device.py"), f"{container}:{RDMA_TOOL}")
+    exec_in(
+        container, "python3", RDMA_TOOL, "install", "--sysfs", RDMA_SYSFS, "--dev", "/dev",
+        "--address", address.split("/")[0], "--gid-index", RDMA_GID_INDEX,
+    )  # fmt: skip
+
+
 def address_link(container: str, address: str) -> None:
     """Give the Spark's link interface its static ADDRESS (A.B.C.D/24), again after every start: from the
     host, in the container's network namespace, so the Spark needs no capability for it."""
@@ -406,6 +428,7 @@ def ensure_spark(
     wait_booted(container)
     if pair_link:
         address_link(container, pair_link["address"])
+        install_rdma(container, pair_link["address"])
     # Every time: a host made from another checkout of this repository knows that checkout's key, and trusts
     # that checkout's site CA (the forge's HTTPS), in its system store as a site's own CA is.
     exec_in(container, "sh", "-c", "install -d -m 700 /root/.ssh && cat > /root/.ssh/authorized_keys",

@@ -279,6 +279,8 @@ BAD = {
     "ds4_start_limit_burst": [0, *WHOLE],
     "ds4_start_limit_interval": [0, 150, *WHOLE],
     "ds4_limit_memlock": ["", "8X", "8M\n", "unlimited", "-1"],
+    "ds4_rdma_limit_memlock": ["", "8X", "unlimited"],
+    "ds4_rdma_sysfs_root": ["", "sys", "/sys\n"],
     "ds4_device_allow": [
         "char-nvidia* rwm",
         ["char-nvidia* rwx"],

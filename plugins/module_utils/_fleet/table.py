@@ -28,6 +28,9 @@ COLUMNS = (
 PERF_COLUMNS = (("PREFILL TOK/S", "prefill"), ("DECODE TOK/S", "decode"))
 # Shown when any Spark was verified against the published figures (ansible_local.ds4_verify).
 VERIFY_COLUMNS = (("VERIFIED", "verified"),)
+# Shown when the fleet has a pair (ds4_pairs): its mode, and in tensor mode the transport its members'
+# engines were started with (`rdma/tcp` where one fell back; the note under the table says why).
+PAIR_COLUMNS = (("PAIR", "pair"),)
 # The widest a row may be. Ansible's YAML result format (callback_result_format = yaml, as in the project's
 # ansible.cfg) folds a list item longer than about 80 characters at a space, so a wider table is laid out
 # in panels of its columns, each led by HOST, one under the other.
@@ -89,6 +92,12 @@ def _host_cell(record: dict) -> str:
     return record["host"]
 
 
+def _pair_cell(pair: Any) -> str:
+    if not isinstance(pair, dict):
+        return "-"
+    return " ".join(str(part) for part in (pair.get("mode"), pair.get("transport")) if part)
+
+
 def _cells(record: dict) -> dict:
     cells = {
         "host": _host_cell(record),
@@ -106,6 +115,7 @@ def _cells(record: dict) -> dict:
         "prefill": _speed_cell(record.get("perf"), "prefill"),
         "decode": _speed_cell(record.get("perf"), "decode"),
         "verified": _verified_cell(record.get("verify")),
+        "pair": _pair_cell(record.get("pair")),
     }
     if "upgrade" in record:
         cells["upgrade"] = record["upgrade"].get("outcome") or "-"
@@ -125,6 +135,8 @@ def render_table(records: Any, title: str | None = None) -> list[str]:
         columns.extend(PERF_COLUMNS)
     if any(r.get("verify") for r in records):
         columns.extend(VERIFY_COLUMNS)
+    if any(r.get("pair") for r in records):
+        columns.extend(PAIR_COLUMNS)
     if any("upgrade" in r for r in records):
         columns.append(("UPGRADE", "upgrade"))
     rows = [_cells(r) for r in records]

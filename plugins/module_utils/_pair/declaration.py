@@ -154,6 +154,13 @@ def fit_problem(host, files, memory_bytes, floor_bytes, role=None, layers=None):
     )
 
 
+def tensor_member(pairs, host):
+    """Whether `host` is a member of a pair in the engine's tensor mode (ds4_pairs): it holds its half of
+    every layer in memory, a streamed family's too, as the tensor mode does not stream."""
+    membership = pair_of(pairs_of(pairs), host)
+    return membership is not None and mode_of(membership[2]) == TENSOR
+
+
 def quantization_fit_problem(
     catalog, generation, speculation, quantization, extra, pairs, host, memory_bytes, floor_bytes
 ):
@@ -162,12 +169,13 @@ def quantization_fit_problem(
     if catalog is None or not memory_bytes:
         return None
     files = model_files(catalog, generation, speculation, quantization, extra)
-    if serving(catalog, generation)["streamed"]:
-        # Its experts stay on disk: _host.model_fit fits its resident part and cache instead.
+    membership = pair_of(pairs_of(pairs), host)
+    if serving(catalog, generation)["streamed"] and not tensor_member(pairs, host):
+        # Its experts stay on disk: _host.model_fit fits its resident part and cache instead. The tensor
+        # mode does not stream (engine contract): there each member holds its half of every layer.
         return None
     entry = quantizations_of(catalog, generation, extra)[files[0]["quantization"]]
     files[0]["bytes"] = files[0]["size"] or entry["bytes"]
-    membership = pair_of(pairs_of(pairs), host)
     role, layers = None, None
     if membership is not None:
         name, role, pair = membership

@@ -702,6 +702,8 @@ LAUNCH_SETTINGS = {
     "ds4_mem_floor_gb": "mem_floor_gb",
     "ds4_extra_args": "extra_args",
     "ds4_extra_env": "extra_env",
+    "ds4_rdma_sysfs_root": "rdma_sysfs_root",
+    "ds4_rdma_limit_memlock": "rdma_limit_memlock",
 }
 
 

@@ -36,6 +36,8 @@ The family settings come from the catalog (_weights.catalog.serving), never from
 | dist_transport | rdma | tensor only: rdma (found at each start by rdma_launcher) or tcp |
 | dist_address | None | tensor with rdma: this member's own address on the link, whose RDMA device is sought |
 | rdma_launcher | None | tensor with rdma: our `ds4-rdma-launch` (_spark.rdma), run at each start |
+| rdma_sysfs_root | /sys | tensor with rdma: where the launcher reads sysfs (`--root`; a stand-in's tree) |
+| rdma_limit_memlock | infinity | tensor with rdma: the unit's LimitMEMLOCK (the NIC pins the buffers) |
 
 A setting given as None takes its default, so a module can pass every option through unchanged.
 
@@ -106,6 +108,8 @@ DEFAULTS: dict[str, Any] = {
     "dist_transport": None,
     "dist_address": None,
     "rdma_launcher": None,
+    "rdma_sysfs_root": "/sys",
+    "rdma_limit_memlock": "infinity",
 }
 DIST_ROLES = ("coordinator", "worker")
 DIST_MODES = ("pipeline", "tensor")
@@ -327,6 +331,7 @@ def validate(settings):
     _listen(s, out, errors)
     _memory(s, out, errors)
     _dist(settings, out, errors)
+    _rdma_host(s, out, errors)
     _family(s, out, errors)
     out["lock_file"] = _abs_path(s["lock_file"], "lock_file", errors)
     out["extra_env"] = _extra_env(s["extra_env"], errors)
@@ -514,6 +519,19 @@ def _tensor(given, out, errors):
         out["rdma_launcher"] = _abs_path(given["rdma_launcher"], "rdma_launcher", errors)
 
 
+def _rdma_host(s, out, errors):
+    """What the host gives RDMA: where its launcher reads sysfs and the unit's locked memory. Judged in every
+    mode, as a site sets them once for all its Sparks."""
+    out["rdma_sysfs_root"] = _abs_path(s["rdma_sysfs_root"], "rdma_sysfs_root", errors)
+    memlock = s["rdma_limit_memlock"]
+    if not isinstance(memlock, str) or not _MEMLOCK_RE.fullmatch(memlock):
+        errors.append(
+            f"{_var('rdma_limit_memlock')} must be infinity or a number of bytes with an optional K, M, G or "
+            f"T: {memlock!r}"
+        )
+    out["rdma_limit_memlock"] = memlock
+
+
 def server_env(cfg):
     """The environment of ds4-server, in file order: managed names first, then extra_env by name."""
     env = {"DS4_NO_UPDATE_CHECK": "1", "DS4_LOCK_FILE": cfg["lock_file"]}
@@ -544,7 +562,9 @@ def server_args(cfg):
         args += ["--mtp"] if cfg["builtin_mtp"] else ["--mtp", cfg["mtp_model"]]
     elif cfg["speculation"] == "plain":
         args.append("--no-spec")
-    if cfg["ssd_streaming_cache_gb"] is not None:
+    # The tensor mode does not stream (engine contract): a streamed family's member holds its half of every
+    # layer in memory instead, which the pair's memory check judged (_pair.declaration).
+    if cfg["ssd_streaming_cache_gb"] is not None and cfg["dist_mode"] != "tensor":
         # Pinned: the engine's automatic cache pushed owners' Sparks into swap (NVRM NV_ERR_NO_MEMORY).
         args += ["--ssd-streaming", "--ssd-streaming-cache-experts", f"{cfg['ssd_streaming_cache_gb']}GB"]
     if cfg["power"] is not None:
@@ -584,7 +604,10 @@ def launcher_words(cfg):
     member's transport is rdma (it finds the device and GID index at each start, then runs the engine)."""
     if cfg["dist_mode"] != "tensor" or cfg["dist_transport"] != "rdma":
         return []
-    return ["/usr/bin/python3", "-B", cfg["rdma_launcher"], "--address", cfg["dist_address"], "--"]
+    return [
+        "/usr/bin/python3", "-B", cfg["rdma_launcher"], "--address", cfg["dist_address"],
+        "--root", cfg["rdma_sysfs_root"], "--",
+    ]  # fmt: skip
 
 
 def env_file_line(name, value):
@@ -619,14 +642,15 @@ def exec_word(word):
 # work is ioctl on the device nodes; AF_IB is rdma_cm's InfiniBand addressing, which RoCE over IP does
 # not use.
 RDMA_DEVICE_ALLOW = ("char-infiniband_verbs rw", "/dev/infiniband/rdma_cm rw")
-RDMA_LIMIT_MEMLOCK = "infinity"
+# LimitMEMLOCK's grammar (systemd's, as ds4_limit_memlock is judged).
+_MEMLOCK_RE = re.compile(r"infinity|[0-9]+[KMGT]?")
 
 
 def unit_allowances(cfg):
     """What the unit allows beyond its own settings for this launch: {"device_allow": [...],
     "limit_memlock": "infinity" or None (the unit's ds4_limit_memlock)}; RDMA's only with rdma."""
     if cfg["dist_mode"] == "tensor" and cfg["dist_transport"] == "rdma":
-        return {"device_allow": list(RDMA_DEVICE_ALLOW), "limit_memlock": RDMA_LIMIT_MEMLOCK}
+        return {"device_allow": list(RDMA_DEVICE_ALLOW), "limit_memlock": cfg["rdma_limit_memlock"]}
     return {"device_allow": [], "limit_memlock": None}
 
 

@@ -280,13 +280,18 @@ def _unit(out: Writer, unit: dict, verdict: str) -> None:
     )
 
 
-def pair_route(role: str, probe: dict | None) -> dict | None:
-    """What the textfile says of a pair's member: {"role", "complete"}, `complete` True or False when the
-    coordinator's route was read (ds4_watchdog.route_state), True while it holds requests (admitted, so
-    routed: one the route cannot take is answered at once), else None (not answering, or an answer that
-    says nothing of the route). None for a Spark in no pair."""
+def pair_route(role: str, probe: dict | None, transport: dict | None = None) -> dict | None:
+    """What the textfile says of a pair's member: {"role", "complete", "transport", "fallback"}, `complete`
+    True or False when the coordinator's route was read (ds4_watchdog.route_state), True while it holds
+    requests (admitted, so routed: one the route cannot take is answered at once), else None (not
+    answering, or an answer that says nothing of the route). `transport`: what ds4-rdma-launch recorded at
+    the engine's start (a tensor member over rdma), rdma or tcp, `fallback` whether it fell back to tcp;
+    both None without such a record. None for a Spark in no pair."""
     if not role:
         return None
+    used = transport.get("transport") if isinstance(transport, dict) else None
+    if used not in ("rdma", "tcp"):
+        used = None
     complete = None
     if role == "coordinator" and probe and probe.get("answered"):
         route = probe.get("route")
@@ -294,7 +299,12 @@ def pair_route(role: str, probe: dict | None) -> dict | None:
             complete = route == "complete"
         elif probe.get("inflight"):
             complete = True
-    return {"role": role, "complete": complete}
+    return {
+        "role": role,
+        "complete": complete,
+        "transport": used,
+        "fallback": None if used is None else used == "tcp",
+    }
 
 
 def _pair(out: Writer, pair: dict) -> None:
@@ -313,6 +323,22 @@ def _pair(out: Writer, pair: dict) -> None:
         "'coordinator route does not start at layer 0' (its worker is not registered).",
         pair["complete"],
     )
+    if pair.get("transport"):
+        # A tensor member over rdma: what its engine was started with, and whether that is the tcp fallback
+        # (no RDMA device served its link address at that start), which is slower and worth an alert.
+        out.add(
+            "pair_transport",
+            "gauge",
+            "1 with the transport a tensor pair member's engine was started with (ds4-rdma-launch).",
+            1,
+            {"transport": pair["transport"]},
+        )
+        out.add(
+            "pair_transport_fallback",
+            "gauge",
+            "1 while a tensor pair member that asked for rdma runs over tcp: no RDMA device served its link.",
+            pair["fallback"],
+        )
 
 
 def _watchdog(out: Writer, watchdog: dict, enabled: bool) -> None:

@@ -21,6 +21,11 @@ and the quantizations the engine publishes for it (its download targets), beside
     QUANT = FILE (name null where the engine publishes no file name yet) + {"approx_bytes": int,
             "description": str, "pair_layers": "0:K" (the published coordinator slice, optional)}
 
+and the figures published for two Sparks serving a quantization in the engine's tensor mode (issue 54; the
+pipeline's are the quantization's `pair_reference`), by quantization key, the base's among them:
+
+    "tensor_reference": {"q2": {"source": str, "stamp": str, "figures": {FIGURE: tok/s, ...}}}
+
 An operator adds a quantization, or the file of one published without a name, in ds4_extra_quantizations
 ({generation: {key: FILE}}), with its size and sha256: nothing else vouches for the bytes.
 
@@ -261,6 +266,21 @@ def _check_figures(at, entry):
             raise CatalogError(f"{at}.figures.{figure} must be a positive tok/s, got {value!r}")
 
 
+def _check_tensor_reference(generation, spec):
+    """A tensor pair's published figures, by quantization key of the generation (the base's too)."""
+    at = f"{_where(generation)}.tensor_reference"
+    published = spec["tensor_reference"]
+    if not isinstance(published, dict):
+        raise CatalogError(
+            f"{at} must be a mapping of quantization to its published figures, got {published!r}"
+        )
+    # Keyed as tensor_parallel is: a quantization may be the operator's (ds4_extra_quantizations).
+    for key, entry in published.items():
+        if not isinstance(key, str) or not _QUANT_KEY.fullmatch(key):
+            raise CatalogError(f"{at} has {key!r}, not a quantization key like q2")
+        _check_figures(f"{at}[{key!r}]", entry)
+
+
 def _check_quantizations(generation, spec):
     where = f"{_where(generation)}.quantizations"
     base_key = spec.get("base_quantization", BASE_QUANTIZATION)
@@ -411,6 +431,8 @@ def validate_catalog(catalog):
             _check_reference(generation, spec["reference"])
         _check_family_fields(generation, spec)
         _check_quantizations(generation, spec)
+        if "tensor_reference" in spec:
+            _check_tensor_reference(generation, spec)
         _check_guessed(generation, spec)
         for role, entry in files.items():
             _check_file(generation, role, entry)
@@ -644,6 +666,44 @@ def reference_figures(catalog, generation, release):
         "stamps": {figure: entry.get("stamps", {}).get(figure, tag) for figure in entry["figures"]},
         "note": note,
     }
+
+
+def tensor_reference_figures(catalog, generation, quantization):
+    """The published figures of two Sparks serving `quantization` of `generation` in the engine's tensor mode
+    (the generation's `tensor_reference`), in pair_reference_figures' shape; None when none are published."""
+    validate_catalog(catalog)
+    if generation not in catalog:
+        raise CatalogError(
+            f"{GENERATION_VAR} {generation!r} is not a generation of {CATALOG_VAR} "
+            f"(known: {', '.join(catalog)})"
+        )
+    published = (catalog[generation].get("tensor_reference") or {}).get(quantization)
+    if not published:
+        return None
+    return {
+        "release": None,
+        "inherited": False,
+        "pair": True,
+        "quantization": quantization,
+        "source": published["source"],
+        "stamp": published["stamp"],
+        "figures": dict(published["figures"]),
+        "stamps": {},
+        "note": f"two Sparks serving {quantization} in tensor mode",
+    }
+
+
+PAIR_MODES = ("pipeline", "tensor")
+
+
+def pair_figures(catalog, generation, quantization, mode):
+    """The figures a pair serving `quantization` is held to: those published for its `mode` (ds4_pairs),
+    the tensor mode's or the pipeline's; None when none are published."""
+    if mode not in PAIR_MODES:
+        raise CatalogError(f"a pair's mode is pipeline or tensor, got {mode!r}")
+    if mode == "tensor":
+        return tensor_reference_figures(catalog, generation, quantization)
+    return pair_reference_figures(catalog, generation, quantization)
 
 
 def pair_reference_figures(catalog, generation, quantization):

@@ -1116,3 +1116,198 @@ def test_a_cache_size_without_its_unit_is_refused(good, family_models, engine_en
     assert (
         refused.returncode == 2 and "invalid value for --ssd-streaming-cache-experts: '64'" in refused.stderr
     )
+
+
+# --- the tensor-parallel mode (issue 54; engine contract, "Two Sparks, the faster way") -----------------
+
+# Upstream's published tensor figures against one Spark's (the stand-in's factors): 0731 Q2 decode 26.0
+# tok/s against 20.0, prefill 618 @32k against ~860; over TCP, half of those (a guess).
+TENSOR_RDMA = (618 / 860, 26.0 / 20.0)
+TENSOR_TCP = (618 / 860 / 2, 26.0 / 20.0 / 2)
+
+
+@pytest.fixture
+def rdma_tree(tmp_path) -> dict:
+    """A fake sysfs and /dev with the kernel's layout: mlx5_0 port 1 holds 127.0.0.1 as RoCE v1 (index 2)
+    and RoCE v2 (index 3), besides its link-local GIDs; its verbs node is uverbs0. The stand-in reads them
+    where DS4_STANDIN_SYSFS and DS4_STANDIN_DEV point."""
+    sysfs, dev = tmp_path / "sys", tmp_path / "dev"
+    port = sysfs / "class/infiniband/mlx5_0/ports/1"
+    gids = {
+        0: ("fe80:0000:0000:0000:0000:00ff:fe00:0001", "IB/RoCE v1"),
+        1: ("fe80:0000:0000:0000:0000:00ff:fe00:0001", "RoCE v2"),
+        2: ("0000:0000:0000:0000:0000:ffff:7f00:0001", "IB/RoCE v1"),
+        3: ("0000:0000:0000:0000:0000:ffff:7f00:0001", "RoCE v2"),
+    }
+    for what in ("gids", "gid_attrs/types", "gid_attrs/ndevs"):
+        (port / what).mkdir(parents=True)
+    for index, (gid, kind) in gids.items():
+        (port / "gids" / str(index)).write_text(gid + "\n")
+        (port / "gid_attrs/types" / str(index)).write_text(kind + "\n")
+        (port / "gid_attrs/ndevs" / str(index)).write_text("lo\n")
+    (port / "state").write_text("4: ACTIVE\n")
+    verbs = sysfs / "class/infiniband_verbs/uverbs0"
+    verbs.mkdir(parents=True)
+    (verbs / "ibdev").write_text("mlx5_0\n")
+    (dev / "infiniband").mkdir(parents=True)
+    (dev / "infiniband/uverbs0").touch()
+    return {"DS4_STANDIN_SYSFS": str(sysfs), "DS4_STANDIN_DEV": str(dev), "port": port, "dev": dev}
+
+
+def rdma_env(engine_env: dict, rdma_tree: dict) -> dict:
+    return {**engine_env, **{key: rdma_tree[key] for key in ("DS4_STANDIN_SYSFS", "DS4_STANDIN_DEV")}}
+
+
+def tensor_worker(start, clone: Path, model: Path, env: dict, dist_port: int, *extra) -> Engine:
+    """The tensor worker: `ds4`, the CLI, with a lock of its own (its host's)."""
+    lock = {**env, "DS4_LOCK_FILE": env["DS4_LOCK_FILE"] + ".worker"}
+    argv = [clone / "ds4", "--cuda", "-m", model, "--tensor-parallel", "--role", "worker"]
+    return start([*argv, "--coordinator", "127.0.0.1", dist_port, *extra], lock)
+
+
+def tensor_coordinator(start, clone: Path, model: Path, env: dict, dist_port: int, *extra):
+    return serve(
+        start, clone, model, env, "--tensor-parallel", "--role", "coordinator",
+        "--listen", "127.0.0.1", dist_port, "--batched-session", "8", *extra,
+    )  # fmt: skip
+
+
+RDMA_FLAGS = ("--transport", "rdma", "--rdma-device", "mlx5_0", "--rdma-gid-index", "3")
+
+
+@pytest.mark.parametrize(
+    ("flags", "logged", "factors"),
+    [
+        (("--transport", "tcp"), "ds4: tensor: transport tcp", TENSOR_TCP),
+        (RDMA_FLAGS, "ds4: tensor: transport rdma on mlx5_0 port 1, RoCE v2 GID index 3", TENSOR_RDMA),
+    ],
+)
+def test_an_upstream_tensor_pair_answers_through_its_coordinator(
+    upstream_good, models, engine_env, rdma_tree, start, flags, logged, factors
+):
+    env, dist_port = rdma_env(engine_env, rdma_tree), free_port()
+    joining = tensor_worker(start, upstream_good, models["base"], env, dist_port, "-c", "65536", *flags)
+    joining.wait_for("waiting for the coordinator at 127.0.0.1:")
+    joining.wait_for(logged)
+    engine, base = tensor_coordinator(
+        start, upstream_good, models["base"], env, dist_port, "-c", "65536", *flags
+    )
+    engine.wait_for(logged)
+    registered = joining.wait_for("registered with the coordinator")
+    assert registered.endswith(f"registered with the coordinator at 127.0.0.1:{dist_port}"), registered
+    engine.wait_for("registered, tensor parallel: route complete")
+    assert "paris" in chat(base, SMOKE)["choices"][0]["message"]["content"].lower()
+    # Upstream serves no /v1/stats nor /metrics: the route shows in the answers and the log alone.
+    assert http("GET", f"{base}/v1/stats")[0] == 404
+    timed = timed_stream(base, " ".join(["word"] * 390) + " " + COUNT, 60)
+    assert at_least(timed, 400, 60, *factors), timed
+    # Either side killed: the worker waits for a coordinator again, and a new worker registers.
+    joining.proc.kill()
+    joining.wait()
+    engine.wait_for("lost")
+    assert http("POST", f"{base}/v1/chat/completions", payload(SMOKE))[0] == 503
+    again = tensor_worker(start, upstream_good, models["base"], env, dist_port, "-c", "65536", *flags)
+    again.wait_for("registered with the coordinator")
+    assert "paris" in chat(base, SMOKE)["choices"][0]["message"]["content"].lower()
+    again.proc.terminate()
+    assert again.wait() == 0
+
+
+@pytest.fixture
+def partial(models, tmp_path) -> Path:
+    """The base cut short of its last tensor's data: a copy that stopped midway."""
+    data = models["base"].read_bytes()
+    cut = tmp_path / models["base"].name
+    cut.write_bytes(data[:-64])
+    return cut
+
+
+@pytest.mark.parametrize("program", ["ds4", "ds4-server"])
+def test_tensor_mode_refuses_a_partial_file_on_either_member(upstream_good, partial, engine_env, program):
+    role = (
+        ["--role", "worker", "--coordinator"] if program == "ds4" else ["--role", "coordinator", "--listen"]
+    )
+    argv = [upstream_good / program, "--cuda", "-m", partial, "--tensor-parallel", *role, "127.0.0.1", "9"]
+    refused = run([*argv, "--transport", "tcp"], env=engine_env)
+    assert refused.returncode == 1, refused.stderr
+    assert re.search(
+        r"ds4: tensor parallel needs the complete GGUF on each host: '.*' holds \d+ bytes, its tensors end "
+        r"at \d+",
+        refused.stderr,
+    ), refused.stderr
+    # The pipeline maps its slice alone: the same file passes its check there.
+    assert run([upstream_good / "ds4", "--cuda", "-m", partial, "-p", SMOKE], env=engine_env).returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("change", "refusal"),
+    [
+        ("gid", "ds4: rdma: GID index 3 of mlx5_0 port 1 is not a RoCE v2 GID"),
+        ("device", "ds4: rdma: no RDMA device mlx5_0 under"),
+        ("node", "ds4: rdma: cannot open the verbs device"),
+    ],
+)
+def test_rdma_refuses_a_moved_gid_a_missing_device_or_a_node_it_cannot_open(
+    upstream_good, models, engine_env, rdma_tree, change, refusal
+):
+    port = rdma_tree["port"]
+    if change == "gid":  # the GID index moved across a reboot: 3 is no longer the RoCE v2 address
+        (port / "gid_attrs/types/3").write_text("IB/RoCE v1\n")
+    elif change == "device":
+        shutil.rmtree(port.parent.parent)
+    else:
+        (rdma_tree["dev"] / "infiniband/uverbs0").unlink()
+    argv = [upstream_good / "ds4", "--cuda", "-m", models["base"], "--tensor-parallel", "--role", "worker"]
+    refused = run(
+        [*argv, "--coordinator", "127.0.0.1", "9", *RDMA_FLAGS], env=rdma_env(engine_env, rdma_tree)
+    )
+    assert refused.returncode == 1 and refusal in refused.stderr, refused.stderr
+
+
+def test_rdma_without_a_gid_index_where_the_choice_is_ambiguous_exits_2(
+    upstream_good, models, engine_env, rdma_tree
+):
+    argv = [upstream_good / "ds4", "--cuda", "-m", models["base"], "--tensor-parallel", "--role", "worker"]
+    argv += ["--coordinator", "127.0.0.1", "9", "--transport", "rdma"]
+    refused = run(argv, env=rdma_env(engine_env, rdma_tree))
+    assert refused.returncode == 2 and "RoCE v2 GIDs (1, 3): give --rdma-gid-index" in refused.stderr
+
+
+def test_a_tensor_worker_on_another_transport_is_rejected(
+    upstream_good, models, engine_env, rdma_tree, start
+):
+    env, dist_port = rdma_env(engine_env, rdma_tree), free_port()
+    tensor_coordinator(start, upstream_good, models["base"], env, dist_port, *RDMA_FLAGS)
+    rejected = tensor_worker(start, upstream_good, models["base"], env, dist_port, "--transport", "tcp")
+    assert rejected.wait() == 1
+    rejected.wait_for("the coordinator refused this worker: worker transport tcp, coordinator rdma")
+
+
+@pytest.mark.parametrize(
+    ("program", "argv"),
+    [
+        # the tensor worker is the CLI; the stand-in's CLI is the worker alone
+        ("ds4-server", ["--tensor-parallel", "--role", "worker", "--coordinator", "127.0.0.1", "9"]),
+        ("ds4", ["--tensor-parallel", "--role", "coordinator", "--listen", "127.0.0.1", "9"]),
+        # every layer is split: no slice
+        ("ds4", ["--tensor-parallel", "--role", "worker", "--layers", "21:output",
+                 "--coordinator", "h", "9"]),
+        ("ds4", ["--tensor-parallel", "--role", "worker", "--coordinator", "h", "9", "--transport", "ib"]),
+        ("ds4", ["--tensor-parallel", "--role", "worker"]),
+        ("ds4", ["--tensor-parallel", "--coordinator", "h", "9"]),
+        ("ds4-server", ["--transport", "tcp"]),
+        ("ds4", ["--tensor-parallel", "--role", "worker", "--coordinator", "h", "9", "--transport", "tcp",
+                 "--rdma-device", "mlx5_0"]),
+    ],
+)  # fmt: skip
+def test_tensor_flags_that_do_not_go_together_exit_2(upstream_good, models, engine_env, program, argv):
+    result = run([upstream_good / program, "--cuda", "-m", models["base"], *argv], env=engine_env)
+    # Upstream knows every one of these flags: it refuses how they go together, not the flags.
+    assert result.returncode == 2 and "unknown option" not in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("program", ["ds4", "ds4-server"])
+def test_the_fork_has_no_tensor_mode(good, models, engine_env, program):
+    argv = [good / program, "--cuda", "-m", models["base"], "--tensor-parallel", "--role", "worker"]
+    result = run([*argv, "--coordinator", "127.0.0.1", "9", "--transport", "tcp"], env=engine_env)
+    assert result.returncode == 2 and "unknown option: --tensor-parallel" in result.stderr, result.stderr

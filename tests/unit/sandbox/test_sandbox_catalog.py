@@ -23,6 +23,10 @@ def test_the_sandbox_holds_one_spark_to_the_shipped_figures():
     assert SANDBOX["0731"]["reference"] == SHIPPED["0731"]["reference"]
 
 
+def test_the_sandbox_holds_a_tensor_pair_to_the_shipped_tensor_figures():
+    assert SANDBOX["0731"]["tensor_reference"]["q2"] == SHIPPED["0731"]["tensor_reference"]["q2"]
+
+
 @pytest.mark.parametrize(
     "quantization",
     [q for q, entry in SHIPPED["0731"]["quantizations"].items() if entry.get("pair_reference")],

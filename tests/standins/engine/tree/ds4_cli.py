@@ -9,20 +9,30 @@ ds4_common on stdout. The installer's smoke test runs exactly this.
 import time
 
 import ds4_common as common
+import ds4_tensor as tensor
 from ds4_common import Option
 
 PROGRAM = "ds4"
 
 
 def cli_options(build: common.Build) -> list[Option]:
+    # Upstream's CLI is also a tensor pair's worker (engine contract): the roles and the tensor flags.
+    tensor_worker = common.dist_options() + tensor.options(build) if build.upstream else []
     return (
         common.model_options(build)
         + [Option(("-p", "--prompt"), "prompt", "str", "answer PROMPT and exit", "PROMPT")]
+        + tensor_worker
         + common.identity_options(build)
     )
 
 
 def run(build: common.Build, opts: dict) -> int:
+    tensor.check_options(opts, PROGRAM)
+    if opts.get("tensor_parallel"):
+        return tensor.run_worker(build, opts)
+    if opts.get("role") or opts.get("layers") or opts.get("listen") or opts.get("coordinator"):
+        # Guess: the stand-in has the pipeline's roles on ds4-server alone.
+        raise common.EngineError(f"{PROGRAM}: --role without --tensor-parallel is ds4-server's", 2)
     if opts["prompt"] is None:
         # Guess: the real CLI may offer an interactive mode; the stand-in only answers -p.
         raise common.EngineError(f"{PROGRAM}: no prompt given (-p PROMPT)", 2)

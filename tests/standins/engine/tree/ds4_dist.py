@@ -121,9 +121,10 @@ class Route:
     """The coordinator's side: who listens on --listen, the worker registered, and the path a request
     takes through it. Complete while a worker of the next slice is registered and answering."""
 
-    def __init__(self, build: common.Build, layers: str, context: int, model_path: str):
+    def __init__(self, build: common.Build, layers: str | None, context: int, model_path: str):
         self.build = build
-        self.first, self.last = parse_slice(layers)
+        # No slice for a route that splits every layer (ds4_tensor.Route).
+        self.first, self.last = parse_slice(layers) if layers else (None, None)
         self.context = context
         self.model = os.path.basename(model_path)
         self.lock = threading.Lock()
@@ -142,11 +143,18 @@ class Route:
             raise common.EngineError(f"ds4: dist: cannot listen on {host}:{port}: {error.strerror}") from None
         listener.listen(4)
         self.listener = listener
-        common.log(
-            f"ds4: dist: coordinator layers {self.first}:{self.last}, listening for a worker on {host}:{port}"
-        )
+        common.log(f"ds4: dist: {self.what()}, listening for a worker on {host}:{port}")
         threading.Thread(target=self._accept_loop, daemon=True).start()
         threading.Thread(target=self._heartbeat_loop, daemon=True).start()
+
+    def what(self) -> str:
+        return f"coordinator layers {self.first}:{self.last}"
+
+    def registered(self, hello: dict) -> str:
+        return f"layers {hello['layers']}"
+
+    def speeds(self) -> tuple[float, float]:
+        return pair_speeds()
 
     @property
     def complete(self) -> bool:
@@ -193,10 +201,13 @@ class Route:
             hello = _receive(reader)
             with self.lock:
                 self._judge(hello)
-                _send(writer, {"ok": True, "layers": f"{self.first}:{self.last}", "ctx": self.context})
+                answer = {"ok": True, "ctx": self.context}
+                if self.first is not None:  # a tensor route has no slice
+                    answer["layers"] = f"{self.first}:{self.last}"
+                _send(writer, answer)
                 self.worker = (connection, reader, writer, peer)
                 self.registrations += 1
-            common.log(f"ds4: dist: worker {peer} registered, layers {hello['layers']}: route complete")
+            common.log(f"ds4: dist: worker {peer} registered, {self.registered(hello)}: route complete")
         except Refused as refusal:
             common.log(f"ds4: dist: refused worker {peer}: {refusal}")
             with contextlib.suppress(OSError):
@@ -250,11 +261,13 @@ class Route:
 # --- the worker -----------------------------------------------------------------------------------------
 
 
-def run_worker(build: common.Build, opts: dict, context: int, model_path: str, stopping) -> int:
+def run_worker(
+    build: common.Build, opts: dict, context: int, model_path: str, stopping, hello=None, what=None
+) -> int:
     """Wait for the coordinator, register, answer its route until it goes away, then wait again. A refusal
-    at registration exits 1; a stop request exits 0."""
+    at registration exits 1; a stop request exits 0. `hello` and `what` are another mode's (ds4_tensor)."""
     host, port = opts["coordinator"]
-    hello = {
+    hello = hello or {
         "hello": PROTOCOL,
         "version": build.version,
         "flavour": build.flavour,
@@ -262,7 +275,8 @@ def run_worker(build: common.Build, opts: dict, context: int, model_path: str, s
         "ctx": context,
         "model": os.path.basename(model_path),
     }
-    common.log(f"ds4: dist: worker layers {opts['layers']}, waiting for the coordinator at {host}:{port}")
+    what = what or f"worker layers {opts['layers']}"
+    common.log(f"ds4: dist: {what}, waiting for the coordinator at {host}:{port}")
     waiting_logged = True
     while not stopping():
         try:
@@ -286,7 +300,8 @@ def run_worker(build: common.Build, opts: dict, context: int, model_path: str, s
             connection.close()
             raise common.EngineError(f"ds4: dist: the coordinator refused this worker: {answer['error']}")
         common.log(
-            f"ds4: dist: registered with the coordinator at {host}:{port} (its layers {answer.get('layers')})"
+            f"ds4: dist: registered with the coordinator at {host}:{port}"
+            + (f" (its layers {answer['layers']})" if answer.get("layers") else "")
         )
         connection.settimeout(RETRY_S)
         _serve_route(reader, writer, stopping)
@@ -295,7 +310,7 @@ def run_worker(build: common.Build, opts: dict, context: int, model_path: str, s
             break
         common.log(f"ds4: dist: coordinator at {host}:{port} lost; waiting for it again")
         waiting_logged = True
-    common.log("ds4-server: shutdown requested, worker leaving the route")
+    common.log(f"{build.program}: shutdown requested, worker leaving the route")
     return 0
 
 

@@ -22,6 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import ds4_common as common
 import ds4_dist as dist
+import ds4_tensor as tensor
 from ds4_common import Option
 
 try:
@@ -67,6 +68,8 @@ def server_options(build: common.Build) -> list[Option]:
         ]
         + update_options(build)
         + common.dist_options()
+        + tensor.options(build)
+        + tensor.server_options(build)
         + common.identity_options(build)
     )
 
@@ -118,7 +121,7 @@ class State:
         # stand-in only: name -> {"reads": int, "readers": {User-Agent: int}, "requests": int}
         self.holds: dict[str, dict] = {}
         self.started = time.monotonic()
-        self.route: dist.Route | None = None  # a coordinator's route through its worker
+        self.route: dist.Route | None = None  # a coordinator's route through its worker (or tensor.Route)
 
     # --- KV banks: one per distinct prompt, persisted only with --kv-disk-dir ---
 
@@ -195,7 +198,7 @@ class State:
                     self.route.forward(common.count_tokens(clean))
                 except ConnectionError:
                     raise RouteIncomplete from None
-            pair = dist.pair_speeds() if self.route is not None else None
+            pair = self.route.speeds() if self.route is not None else None
             pace = common.Pace(self.build.flavour, common.count_tokens(clean), self.speculation.mode, pair)
             pace.prefill()
             try:
@@ -706,13 +709,18 @@ class Signals:
 
 
 def serve(build: common.Build, opts: dict, signals: Signals) -> int:
-    dist.check_options(opts)
+    tensor.check_options(opts, PROGRAM)
+    if not opts.get("tensor_parallel"):
+        dist.check_options(opts)
     model_path = common.resolve_model_path(opts["model"])
     speculation = common.choose_speculation(opts)
     common.check_family_options(model_path, opts, speculation)
     common.acquire_engine_lock()
     common.load_models(model_path, speculation)
     common.load_family_files(opts)
+    link = tensor.prepare(opts, model_path) if opts.get("tensor_parallel") else None
+    if opts.get("batched_session"):
+        common.log(f"ds4: batched sessions {opts['batched_session']}")
     if opts["role"] == "worker":
         context = opts["ctx"] or build.default_context
         if not common.wait_for_load(lambda: signals.requested):
@@ -734,7 +742,10 @@ def serve(build: common.Build, opts: dict, signals: Signals) -> int:
         common.log(f"{PROGRAM}: shutdown requested while loading")
         return 0
 
-    if opts["role"] == "coordinator":
+    if link is not None:
+        state.route = tensor.Route(build, state.context, model_path, link)
+        state.route.listen(*opts["listen"])
+    elif opts["role"] == "coordinator":
         state.route = dist.Route(build, opts["layers"], state.context, model_path)
         state.route.listen(*opts["listen"])
     host = opts["host"] or "127.0.0.1"

@@ -27,6 +27,8 @@ SHARED = "ds4_common.py"
 FORK_API = "ds4_fork_api.py"
 # The distributed mode's code, linked into every program as the engine links its library.
 DIST = "ds4_dist.py"
+# The tensor-parallel mode's, beside it (its flags exist on upstream's builds alone).
+TENSOR = "ds4_tensor.py"
 INTERPRETER = "/usr/bin/env python3"
 FATBIN = ".nv_fatbin.json"
 # nvcc's -arch when none is given, by CUDA major release.
@@ -111,7 +113,7 @@ def main() -> int:
     stage = os.path.join("build", args.program)
     shutil.rmtree(stage, ignore_errors=True)
     os.makedirs(stage)
-    for source in (SHARED, DIST, f"{module}.py", FORK_API):
+    for source in (SHARED, DIST, TENSOR, f"{module}.py", FORK_API):
         if source != FORK_API or os.path.exists(source):
             shutil.copyfile(source, os.path.join(stage, source))
     with open(os.path.join(stage, FATBIN), "w", encoding="utf-8") as stream:

@@ -95,6 +95,13 @@ def test_a_unit_without_a_device_policy_is_not_closed_for_rdma():
     assert service(text, "DevicePolicy") == [] and service(text, "DeviceAllow") == []
 
 
+def test_a_host_that_cannot_lift_its_locked_memory_gives_rdma_its_own_limit():
+    # The sandbox's containers cannot raise RLIMIT_MEMLOCK (ds4_rdma_limit_memlock 8M there).
+    text = render(dict(RDMA, rdma_limit_memlock="8M"), memlock="8G")
+    assert service(text, "LimitMEMLOCK") == ["8M"]
+    assert service(text, "DeviceAllow")[1:] == ["char-infiniband_verbs rw", "/dev/infiniband/rdma_cm rw"]
+
+
 def test_the_description_names_the_family_generation_and_quantization_served():
     glm = {"ds4_model_family": "glm-5.3-flash", "ds4_model_generation": "glm-5.3", "ds4_quantization": "q2"}
     settings = dict(SINGLE, base_model="/var/lib/ds4/models/GLM-5.3-Flash-Q2.gguf", speculation="mtp")

@@ -93,3 +93,34 @@ def test_a_tensor_pair_says_its_mode_and_transport_and_a_tcp_fallback_is_a_note(
         "spark05 (worker): the tensor pair's transport is tcp: no RDMA device serves the link address "
         "10.77.0.2 (...)"
     ]
+
+
+def test_the_table_shows_each_pair_s_mode_and_the_transport_its_members_use():
+    tensor = {"pair01": dict(PAIRS["pair01"], mode="tensor")}
+    rdma = {"transport": "rdma", "warning": None, "device": "rocep1s0f1", "gid_index": 3}
+    tcp = {"transport": "tcp", "warning": "no RDMA device serves the link address 10.77.0.2 (...)"}
+    coordinator = dict(reading(), transport=rdma)
+
+    def row(records, host):
+        """HOST's PAIR cell, in whichever panel of the table holds the column."""
+        head = None
+        for line in render_table(records):
+            if line.startswith("HOST"):
+                head = line if "PAIR" in line else None
+            elif head and line.startswith(host):
+                return line[head.index("PAIR") :].split("  ")[0].strip()
+        return None
+
+    assert row(fleet_records(entries(), HOSTS, PAIRS), "pair01") == "pipeline"
+    assert row(fleet_records(entries(), HOSTS, PAIRS), "spark01") == "-"
+    both = fleet_records(entries(dict(worker_reading(), transport=rdma), coordinator), HOSTS, tensor)
+    assert row(both, "pair01") == "tensor rdma"
+    fallback = fleet_records(entries(dict(worker_reading(), transport=tcp), coordinator), HOSTS, tensor)
+    lines = render_table(fallback)
+    assert row(fallback, "pair01") == "tensor rdma/tcp"
+    assert "pair01: spark05 (worker): the tensor pair's transport is tcp: no RDMA device serves" in "\n".join(
+        lines
+    )
+    # A fleet without a pair has no such column.
+    single = fleet_records([{"host": "spark01", "reading": reading(), "fact": fact()}], ["spark01"], {})
+    assert not any(line.startswith("HOST") and "PAIR" in line for line in render_table(single))

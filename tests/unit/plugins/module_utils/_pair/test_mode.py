@@ -10,6 +10,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils._pair.declaration import
     member_problems,
     pairs_of,
     quantization_fit_problem,
+    tensor_member,
 )
 from ansible_collections.ds4.fleet.plugins.module_utils._pair.mode import mode_of, transport_of
 
@@ -156,3 +157,30 @@ def test_in_tensor_mode_each_member_maps_half_of_every_layer_of_the_whole_file()
         "mode (half of every layer) and it has 59,955,660,800 bytes (55.84 GiB): pick a smaller "
         "quantization, or declare the pair's mode pipeline (ds4_pairs[...].mode)"
     )
+
+
+def test_v4_1_q2_is_served_in_tensor_mode_held_in_memory_half_of_every_layer_on_each_member():
+    """The contract: V4.1 Q2 in the tensor mode, which does not stream (no --ssd-streaming): each member
+    holds half of every layer of the whole file in memory, where one Spark streams its experts from disk.
+    The catalog's 341 GiB file makes that 170 GiB a member, more than a 128 GB Spark has."""
+    declared = pairs(mode="tensor")
+    assert member_problems("pair01", declared["pair01"], members("q2", "v4.1"), CATALOG) == []
+    # One Spark alone streams it: the fit of its resident part is _host.model_fit's, not this one's.
+    assert quantization_fit_problem(CATALOG, "v4.1", "plain", "q2", {}, {}, "spark04", SPARK, FLOOR) is None
+    assert quantization_fit_problem(
+        CATALOG, "v4.1", "plain", "q2", {}, declared, "spark05", SPARK, FLOOR
+    ) == (
+        "ds4_quantization 'q2' needs 182,856,843,264 bytes (170.30 GiB) on the worker spark05 in tensor mode "
+        "(half of every layer) and it has 124,206,288,896 bytes (115.68 GiB): pick a smaller quantization, "
+        "or declare the pair's mode pipeline (ds4_pairs[...].mode)"
+    )
+    big = 2 * SPARK
+    assert (
+        quantization_fit_problem(CATALOG, "v4.1", "plain", "q2", {}, declared, "spark05", big, FLOOR) is None
+    )
+
+
+def test_only_a_tensor_pair_s_member_holds_a_streamed_family_in_memory():
+    assert tensor_member(pairs(mode="tensor"), "spark05") and tensor_member(pairs(mode="tensor"), "spark04")
+    assert not tensor_member(pairs(), "spark05")
+    assert not tensor_member(pairs(mode="tensor"), "spark01") and not tensor_member({}, "spark04")

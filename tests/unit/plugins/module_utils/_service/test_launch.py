@@ -185,6 +185,8 @@ def test_settings_are_returned_normalised():
         "dist_transport": None,
         "dist_address": None,
         "rdma_launcher": None,
+        "rdma_sysfs_root": "/sys",
+        "rdma_limit_memlock": "infinity",
     }
 
 
@@ -519,8 +521,8 @@ def test_a_tensor_worker_runs_the_cli_with_the_contracts_flags_behind_the_rdma_l
     assert worker["args"] == ["--cuda", "-m", BASE, "--tensor-parallel", "--role", "worker", "--coordinator",
                               "10.77.0.1", "9911"]  # fmt: skip
     assert worker["exec_start"] == (
-        f"/usr/bin/python3 -B {LAUNCHER} --address 10.77.0.2 -- /opt/ds4/current/ds4 --cuda -m {BASE} "
-        "--tensor-parallel --role worker --coordinator 10.77.0.1 9911"
+        f"/usr/bin/python3 -B {LAUNCHER} --address 10.77.0.2 --root /sys -- /opt/ds4/current/ds4 --cuda "
+        f"-m {BASE} --tensor-parallel --role worker --coordinator 10.77.0.1 9911"
     )
 
 
@@ -530,7 +532,9 @@ def test_a_tensor_coordinator_serves_with_batched_sessions_and_tcp_needs_no_laun
     assert coordinator["args"][-8:] == ["--tensor-parallel", "--role", "coordinator", "--listen", "10.77.0.1",
                                         "9911", "--batched-session", "8"]  # fmt: skip
     assert "--layers" not in coordinator["args"] and "--transport" not in coordinator["args"]
-    assert coordinator["exec_start"].startswith(f"/usr/bin/python3 -B {LAUNCHER} --address 10.77.0.1 -- ")
+    assert coordinator["exec_start"].startswith(
+        f"/usr/bin/python3 -B {LAUNCHER} --address 10.77.0.1 --root /sys -- "
+    )
     tcp = launch_config(settings(**TENSOR, dist_role="coordinator", dist_transport="tcp"))
     assert tcp["args"][-10:] == ["--tensor-parallel", "--role", "coordinator", "--listen", "10.77.0.1",
                                  "9911", "--transport", "tcp", "--batched-session", "8"]  # fmt: skip
@@ -539,6 +543,36 @@ def test_a_tensor_coordinator_serves_with_batched_sessions_and_tcp_needs_no_laun
     assert worker["args"][-2:] == ["--transport", "tcp"] and worker["exec_start"].startswith(
         "/opt/ds4/current/ds4 "
     )
+
+
+def test_a_tensor_member_of_a_streamed_family_does_not_stream():
+    # The engine's tensor mode takes no --ssd-streaming (engine contract): each member holds its half of
+    # every layer in memory, which the pair's memory check judged.
+    for role in ("coordinator", "worker"):
+        member = launch_config(
+            settings(**TENSOR, dist_role=role, dist_transport="tcp", ssd_streaming_cache_gb=64)
+        )
+        assert "--ssd-streaming" not in member["args"], role
+    alone = launch_config(settings(lineage="upstream", dspark_model=SUPPORT, ssd_streaming_cache_gb=64))
+    assert alone["args"][-3:] == ["--ssd-streaming", "--ssd-streaming-cache-experts", "64GB"]
+
+
+def test_the_rdma_launcher_reads_sysfs_where_it_is_pointed_and_at_the_real_path_by_default():
+    # The sandbox points it at its stand-in device's tree (ds4_rdma_sysfs_root); a Spark reads /sys.
+    pointed = launch_config(
+        settings(**RDMA, dist_role="worker", dist_address="10.77.0.2", rdma_sysfs_root="/var/lib/standin/sys")
+    )
+    assert pointed["exec_start"].startswith(
+        f"/usr/bin/python3 -B {LAUNCHER} --address 10.77.0.2 --root /var/lib/standin/sys -- "
+        "/opt/ds4/current/ds4 "
+    )
+    real = launch_config(settings(**RDMA, dist_role="worker", dist_address="10.77.0.2"))
+    assert " --root /sys -- " in real["exec_start"] and real["unit"]["limit_memlock"] == "infinity"
+    # A host that cannot lift its locked memory (the sandbox's containers) gives rdma its own limit.
+    held = launch_config(
+        settings(**RDMA, dist_role="worker", dist_address="10.77.0.2", rdma_limit_memlock="8M")
+    )
+    assert held["unit"]["limit_memlock"] == "8M"
 
 
 @pytest.mark.parametrize(
@@ -554,6 +588,10 @@ def test_a_tensor_coordinator_serves_with_batched_sessions_and_tcp_needs_no_laun
         ({"dist_mode": "tp"}, "the pair's mode (ds4_pairs) must be pipeline or tensor: 'tp'"),
         ({"dist_address": None}, "the member's own link address (ds4_pairs) must be an IP address: None"),
         ({"rdma_launcher": "ds4-rdma-launch"}, "the RDMA launcher's path must be an absolute path"),
+        ({"rdma_sysfs_root": "sys"}, "ds4_rdma_sysfs_root must be an absolute path: 'sys'"),
+        ({"rdma_limit_memlock": "lots"},
+         "ds4_rdma_limit_memlock must be infinity or a number of bytes with an optional K, M, G or T: "
+         "'lots'"),
         ({"extra_args": ["--batched-session=4"]},
          "ds4_extra_args must not contain '--batched-session=4': a tensor pair's coordinator serves 8 "
          "sessions"),

@@ -866,3 +866,21 @@ def test_script_asks_an_upstream_engine_only_what_it_serves(host, upstream):
         code, out, _ = watch(host, upstream, "--lineage", "upstream")
     assert "is hung: it did not answer 3 probes in a row" in out[0]
     assert kills(host) == ["kill --signal=SIGKILL ds4.service"]
+
+
+def test_script_says_which_transport_a_tensor_member_started_with_and_a_fallback_to_tcp(host, engine):
+    """ds4-rdma-launch records each start's choice (/run/ds4/transport.json): rdma, or tcp where no RDMA
+    device served the link, which the textfile says as a fallback for an alert to see."""
+    state = host / "transport.json"
+    args = ("--pair-role", "worker", "--unit", "ds4-worker.service", "--transport-state", str(state))
+    state.write_text(json.dumps({"transport": "rdma", "warning": None, "address": "10.77.0.2"}))
+    samples = series(watch(host, engine, *args)[2])
+    assert samples['ds4_spark_pair_transport{transport="rdma"}'] == 1
+    assert samples["ds4_spark_pair_transport_fallback"] == 0
+    state.write_text(json.dumps({"transport": "tcp", "warning": "no RDMA device serves the link address"}))
+    samples = series(watch(host, engine, *args)[2])
+    assert samples['ds4_spark_pair_transport{transport="tcp"}'] == 1
+    assert samples["ds4_spark_pair_transport_fallback"] == 1
+    # A pipeline member, or a tensor one over tcp by declaration: no launcher, no record, no series.
+    state.unlink()
+    assert "ds4_spark_pair_transport" not in watch(host, engine, *args)[2]

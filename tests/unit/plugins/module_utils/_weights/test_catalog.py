@@ -16,8 +16,10 @@ from ansible_collections.ds4.fleet.plugins.module_utils._weights.catalog import 
     generation_of,
     model_files,
     other_generation_files,
+    pair_figures,
     pair_reference_figures,
     serving,
+    tensor_reference_figures,
     validate_catalog,
 )
 
@@ -260,6 +262,44 @@ def test_a_quantization_without_pair_figures_has_none(catalog):
 def test_bad_pair_figures_are_refused_naming_them(catalog, pair_reference, says):
     catalog["0731"]["quantizations"]["q4"]["pair_reference"] = pair_reference
     with pytest.raises(CatalogError, match="quantizations\\['q4'\\]") as error:
+        validate_catalog(catalog)
+    assert says in str(error.value)
+
+
+# --- a tensor pair's published figures (issue 54) ---
+
+
+def test_a_tensor_pair_is_held_to_the_published_tensor_figures_of_its_quantization(catalog):
+    q2 = tensor_reference_figures(catalog, "0731", "q2")
+    assert q2["figures"] == {"decode_2k": 26.0, "dspark_decode": 44.0}
+    assert q2["pair"] and q2["release"] is None and q2["note"] == "two Sparks serving q2 in tensor mode"
+    assert "RDMA" in q2["source"]
+    assert tensor_reference_figures(catalog, "0731", "mxfp4")["figures"] == {"dspark_decode": 41.7}
+    # Q4 is the pipeline's alone.
+    assert tensor_reference_figures(catalog, "0731", "q4") is None
+
+
+def test_a_pair_is_held_to_the_figures_of_its_mode(catalog):
+    assert pair_figures(catalog, "0731", "q4", "pipeline") == pair_reference_figures(catalog, "0731", "q4")
+    assert pair_figures(catalog, "0731", "q2", "tensor") == tensor_reference_figures(catalog, "0731", "q2")
+    assert pair_figures(catalog, "0731", "q4", "tensor") is None
+    with pytest.raises(CatalogError, match="a pair's mode is pipeline or tensor, got 'tp'"):
+        pair_figures(catalog, "0731", "q2", "tp")
+
+
+@pytest.mark.parametrize(
+    "tensor_reference, says",
+    [
+        ({"Q 5": {"source": "x", "stamp": "y", "figures": {"decode_2k": 26}}},
+         "tensor_reference has 'Q 5', not a quantization key like q2"),
+        ({"q2": {"source": "x", "stamp": "y", "figures": {"decode_2k": -1}}}, "must be a positive tok/s"),
+        ({"q2": "fast"}, "tensor_reference['q2'] must be a mapping with source, stamp and figures"),
+        (["q2"], "tensor_reference must be a mapping of quantization to its published figures"),
+    ],
+)  # fmt: skip
+def test_bad_tensor_figures_are_refused_naming_them(catalog, tensor_reference, says):
+    catalog["0731"]["tensor_reference"] = tensor_reference
+    with pytest.raises(CatalogError, match="ds4_model_catalog\\['0731'\\]") as error:
         validate_catalog(catalog)
     assert says in str(error.value)
 
