@@ -66,28 +66,35 @@ def limits(frontend):
 def test_without_a_vision_model_no_body_beyond_the_text_limit_passes():
     text = render([])
     assert limits(section(text, "frontend ds4")) == [
-        (411, "!{ req.hdr(content-length) -m found } { req.body_len gt 0 }", None),
         (413, f"{{ req.hdr_val(content-length) gt {16 * MIB} }}", None),
+        (411, "!{ req.hdr(content-length) -m found } { req.body_len gt 0 }", None),
     ]
     assert "backend ds4_vision" not in text
     # The limit is the operator's.
-    assert limits(section(render([], ds4_gateway_max_body_mb=4), "frontend ds4"))[1][1] == (
+    assert limits(section(render([], ds4_gateway_max_body_mb=4), "frontend ds4"))[0][1] == (
         f"{{ req.hdr_val(content-length) gt {4 * MIB} }}"
     )
+
+
+def test_a_body_too_large_is_refused_before_it_is_read_and_one_without_a_length_after():
+    """A client that asks before sending (Expect: 100-continue) gets the 413 in place of the go-ahead and
+    never sends the body; refused while sending, it would see its connection reset instead of the answer
+    (the gateway scenario saw curl report only "100"). The 411 needs the body's first bytes to be read."""
+    for vision in ([], ["spark02"]):
+        frontend = section(render(vision), "frontend ds4")
+        wait = frontend.index("http-request wait-for-body time 30s")
+        assert frontend.index(next(line for line in frontend if "status 413" in line)) < wait
+        assert frontend.index(next(line for line in frontend if "status 411" in line)) > wait
 
 
 def test_a_vision_models_body_goes_only_to_the_sparks_that_serve_one():
     text = render(["spark02"])
     frontend = section(text, "frontend ds4")
     assert limits(frontend) == [
-        (411, "!{ req.hdr(content-length) -m found } { req.body_len gt 0 }", None),
         (413, f"{{ req.hdr_val(content-length) gt {64 * MIB} }}", None),
         (None, f"{{ req.hdr_val(content-length) gt {16 * MIB} }}", "ds4_vision"),
+        (411, "!{ req.hdr(content-length) -m found } { req.body_len gt 0 }", None),
     ]
-    # The size is judged after the key: a client without one learns nothing of the limits.
-    assert frontend.index(next(line for line in frontend if "status 401" in line)) < frontend.index(
-        next(line for line in frontend if "status 413" in line)
-    )
     # The vision backend holds the Sparks that serve one alone, each following its server of the Sparks'
     # backend: the health check and an upgrade's drain or maintenance set there.
     assert [line for line in section(text, "backend ds4_vision") if line.startswith("server ")] == [
