@@ -105,6 +105,15 @@ class CatalogError(ValueError):
     """The catalog, or a generation/speculation asked of it, is not usable; the message names the value."""
 
 
+def _known_generation(catalog, generation):
+    """Refuse a generation the catalog does not have, naming the ones it has."""
+    if generation not in catalog:
+        raise CatalogError(
+            f"{GENERATION_VAR} {generation!r} is not a generation of {CATALOG_VAR} "
+            f"(known: {', '.join(catalog)})"
+        )
+
+
 def _where(generation, role=None, key=None):
     where = f"{CATALOG_VAR}[{generation!r}]"
     if role is not None:
@@ -496,11 +505,7 @@ def model_files(catalog, generation, speculation, quantization=None, extra=None,
     """
     validate_catalog(catalog)
     validate_extra_quantizations(catalog, extra)
-    if generation not in catalog:
-        raise CatalogError(
-            f"{GENERATION_VAR} {generation!r} is not a generation of {CATALOG_VAR} "
-            f"(known: {', '.join(catalog)})"
-        )
+    _known_generation(catalog, generation)
     if speculation not in SPECULATION_ROLES:
         raise CatalogError(
             f"{SPECULATION_VAR} {speculation!r} is not a speculation mode "
@@ -542,11 +547,7 @@ def family_speculation(catalog, generation):
     """The speculation `generation` is served with unless ds4_speculation says otherwise: its drafter where it
     has one (V4 Flash, Vision-Exp), else its MTP (GLM 5.3's own block), else none (V4.1, Qwen3.8)."""
     validate_catalog(catalog)
-    if generation not in catalog:
-        raise CatalogError(
-            f"{GENERATION_VAR} {generation!r} is not a generation of {CATALOG_VAR} "
-            f"(known: {', '.join(catalog)})"
-        )
+    _known_generation(catalog, generation)
     # SPECULATION_ROLES is in that order, and plain needs the base alone, which every generation has.
     return speculations_of(catalog, generation)[0]
 
@@ -594,11 +595,7 @@ def serving(catalog, generation):
     the family sets none), whether it is only streamed (with its pinned expert cache and resident bytes),
     the --power it requires, whether its MTP is built in, and whether it has a vision encoder."""
     validate_catalog(catalog)
-    if generation not in catalog:
-        raise CatalogError(
-            f"{GENERATION_VAR} {generation!r} is not a generation of {CATALOG_VAR} "
-            f"(known: {', '.join(catalog)})"
-        )
+    _known_generation(catalog, generation)
     spec = catalog[generation]
     context = spec.get("context", {})
     streamed = spec.get("streamed") or {}
@@ -636,11 +633,7 @@ def reference_figures(catalog, generation, release):
      "stamp", "figures": {FIGURE: tok/s}, "stamps": {FIGURE: the release each was measured at}, "note"}
     """
     validate_catalog(catalog)
-    if generation not in catalog:
-        raise CatalogError(
-            f"{GENERATION_VAR} {generation!r} is not a generation of {CATALOG_VAR} "
-            f"(known: {', '.join(catalog)})"
-        )
+    _known_generation(catalog, generation)
     if is_commit_release(release):
         # Figures are published by release tag: a commit has no place among them, so none is inherited.
         return None
@@ -672,25 +665,9 @@ def tensor_reference_figures(catalog, generation, quantization):
     """The published figures of two Sparks serving `quantization` of `generation` in the engine's tensor mode
     (the generation's `tensor_reference`), in pair_reference_figures' shape; None when none are published."""
     validate_catalog(catalog)
-    if generation not in catalog:
-        raise CatalogError(
-            f"{GENERATION_VAR} {generation!r} is not a generation of {CATALOG_VAR} "
-            f"(known: {', '.join(catalog)})"
-        )
+    _known_generation(catalog, generation)
     published = (catalog[generation].get("tensor_reference") or {}).get(quantization)
-    if not published:
-        return None
-    return {
-        "release": None,
-        "inherited": False,
-        "pair": True,
-        "quantization": quantization,
-        "source": published["source"],
-        "stamp": published["stamp"],
-        "figures": dict(published["figures"]),
-        "stamps": {},
-        "note": f"two Sparks serving {quantization} in tensor mode",
-    }
+    return _two_sparks(published, quantization, "in tensor mode")
 
 
 PAIR_MODES = ("pipeline", "tensor")
@@ -713,13 +690,14 @@ def pair_reference_figures(catalog, generation, quantization):
 
     Only the figures published are there (the contract: prefill and generation at 2k for 0731 q4)."""
     validate_catalog(catalog)
-    if generation not in catalog:
-        raise CatalogError(
-            f"{GENERATION_VAR} {generation!r} is not a generation of {CATALOG_VAR} "
-            f"(known: {', '.join(catalog)})"
-        )
+    _known_generation(catalog, generation)
     entry = (catalog[generation].get("quantizations") or {}).get(quantization) or {}
-    published = entry.get("pair_reference")
+    return _two_sparks(entry.get("pair_reference"), quantization, "as a pair")
+
+
+def _two_sparks(published, quantization, how):
+    """Figures published for two Sparks (a pair_reference or tensor_reference entry) in reference_figures'
+    shape; None when none are published."""
     if not published:
         return None
     return {
@@ -731,5 +709,5 @@ def pair_reference_figures(catalog, generation, quantization):
         "stamp": published["stamp"],
         "figures": dict(published["figures"]),
         "stamps": {},
-        "note": f"two Sparks serving {quantization} as a pair",
+        "note": f"two Sparks serving {quantization} {how}",
     }

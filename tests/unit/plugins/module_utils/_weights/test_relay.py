@@ -63,14 +63,21 @@ def served_once_settled(server, timeout=10):
     return last
 
 
-def test_a_peer_hands_over_its_verified_copy_and_the_hub_sends_no_byte(hub, hub_files, seed, tmp_path):
-    want = hub_files[BASE]
+def fetch_from_seed(hub, hub_files, seed, tmp_path):
+    """BASE fetched into tmp_path/peer with the seed's peer server as its one peer, which served it once:
+    (the folder, the peer's URL, the fetch's result)."""
     dest = tmp_path / "peer"
     dest.mkdir()
     with serving(seed) as server:
         url = peer_url("127.0.0.1", server.port)
         result = hub_file(hub, hub_files, dest, peers=[url]).ensure()
-        assert served_once_settled(server) == {BASE: want["size"]}
+        assert served_once_settled(server) == {BASE: hub_files[BASE]["size"]}
+    return dest, url, result
+
+
+def test_a_peer_hands_over_its_verified_copy_and_the_hub_sends_no_byte(hub, hub_files, seed, tmp_path):
+    want = hub_files[BASE]
+    dest, url, result = fetch_from_seed(hub, hub_files, seed, tmp_path)
     assert (result["action"], result["source"], result["bytes_from"]) == ("fetched", url, {url: want["size"]})
     assert sha256_of(dest / BASE) == want["sha256"]
     assert json.loads((dest / f".{BASE}.verified.json").read_text())["sha256"] == want["sha256"]
@@ -96,12 +103,7 @@ def test_a_verified_copy_is_served_with_sendfile_never_through_a_buffer_of_the_s
 
     monkeypatch.setattr(os, "sendfile", counted)
     monkeypatch.setattr(socket.socket, "_sendfile_use_send", through_a_buffer)
-    dest = tmp_path / "peer"
-    dest.mkdir()
-    with serving(seed) as server:
-        url = peer_url("127.0.0.1", server.port)
-        result = hub_file(hub, hub_files, dest, peers=[url]).ensure()
-        assert served_once_settled(server) == {BASE: want["size"]}
+    dest, url, result = fetch_from_seed(hub, hub_files, seed, tmp_path)
     assert result["bytes_from"] == {url: want["size"]}
     assert sha256_of(dest / BASE) == want["sha256"]
     assert not copied, "a body sent through the server's own buffer"
