@@ -63,7 +63,9 @@ expect "no Python or template error" \
 
 # 2. The engine source in three Makefile shapes, each a release of a bare clone.
 G="git -c user.name=ds4-fleet -c user.email=ds4-fleet@invalid -c advice.detachedHead=false"
-rm -rf /tmp/ds4.git /tmp/ds4-work /opt/ds4-gb10-* /var/log/ds4-gb10-*
+# As a fresh host each time: the role's record of each tag's commit goes too (the test releases are new
+# commits on every run; on a host that ran this before, the role rightly refuses them as moved tags).
+rm -rf /tmp/ds4.git /tmp/ds4-work /opt/ds4-gb10-* /var/log/ds4-gb10-* /var/lib/ds4-fleet/engine-tags.json
 $G clone -q --bare "$BUNDLE" /tmp/ds4.git && $G --git-dir=/tmp/ds4.git tag v0.9.9 master || exit 2
 $G clone -q /tmp/ds4.git /tmp/ds4-work || exit 2
 shape() {  # TAG SED-EXPRESSION SUBJECT: one commit on master's source, its Makefile's cuda-spark recipe changed
