@@ -1,5 +1,5 @@
 #!/bin/bash
-# The routine check on a real Ubuntu GPU host (the lent H200: x86_64, nvcc 13.0, no systemd, no network),
+# The routine check on a real Ubuntu GPU host (the lent H200 or H100: x86_64, nvcc 13.0, no systemd, no network),
 # run as root from the root of a copy of the repository, whenever such a host is at hand:
 #   1. `site.yml --tags ds4_preflight` on the host itself with the shipped defaults (no sandbox value): it
 #      must end in a clear refusal that names the CPU architecture and the GPU, never a Python error.
@@ -36,6 +36,10 @@ expect() {  # WHAT CONDITION...: one line of the summary, and the exit status fo
 say "ds4-fleet GPU host check, $(date -u +%Y-%m-%dT%H:%MZ), commit ${DS4_FLEET_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}"
 say "$(ansible-playbook --version | head -1); $(. /etc/os-release && echo "$PRETTY_NAME"); $(uname -m)"
 say "GPU: $(nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader)"
+# What the refusal must name: this host's own, as the preflight reads them (the H200 or H100 lent: 9.0).
+ARCH=$(uname -m)
+GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+GPU_CAP=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1)
 say "nvcc: $("$NVCC" --version | tail -1)"
 
 # 1. The preflight as a new user runs it: this host in the group sparks, every default as shipped.
@@ -52,8 +56,8 @@ say "site.yml --tags ds4_preflight: rc=$rc; $(grep -E '^gpuhost +:' "$OUT/prefli
 say "  said: $(grep -o 'CPU architecture [^;"]*' "$OUT/preflight.log" | head -1)"
 say "  said: $(grep -o 'GPU compute capability [^;"]*' "$OUT/preflight.log" | head -1)"
 expect "the preflight refuses the host" [ "$rc" -ne 0 ]
-expect "the refusal names the CPU architecture x86_64" grep -q 'CPU architecture x86_64' "$OUT/preflight.log"
-expect "the refusal names the GPU" grep -q 'GPU compute capability 9.0 (NVIDIA H' "$OUT/preflight.log"
+expect "the refusal names the CPU architecture $ARCH" grep -qF "CPU architecture is $ARCH;" "$OUT/preflight.log"
+expect "the refusal names the GPU" grep -qF "GPU compute capability is $GPU_CAP ($GPU_NAME);" "$OUT/preflight.log"
 expect "no Python or template error" \
   bash -c "! grep -q -E 'Traceback|NoneType|filter plugin .* failed|MODULE FAILURE' '$OUT/preflight.log'"
 
