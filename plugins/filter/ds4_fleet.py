@@ -8,7 +8,8 @@ ds4_rollout.py and ds4_targets.py.
 - `records | ds4.fleet.fleet_status_table(title)` -> the records as a plain-text table, a list of lines.
 - `hosts | ds4.fleet.upgrade_batches(serial)` -> the hosts cut into batches as Ansible's `serial` cuts them.
 - `failed | ds4.fleet.over_fail_share(total, percentage)` -> true when failed/total is above percentage %.
-- `target | ds4.fleet.upgrade_outcome(before=, after=, stage=, switch=, stopped=)` -> what the upgrade did.
+- `target | ds4.fleet.upgrade_outcome(before=, after=, stage=, switch=, stopped=, model=)` -> what the upgrade
+  did.
 - `ds4_target_hosts | default('sparks') | ds4.fleet.target_hosts(groups)` -> the host pattern of every Spark
   play, less the Sparks this run found with nothing to change (group ds4_fleet_unchanged).
   Templated in the controller's main process (a play's `hosts:`), it also loads the collection's filters

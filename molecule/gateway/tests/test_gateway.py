@@ -6,6 +6,7 @@ independent of the collection's client. Each test passes alone after converge an
 leaves the fleet as converge left it (serving v0.6.3, the self-signed certificate), but the upgrade's, which
 leaves the Sparks on v0.6.5.1 and so runs last (ends_scenario, molecule/shared/ordering.py):
 1. keys: 401 without a key and with a wrong one, 200 with either kind of key; the key never reaches a Spark;
+   an image request (a body over 16 MiB) answered by spark01, which serves Vision-Exp (host_vars), alone;
 2. TLS with the self-signed certificate made for gw01, verified by the client; secrets root:haproxy 0640;
 3. the engine firewall: the engine port refused from a Spark and from the forge, open to the gateway;
 4. status.yml shows each Spark's state at the gateway;
@@ -19,7 +20,8 @@ leaves the Sparks on v0.6.5.1 and so runs last (ends_scenario, molecule/shared/o
 8. site.yml again changes nothing (the scenario's idempotence check: the gateway and the firewall; the
    Sparks' runs end early, as the site scenario checks at length), and judges each Spark's settings once;
    a drifted rules file and a new address of the gateway each take the whole run;
-9. the operator's certificate replaces the self-signed one, and gateway.yml without it puts that back.
+9. the operator's certificate replaces the self-signed one, and gateway.yml without it puts that back; the
+   same run, with the Sparks taken as serving text alone, refuses an image request 413.
 The nested playbooks run through molecule/shared/nested.py, read back from their jsonl events.
 """
 
@@ -222,28 +224,74 @@ def test_a_request_without_a_valid_key_is_refused_and_one_with_a_key_is_answered
     assert KEY not in hosts["gw01"].check_output("journalctl -u haproxy.service --no-pager -o cat")
 
 
-def test_a_body_larger_than_a_text_model_takes_reaches_no_spark(hosts):
-    """No Spark here serves a vision model: a body beyond ds4_gateway_max_body_mb (16 MiB) is answered 413
-    by the gateway, one without a Content-Length 411, and neither reaches a Spark."""
-    forge("sh", "-c", "head -c 17000000 /dev/zero | tr '\\0' a > /tmp/ds4-big-body", check=True)
-    before = {name: requests_total(hosts[name]) for name in SPARKS}
-    # Over HTTP/1.1, asking first as clients of large bodies do: the gateway judges the Content-Length
-    # before the body is read, so its answer comes in place of the go-ahead (sent while the body was on
-    # its way, it was lost to the connection's reset under load, and curl saw only "100").
-    code, body = curl(
-        "--http1.1",
-        "-H",
-        f"Authorization: Bearer {KEY}",
-        "-H",
-        "Expect: 100-continue",
-        data="@/tmp/ds4-big-body",
+def image_body(size, model="deepseek-v4-flash"):
+    """A chat completion of QUESTION with an image of SIZE bytes of base64 (a data URL), as OpenAI clients
+    send images, in the forge's /tmp/ds4-image-body: the body's length."""
+    script = (
+        "import json,sys\n"
+        "size,model,question=int(sys.argv[1]),sys.argv[2],sys.argv[3]\n"
+        "image={'type':'image_url','image_url':{'url':'data:image/png;base64,'+'A'*size}}\n"
+        "body=json.dumps({'model':model,'max_tokens':64,'messages':[{'role':'user',\n"
+        "  'content':[image,{'type':'text','text':question}]}]})\n"
+        "open('/tmp/ds4-image-body','w').write(body); print(len(body))\n"
     )
-    assert code == 413 and "16 MiB" in json.loads(body)["error"]["message"], body
+    return int(forge("python3", "-c", script, str(size), model, QUESTION, check=True).stdout)
+
+
+def vision_rows(hosts):
+    """The servers of the backend ds4_vision, read from the runtime API: name -> (status, sessions so far)."""
+    text = haproxy(hosts["gw01"], "show stat ds4_vision 4 -1")
+    lines = [line for line in text.splitlines() if line]
+    names = lines[0][2:].split(",")
+    rows = [dict(zip(names, line.split(","), strict=False)) for line in lines[1:]]
+    return {r["svname"]: (r["status"], int(r["stot"] or 0)) for r in rows if r["svname"] != "BACKEND"}
+
+
+def big_request(*args):
+    """The body in /tmp/ds4-image-body through the gateway over HTTP/1.1, asking first as clients of large
+    bodies do: the gateway judges the Content-Length before the body is read, so a refusal comes in place
+    of the go-ahead (sent while the body was on its way, it was lost to the connection's reset under load,
+    and curl saw only "100")."""
+    headers = ("-H", f"Authorization: Bearer {KEY}", "-H", "Expect: 100-continue")
+    return curl("--http1.1", *headers, *args, data="@/tmp/ds4-image-body")
+
+
+def test_an_image_request_is_answered_by_the_vision_spark_alone(hosts):
+    """spark01 serves Vision-Exp (host_vars), spark02 0731: a body beyond ds4_gateway_max_body_mb (16 MiB),
+    as an image makes it, goes through the backend ds4_vision to spark01 alone, within the engine's 64 MiB
+    for images; beyond 64 MiB it is answered 413, one without a Content-Length 411, and neither reaches a
+    Spark. The gateway does not read the body's model: one naming another model goes to spark01 too
+    (docs/gateway.md says so)."""
+    assert "--vision" in hosts["spark01"].check_output("systemctl show -p ExecStart --value ds4.service")
+    assert "--vision" not in hosts["spark02"].check_output("systemctl show -p ExecStart --value ds4.service")
+    assert set(vision_rows(hosts)) == {"spark01"}
+    before = {name: requests_total(hosts[name]) for name in SPARKS}
+    taken = vision_rows(hosts)["spark01"][1]
+
+    length = image_body(20 * 1024 * 1024)
+    assert 16 * 1048576 < length < 64 * 1048576
+    for _ in range(3):
+        code, body = big_request()
+        assert code == 200 and "Paris" in json.loads(body)["choices"][0]["message"]["content"], body
+    # The limit's known gap: the model a body names is not read (reading 20 MiB would cost the gateway a
+    # buffer that size per request), so a large body naming a model spark01 does not serve goes to it too.
+    image_body(20 * 1024 * 1024, model="glm-5.3-flash")
+    code, body = big_request()
+    assert code == 200 and json.loads(body)["model"] == "deepseek-v4-flash", body
+    after = {name: requests_total(hosts[name]) for name in SPARKS}
+    assert (after["spark01"] - before["spark01"], after["spark02"] - before["spark02"]) == (4, 0)
+    assert vision_rows(hosts)["spark01"][1] == taken + 4
+
+    # Beyond the engine's limit for images: refused by the gateway, before any of it is read.
+    image_body(65 * 1024 * 1024)
+    code, body = big_request()
+    assert code == 413 and "64 MiB" in json.loads(body)["error"]["message"], body
     # Without a Content-Length: DATA frames alone over HTTP/2, chunks over HTTP/1.1.
     for version in ("--http2", "--http1.1"):
         code, body = curl(version, "-H", f"Authorization: Bearer {KEY}", "-H", "Transfer-Encoding: chunked")
         assert code == 411 and "Content-Length" in json.loads(body)["error"]["message"], (version, body)
-    assert {name: requests_total(hosts[name]) for name in SPARKS} == before
+    assert {name: requests_total(hosts[name]) for name in SPARKS} == after
+    forge("rm", "-f", "/tmp/ds4-image-body")
 
 
 # --- 2. TLS and the secrets on the gateway ---
@@ -333,12 +381,15 @@ def test_a_spark_stopped_by_hand_is_taken_out_and_put_back_when_it_serves(hosts)
             lambda: backend(hosts)["spark01"][0].startswith("DOWN"),
             CHECK_FALL * CHECK_INTERVAL + LOADED_MARGIN,
         )
+        # Out of the vision backend too: its server tracks the one of ds4_sparks.
+        assert vision_rows(hosts)["spark01"][0].startswith("DOWN"), vision_rows(hosts)
         hosts["spark01"].check_output("systemctl start ds4.service")
         back_after = seconds_until(
             "the gateway putting spark01 back",
             lambda: backend(hosts)["spark01"][0] == "UP",
             CHECK_INTERVAL + LOADED_MARGIN,
         )
+        assert vision_rows(hosts)["spark01"][0] == "UP", vision_rows(hosts)
     finally:
         # Whatever happened, spark01 serves again for the next test.
         hosts["spark01"].run("systemctl start ds4.service")
@@ -478,6 +529,8 @@ def test_an_upgrade_through_the_gateway_drains_each_spark_and_loses_no_request(h
         )
         assert runner.is_alive(), upgrade["run"]
         assert backend(hosts)["spark01"][0] == "MAINT"
+        # The vision backend's server follows it (track): no image request reaches the canary either.
+        assert vision_rows(hosts)["spark01"][0].startswith("MAINT"), vision_rows(hosts)
         held = held_request("gateway")
         wait_for("spark02's engine holding the request", lambda: "gateway" in holds(hosts["spark02"]), 120)
         gate.touch()
@@ -523,6 +576,7 @@ def test_an_upgrade_through_the_gateway_drains_each_spark_and_loses_no_request(h
     for (maint, name, _), (ready, _, _) in (events[0:2], events[2:4]):
         assert maint < hooks[name] < ready, (events, hooks)
     assert all(state[0] == "UP" for state in backend(hosts).values())
+    assert vision_rows(hosts)["spark01"][0] == "UP", vision_rows(hosts)
     print(f"upgrade under load: {result['sent']} requests, 0 failed, p50 {result['p50_ms']:.0f} ms")
 
 
@@ -605,7 +659,11 @@ def test_a_drifted_firewall_file_and_a_gateways_new_address_take_the_whole_run(h
 # --- 9. the operator's certificate ---
 
 
-def test_the_gateway_serves_the_operators_certificate_when_given_one(hosts, tmp_path):
+def test_the_gateway_serves_the_operators_certificate_and_no_image_without_a_vision_spark(hosts, tmp_path):
+    """gateway.yml with the operator's certificate, and (sharing the run) the Sparks taken as serving 0731
+    alone: no vision backend, so an image request is refused 413 and reaches no Spark. gateway.yml as
+    converge left it puts both back."""
+
     # The operator's CA and a certificate for gw01 that it signed, made here on the controller.
     def openssl(*args):
         subprocess.run(["openssl", *args], cwd=tmp_path, check=True, capture_output=True)
@@ -622,8 +680,10 @@ def test_the_gateway_serves_the_operators_certificate_when_given_one(hosts, tmp_
             "gateway.yml", "-l", "gw01",
             "-e", f"ds4_gateway_tls_cert={tmp_path / 'gw.pem'}",
             "-e", f"ds4_gateway_tls_key={tmp_path / 'gw.key'}",
+            "-e", "ds4_model_family=deepseek-v4-flash",
         )  # fmt: skip
         assert run.rc == 0, run
+        assert "backend ds4_vision" not in hosts["gw01"].file("/etc/haproxy/haproxy.cfg").content_string
         forge("sh", "-c", "cat > /tmp/operator-ca.pem", stdin=(tmp_path / "ca.pem").read_text(), check=True)
         verbose = forge(
             "curl", "-sS", "-v", "--max-time", "30", "--cacert", "/tmp/operator-ca.pem",
@@ -636,8 +696,16 @@ def test_the_gateway_serves_the_operators_certificate_when_given_one(hosts, tmp_
         # The key was not shown in the play's output (its events carry every result's arguments).
         key = (tmp_path / "gw.key").read_text().splitlines()[1]
         assert key not in run.output + run.stderr
+
+        before = {name: requests_total(hosts[name]) for name in SPARKS}
+        image_body(17 * 1024 * 1024)
+        code, body = big_request("--cacert", "/tmp/operator-ca.pem")
+        message = json.loads(body)["error"]["message"]
+        assert code == 413 and "16 MiB, and no Spark here serves a vision model" in message, body
+        assert {name: requests_total(hosts[name]) for name in SPARKS} == before
     finally:
         # Without the operator's certificate, the gateway serves the self-signed one that converge made.
         back = play("gateway.yml", "-l", "gw01")
     assert back.rc == 0, back
     assert curl("-H", f"Authorization: Bearer {KEY}", url=URL + "/v1/models", data=None)[0] == 200
+    assert set(vision_rows(hosts)) == {"spark01"}

@@ -11,6 +11,7 @@ Pure functions of plain data, used by the filters of playbooks/upgrade.yml on th
 
 from __future__ import annotations
 
+import posixpath
 import re
 from typing import Any
 
@@ -94,6 +95,15 @@ def _running(reading: Any) -> tuple:
     )
 
 
+def _model_name(reading: Any) -> str | None:
+    """The file name of the model the engine says it serves (its /v1/stats); None where it names none
+    (upstream serves no /v1/stats, a pair's worker no API) or the Spark was not read."""
+    if not isinstance(reading, dict):
+        return None
+    model = (reading.get("engine") or {}).get("model")
+    return posixpath.basename(model) if isinstance(model, str) and model else None
+
+
 def _first_line(text: Any) -> str:
     lines = [line.strip() for line in str(text or "").splitlines() if line.strip()]
     # Joined into a sentence with "; ": its own full stop would read ".;".
@@ -108,6 +118,7 @@ def upgrade_outcome(
     switch: Any = None,
     stopped: Any = None,
     through: Any = None,
+    model: Any = None,
 ) -> dict:
     """What the upgrade did to one Spark: {outcome, detail, target, before, after}.
 
@@ -115,7 +126,9 @@ def upgrade_outcome(
     and from the end; `stage` {staged, message}; `switch` {ok, task, message, drain} once it was switched
     (None when it never was); `stopped` why the rollout stopped, when it did. The readings decide: a switch
     that reported success while the Spark does not run `target` is a failure. `through`, for a pair's worker
-    (no HTTP API), is its coordinator's reading from the end: the pair answers there or nowhere.
+    (no HTTP API), is its coordinator's reading from the end: the pair answers there or nowhere. `model`, the
+    base GGUF the upgrade was to serve (a family swap may keep the release): where the engine names the model
+    it serves, a switch that reported success while it serves another is a failure too.
     """
     was, _answering, started_before = _running(before)
     now, answering, started_after = _running(after)
@@ -133,12 +146,28 @@ def upgrade_outcome(
         why = stopped or "it was not switched"
         result.update(outcome="not switched", detail=f"{why}; {serving}")
     elif switch.get("ok"):
-        if now == target and answering:
+        wanted, served = posixpath.basename(str(model)) if model else None, _model_name(after)
+        if now == target and answering and wanted and served and served != wanted:
+            result.update(
+                outcome="failed",
+                detail=(
+                    f"the switch to {target} reported success, yet the engine serves {served}, not {wanted}"
+                ),
+            )
+        elif now == target and answering:
             restarted = started_before != started_after
             if was == target and not restarted:
                 result.update(outcome="unchanged", detail=f"already ran {target}; serving it, not restarted")
             else:
-                result.update(outcome="switched", detail=f"{was or 'none'} -> {target}; serving {target}")
+                served_before = _model_name(before)
+                swap = (
+                    f", {served_before} -> {served}"
+                    if served_before and served and served_before != served
+                    else ""
+                )
+                result.update(
+                    outcome="switched", detail=f"{was or 'none'} -> {target}{swap}; serving {target}"
+                )
         else:
             result.update(outcome="failed", detail=f"the switch to {target} reported success, yet {serving}")
     else:

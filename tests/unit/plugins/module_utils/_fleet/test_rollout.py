@@ -111,6 +111,47 @@ def test_a_spark_already_on_its_target_and_not_restarted_is_unchanged():
     assert out["outcome"] == "switched"
 
 
+# A family swap on one release (issue 53): 0731 to Vision-Exp, as the engine's /v1/stats names its model.
+OLD_MODEL = "/var/lib/ds4/gguf/DeepSeek-V4-Flash-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8-chat-v2-imatrix-0731.gguf"
+NEW_MODEL = "/var/lib/ds4/gguf/DeepSeek-V4-Flash-Vision-Exp-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8.gguf"
+
+
+def serving(release, model, started=100, answering=True):
+    return {**reading(release, answering, started), "engine": {"answering": answering, "model": model}}
+
+
+def test_a_family_swap_on_one_release_is_judged_by_the_model_the_engine_serves():
+    before = serving("v0.6.5", OLD_MODEL)
+    out = upgrade_outcome(
+        "v0.6.5", before, serving("v0.6.5", NEW_MODEL, 300), STAGED, {"ok": True}, model=NEW_MODEL
+    )
+    assert out["outcome"] == "switched"
+    assert out["detail"] == (
+        "v0.6.5 -> v0.6.5, DeepSeek-V4-Flash-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8-chat-v2-imatrix-0731.gguf -> "
+        "DeepSeek-V4-Flash-Vision-Exp-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8.gguf; serving v0.6.5"
+    )
+    # Reported a success, yet the engine serves the family before: restarted or not, a failure.
+    for started in (100, 300):
+        after = serving("v0.6.5", OLD_MODEL, started)
+        out = upgrade_outcome("v0.6.5", before, after, STAGED, {"ok": True}, model=NEW_MODEL)
+        assert out["outcome"] == "failed", started
+        assert out["detail"] == (
+            "the switch to v0.6.5 reported success, yet the engine serves "
+            "DeepSeek-V4-Flash-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8-chat-v2-imatrix-0731.gguf, not "
+            "DeepSeek-V4-Flash-Vision-Exp-IQ2XXS-w2Q2K-AProjQ8-SExpQ8-OutQ8.gguf"
+        )
+    # Already on the model and the release, not restarted: unchanged. An engine that names no model
+    # (upstream serves no /v1/stats) is judged by its release alone, as before.
+    after = serving("v0.6.5", NEW_MODEL)
+    assert (
+        upgrade_outcome("v0.6.5", after, after, STAGED, {"ok": True}, model=NEW_MODEL)["outcome"]
+        == "unchanged"
+    )
+    silent = serving("v0.6.5", None, 300)
+    out = upgrade_outcome("v0.6.5", serving("v0.6.5", None), silent, STAGED, {"ok": True}, model=NEW_MODEL)
+    assert (out["outcome"], out["detail"]) == ("switched", "v0.6.5 -> v0.6.5; serving v0.6.5")
+
+
 def test_a_reported_success_that_the_spark_contradicts_is_a_failure():
     out = upgrade_outcome("v0.6.5", reading("v0.6.3"), reading("v0.6.3"), STAGED, {"ok": True})
     assert out["outcome"] == "failed"
