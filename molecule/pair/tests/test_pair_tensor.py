@@ -32,16 +32,16 @@ SETTINGS = (
     "-e", "ds4_engine_branch=main",
     "-e", f"ds4_release=g{COMMIT[:12]}",
     "-e", f"ds4_release_commit={COMMIT}",
-    # Q2, which the tensor mode serves (Q4 it does not); plain, so that no DSpark support file is fetched
-    # (a tensor pair with DSpark is not tried here).
+    # Q2, which the tensor mode serves (Q4 it does not), with the family's default speculation: DSpark,
+    # upstream's switch and support file, on the coordinator.
     "-e", "ds4_quantization=q2",
-    "-e", "ds4_speculation=plain",
     "-e", json.dumps({"ds4_pairs": TENSOR}),
 )  # fmt: skip
 # The bound: a killed member's engine serves again within 300 s, with no operator.
 BACK_TIMEOUT = 300
 RDMA_TOOL = "/usr/local/lib/ds4-standin-rdma/rdma_device.py"
 RDMA_SYSFS = "/var/lib/ds4-standin/rdma/sys"
+SUPPORT = "/var/lib/ds4/gguf/DeepSeek-V4-Flash-DSpark-support-0731.gguf"
 
 
 def transport(host):
@@ -84,6 +84,11 @@ def test_the_pair_serves_in_tensor_mode_over_rdma_finds_a_moved_gid_and_falls_ba
         assert (
             "ds4-rdma-launch" in worker_line and "/ds4 " in worker_line and "--tensor-parallel" in worker_line
         )
+        # DSpark is the coordinator's: its drafter (upstream's support file) on its command line alone.
+        coordinator_line = hosts[COORDINATOR].check_output("systemctl show -p ExecStart --value ds4.service")
+        assert f"--dspark --mtp-model {SUPPORT} " in coordinator_line, coordinator_line
+        assert "--dspark" not in worker_line and "--mtp-model" not in worker_line, worker_line
+        assert "ds4: speculative decoding: dspark with" in journal(hosts[COORDINATOR], "ds4.service", started)
         for name, host in hosts.items():
             chosen = transport(host)
             assert (chosen["transport"], chosen["found"]["gid_index"]) == ("rdma", 3), (name, chosen)
