@@ -308,6 +308,7 @@ def main():
         pair=p["pair"],
         family=family_of(p["catalog"], p["generation"]),
         published=published,
+        pair_mode=p["pair_mode"],
     )
     if not module.check_mode:
         replace_file(p["fact"], (json.dumps(report, indent=1, sort_keys=True) + "\n").encode(), 0o644)

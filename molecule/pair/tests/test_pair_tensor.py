@@ -70,7 +70,7 @@ def restart_both(hosts):
     wait_for("the pair answering through its coordinator", lambda: answers(hosts[COORDINATOR]), BACK_TIMEOUT)
 
 
-def test_the_pair_serves_in_tensor_mode_over_rdma_finds_a_moved_gid_and_falls_back_to_tcp():
+def test_the_pair_serves_in_tensor_mode_over_rdma_finds_a_moved_gid_and_falls_back_to_tcp(tmp_path):
     hosts = {name: sandbox_host(name) for name in (COORDINATOR, WORKER)}
     started = int(time.time())
     try:
@@ -101,6 +101,25 @@ def test_the_pair_serves_in_tensor_mode_over_rdma_finds_a_moved_gid_and_falls_ba
         assert again.rc == 0, again
         assert {name: again.changed(name) for name in hosts} == {COORDINATOR: 0, WORKER: 0}, again
         assert after == before
+
+        # 2b. verify.yml holds the tensor pair, through its coordinator, to the figures published for the
+        # tensor mode: DSpark's 44.0 tok/s decode (the sandbox's reference scale 2: 88.0), not the pipeline's.
+        # The verdict is not asserted: a loaded machine may measure the stand-in below it.
+        out = tmp_path / "verify.json"
+        verified = play(
+            PROJECT / "playbooks/verify.yml", "-l", PAIR, *SETTINGS, "-e", f"ds4_verify_json={out}"
+        )
+        assert verified.rc == 0, verified
+        reports = {report["host"]: report for report in json.loads(out.read_text())["hosts"]}
+        pair = reports[COORDINATOR]
+        assert (pair["pair"], pair["pair_mode"], pair["speculation"]) == (True, "tensor", "dspark"), pair
+        assert pair["reference"]["figures"] == {"decode_2k": 26.0, "dspark_decode": 44.0}, pair["reference"]
+        assert "in tensor mode" in pair["reference"]["note"]
+        assert [(row["figure"], row["reference"]) for row in pair["figures"]] == [("dspark_decode", 88.0)], (
+            pair
+        )
+        assert all(row["measured"] for row in pair["figures"]), pair
+        assert reports[WORKER]["verdict"] == "measured through its coordinator"
 
         # 3. kill -9 of each member's engine: systemd starts it again and the pair serves within 300 s.
         for name, host in hosts.items():
