@@ -1,6 +1,7 @@
 """The pair in the engine's tensor mode (issue 54; docs/pair.md, "Which mode"): upstream's engine split
 across both members over their link's stand-in RDMA device (tests/standins/rdma, laid out by the sandbox
-with each link address at RoCE v2 GID index 3), then back to the pipeline as converge left it.
+with each link address at RoCE v2 GID index 3), after a switch that fails and is rolled back, then back to
+the pipeline as converge left it.
 
 One operator's story in named steps, since each step starts where the last left the pair; it reuses the
 scenario's hosts and ends with the pair as converge left it.
@@ -40,8 +41,21 @@ SETTINGS = (
 # The issue's bound: a killed member's engine serves again within 300 s, with no operator.
 BACK_TIMEOUT = 300
 RDMA_TOOL = "/usr/local/lib/ds4-standin-rdma/rdma_device.py"
+VERBS_NODE = "/dev/infiniband/uverbs0"
+# The failing switch's smoke test: long enough for the restored pipeline to answer, short enough not to
+# wait out the default 300 s for a route that will not complete.
+FAILING_SMOKE_TIMEOUT = 60
 RDMA_SYSFS = "/var/lib/ds4-standin/rdma/sys"
 SUPPORT = "/var/lib/ds4/gguf/DeepSeek-V4-Flash-DSpark-support-0731.gguf"
+
+
+def launch_state(host, unit):
+    """What a rolled-back switch must leave as it was: the release current points at, the engine's unit
+    and environment files, and whether the unit runs."""
+    return host.check_output(
+        f"readlink -f /opt/ds4/current; systemctl cat {unit}; cat /etc/ds4/ds4.env; "
+        f"systemctl is-active {unit} || true"
+    )
 
 
 def transport(host):
@@ -74,6 +88,36 @@ def test_the_pair_serves_in_tensor_mode_over_rdma_finds_a_moved_gid_and_falls_ba
     hosts = {name: sandbox_host(name) for name in (COORDINATOR, WORKER)}
     started = int(time.time())
     try:
+        # 0. A switch that fails after the change: the worker's verbs node is gone (as where its unit's
+        # device policy does not admit it), so its engine, started in tensor mode over rdma, cannot open it
+        # and exits; the pair's smoke test through the coordinator fails, and both members go back to the
+        # pipeline they served, on their units and files as before. The build and the files it fetched stay
+        # for the good switch below.
+        before = {name: launch_state(host, UNITS[name]) for name, host in hosts.items()}
+        hosts[WORKER].check_output(f"rm {VERBS_NODE}")
+        try:
+            failed = play(
+                PROJECT / "site.yml",
+                "-l",
+                PAIR,
+                *SETTINGS,
+                "-e",
+                f"ds4_smoke_timeout={FAILING_SMOKE_TIMEOUT}",
+            )
+        finally:
+            rdma_device(hosts[WORKER], "install", "--address", LINK[WORKER], "--gid-index", "3")
+        assert failed.rc == 2, failed
+        assert f"ds4: rdma: cannot open the verbs device {VERBS_NODE}" in journal(
+            hosts[WORKER], UNITS[WORKER], started
+        )
+        assert failed.said("a pair switches and rolls back as one", WORKER), failed
+        assert failed.said("Rolled back to", COORDINATOR) and failed.said("Rolled back to", WORKER), failed
+        wait_for("the pipeline pair answering again", lambda: answers(hosts[COORDINATOR]), BACK_TIMEOUT)
+        assert {name: launch_state(host, UNITS[name]) for name, host in hosts.items()} == before
+        assert "--tensor-parallel" not in before[WORKER] and "--layers" in before[WORKER]
+        # No record of the tensor start is left (the unit's runtime directory went with its stop).
+        assert {name: transport(host) for name, host in hosts.items()} == {COORDINATOR: None, WORKER: None}
+
         # 1. One run changes the pair's mode: both build upstream, hold the complete q2 file, and start in
         # tensor mode (each engine drains at its stop); the smoke question is answered through the
         # coordinator.
