@@ -538,6 +538,30 @@ def test_an_engine_that_does_not_answer_is_said_and_nothing_is_verified(spark, m
     assert not fact.exists()
 
 
+def test_an_upstream_engine_without_metrics_or_stats_is_verified_its_other_requests_unknown(
+    spark, monkeypatch
+):
+    # Upstream serves neither /metrics nor /v1/stats (engine contract): found verifying a tensor pair in the
+    # pair scenario, where verify.yml failed every upstream Spark for it. The figures are measured; whether
+    # other requests shared the engine is not known, and so not a cause.
+    module, args, fact = spark
+    from ansible_collections.ds4.fleet.plugins.module_utils._spark.engine_http import ProbeError
+
+    def unknown(url):
+        raise ProbeError(
+            "the engine at http://127.0.0.1:8000 reports no requests in flight: http://127.0.0.1:8000/metrics "
+            "answered HTTP 404, and http://127.0.0.1:8000/v1/stats answered HTTP 404"
+        )
+
+    monkeypatch.setattr(module, "read_inflight", unknown)
+    rc, result = run_module(module, args)
+    assert rc == 0, result
+    report = result["report"]
+    assert report["state"]["other_requests"] is None and report["verdict"] == "slow"
+    assert "other-requests" not in [cause["cause"] for cause in report["causes"]]
+    assert fact.exists()
+
+
 def test_without_nvidia_smi_the_gpu_is_unread_and_the_spark_still_verified(spark, monkeypatch):
     from ansible.module_utils.basic import AnsibleModule
 
