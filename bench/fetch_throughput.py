@@ -38,7 +38,8 @@ and a relay between two local processes (_weights.relay's PeerServer serving a v
 fetching it) against the same ceiling. hf_transfer runs with 16 parallel ranges there, as the issue
 measured it. --baseline DIR times a checkout of today's code beside ours, uncapped, each in a process of
 its own, for the CPU seconds per GiB against it (`git worktree add DIR main`). --profile N... then prints
-where ours spends its CPU uncapped, per stage of the transfer, with N connections each.
+where ours spends its CPU uncapped, per stage of the transfer, with N connections each, from the hub
+stand-in and then as a relay's receiver.
 """
 
 from __future__ import annotations
@@ -635,18 +636,47 @@ class Stages:
             setattr(owner, name, original)
 
 
-def profile(hub, dest_root, blob, counts):
-    """Ours uncapped and verified, all connections open from the start, each stage's CPU seconds per GiB."""
+def write_reference(directory, size):
+    """CPU seconds per GiB of pwrite in 1 MiB blocks into new pages of a file in `directory`, then over the
+    same pages again: what the transfer's writes cost beyond the copy (the kernel finding new pages)."""
+    block, path = os.urandom(1 << 20), directory / "write-reference"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        seconds = []
+        for _ in range(2):
+            started = time.thread_time()
+            for offset in range(0, size, len(block)):
+                os.pwrite(fd, block, offset)
+            seconds.append((time.thread_time() - started) / (size / (1 << 30)))
+    finally:
+        os.close(fd)
+        path.unlink()
+    print(f"\npwrite of 1 MiB blocks into {directory}: {seconds[0]:.2f} CPU s/GiB into new pages, "
+          f"{seconds[1]:.2f} over the same pages, load average {os.getloadavg()[0]:.1f}")  # fmt: skip
+
+
+def profile(hub, dest_root, blob, counts, relay=None):
+    """Ours uncapped and verified, all connections open from the start, each stage's CPU seconds per GiB;
+    from the hub stand-in, or with `relay` (a Relay) as a peer, its receiver's."""
     gib = blob.size / (1 << 30)
+    source = "from the relay" if relay else "from the hub stand-in"
     for n in counts:
         dest = dest_root / "profiled"
         shutil.rmtree(dest, ignore_errors=True)
         dest.mkdir()
+
+        def fetch(hub, dest, blob, n=n):
+            return HubFile(
+                FileRef(hub.endpoint, REPO, "main", blob.name), str(dest), expected_size=blob.size,
+                expected_sha256=blob.sha256, retries=1, retry_delay=0.1, connections=n, ramp=False,
+                peers=[relay.url] if relay else [],
+            ).ensure()  # fmt: skip
+
         with Stages() as stages:
-            wall, used = timed(lambda *a, n=n: ours(*a, connections=n, ramp=False), hub, dest, blob)
+            wall, used = timed(fetch, hub, dest, blob)
         shutil.rmtree(dest, ignore_errors=True)
-        print(f"\n{n} connection(s): {blob.size / wall / MB:.0f} MB/s, {used / gib:.2f} CPU s/GiB in all "
-              f"(the stand-in's not counted), load average {os.getloadavg()[0]:.1f}")  # fmt: skip
+        print(f"\n{source}, {n} connection(s): {blob.size / wall / MB:.0f} MB/s, {used / gib:.2f} CPU s/GiB "
+              f"in all (the sender's not counted), load average {os.getloadavg()[0]:.1f}")  # fmt: skip
         for name, seconds in sorted(stages.seconds.items(), key=lambda item: -item[1]):
             print(f"  {name:<30}{seconds / gib:>6.2f} s/GiB")
 
@@ -668,7 +698,19 @@ def run_goals(args):
         print(f"downloads to {dest_root}; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}\n")
         goals(hub, work, dest_root, blobs, int(args.link_mbps * MB), args.rtt_ms, args.repeat, args.baseline)
         if args.profile:
-            profile(hub, dest_root, max(blobs.values(), key=lambda b: b.size), args.profile)
+            largest = max(blobs.values(), key=lambda b: b.size)
+            write_reference(dest_root, largest.size)
+            profile(hub, dest_root, largest, args.profile)
+            # The relay's receiver, the same client: its file comes from a verified copy in another process.
+            seed = dest_root / "relay-seed"
+            seed.mkdir()
+            ours(hub, seed, largest)
+            relay = Relay(seed, work)
+            try:
+                profile(hub, dest_root, largest, args.profile, relay)
+            finally:
+                relay.stop()
+                shutil.rmtree(seed, ignore_errors=True)
         print(f"load average {os.getloadavg()[0]:.1f} at the end")
     finally:
         if hub is not None:

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The routine check on a real Ubuntu GPU host (the lent H200: x86_64, nvcc 13.0, no systemd, no network),
+# The routine check on a real Ubuntu GPU host (the lent H200 or H100: x86_64, nvcc 13.0, no systemd, no network),
 # run as root from the root of a copy of the repository, whenever such a host is at hand:
 #   1. `site.yml --tags ds4_preflight` on the host itself with the shipped defaults (no sandbox value): it
 #      must end in a clear refusal that names the CPU architecture and the GPU, never a Python error.
@@ -36,6 +36,10 @@ expect() {  # WHAT CONDITION...: one line of the summary, and the exit status fo
 say "ds4-fleet GPU host check, $(date -u +%Y-%m-%dT%H:%MZ), commit ${DS4_FLEET_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}"
 say "$(ansible-playbook --version | head -1); $(. /etc/os-release && echo "$PRETTY_NAME"); $(uname -m)"
 say "GPU: $(nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader)"
+# What the refusal must name: this host's own, as the preflight reads them (the H200 or H100 lent: 9.0).
+ARCH=$(uname -m)
+GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+GPU_CAP=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1)
 say "nvcc: $("$NVCC" --version | tail -1)"
 
 # 1. The preflight as a new user runs it: this host in the group sparks, every default as shipped.
@@ -52,14 +56,16 @@ say "site.yml --tags ds4_preflight: rc=$rc; $(grep -E '^gpuhost +:' "$OUT/prefli
 say "  said: $(grep -o 'CPU architecture [^;"]*' "$OUT/preflight.log" | head -1)"
 say "  said: $(grep -o 'GPU compute capability [^;"]*' "$OUT/preflight.log" | head -1)"
 expect "the preflight refuses the host" [ "$rc" -ne 0 ]
-expect "the refusal names the CPU architecture x86_64" grep -q 'CPU architecture x86_64' "$OUT/preflight.log"
-expect "the refusal names the GPU" grep -q 'GPU compute capability 9.0 (NVIDIA H' "$OUT/preflight.log"
+expect "the refusal names the CPU architecture $ARCH" grep -qF "CPU architecture is $ARCH;" "$OUT/preflight.log"
+expect "the refusal names the GPU" grep -qF "GPU compute capability is $GPU_CAP ($GPU_NAME);" "$OUT/preflight.log"
 expect "no Python or template error" \
   bash -c "! grep -q -E 'Traceback|NoneType|filter plugin .* failed|MODULE FAILURE' '$OUT/preflight.log'"
 
 # 2. The engine source in three Makefile shapes, each a release of a bare clone.
 G="git -c user.name=ds4-fleet -c user.email=ds4-fleet@invalid -c advice.detachedHead=false"
-rm -rf /tmp/ds4.git /tmp/ds4-work /opt/ds4-gb10-* /var/log/ds4-gb10-*
+# As a fresh host each time: the role's record of each tag's commit goes too (the test releases are new
+# commits on every run; on a host that ran this before, the role rightly refuses them as moved tags).
+rm -rf /tmp/ds4.git /tmp/ds4-work /opt/ds4-gb10-* /var/log/ds4-gb10-* /var/lib/ds4-fleet/engine-tags.json
 $G clone -q --bare "$BUNDLE" /tmp/ds4.git && $G --git-dir=/tmp/ds4.git tag v0.9.9 master || exit 2
 $G clone -q /tmp/ds4.git /tmp/ds4-work || exit 2
 shape() {  # TAG SED-EXPRESSION SUBJECT: one commit on master's source, its Makefile's cuda-spark recipe changed

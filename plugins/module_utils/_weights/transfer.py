@@ -55,6 +55,11 @@ READ_SLOW = 0.25
 PIECE = 16 << 20
 # A file of fewer than 4 pieces per connection is cut finer, down to this, so that all connections work.
 MIN_PIECE = 1 << 20
+# The file's last `connections` pieces' worth is cut into pieces this many times smaller (cut_pieces): the
+# last pieces end up to one piece's time apart, and a capped link empties while fewer connections than
+# fill it are left; quarter pieces quarter that tail (at 16 connections on a link 8 fill, ~1 s of a 16 MiB
+# piece at 8 MB/s, ~5 % of a 1 GiB fetch at 128 MB/s).
+TAIL_SPLIT = 4
 # Connections per file at most; measured in bench/fetch_throughput.py: with each connection held to 1/8 of
 # the link and a round trip before each piece, 16 fill the link where 8 leave the gaps between pieces idle.
 CONNECTIONS = 16
@@ -62,17 +67,20 @@ CONNECTIONS = 16
 # most connections: one step), kept while the rate grew nearly as much (RAMP_KEEP of it), else cut back to
 # what the rate needs. Each step is timed over RAMP_WINDOW seconds once RAMP_SETTLE has passed, so that the
 # new connections have sent their first request and left TCP's slow start at a CDN's round trip; the first
-# step, the one below the path's rate, is shorter (RAMP_FIRST_*): a connection measured in its slow start
-# only makes the ramp open more. That step is what the ramp costs (0.4 s at one connection), where a ramp
-# of several steps (1, 8, 16) cost a capped 1 GiB fetch 0.77 times hf_transfer's rate, which opens all at
-# once (bench/fetch_throughput.py measures it side by side). A file that ends before the first step need
-# not ramp.
+# step, the one below the path's rate, is shorter (RAMP_FIRST_*) and timed from its first byte, not from
+# the connection's start: a slow first answer is not a slow connection, and a connection measured in its
+# slow start only makes the ramp open more. That step is what the ramp costs (~0.25 s of one connection
+# from the first byte; it was 0.4 s from the start, checked every TICK: ~0.5 s), where a ramp of several
+# steps (1, 8, 16) cost a capped 1 GiB fetch 0.77 times hf_transfer's rate, which opens all at once
+# (bench/fetch_throughput.py measures it side by side). A file that ends before the first step need not
+# ramp. While it ramps, the transfer looks at the rate every RAMP_TICK seconds rather than every TICK.
 RAMP_FACTOR = CONNECTIONS
 RAMP_KEEP = 0.75
 RAMP_SETTLE = 0.3
 RAMP_WINDOW = 0.5
-RAMP_FIRST_SETTLE = 0.15
-RAMP_FIRST_WINDOW = 0.25
+RAMP_FIRST_SETTLE = 0.05
+RAMP_FIRST_WINDOW = 0.15
+RAMP_TICK = 0.02
 # A rate within this factor of what fewer connections carry is theirs: measured rates wobble by a few percent.
 RAMP_SLACK = 1.1
 # Where the rate grew with the connections (a path that caps each one), the ramp keeps this many times the
@@ -278,6 +286,7 @@ class Ramp:
         self.count = 1
         self.settled = most <= 1
         self._since = now
+        self._first_byte = False  # whether a byte has come: the first step is timed from it
         self._base = None  # (time, bytes moved) where the step's window began
         self._last = None  # (count, rate) of the step before
 
@@ -285,6 +294,10 @@ class Ramp:
         if self.settled:
             return self.count
         first = self._last is None
+        if first and not self._first_byte:
+            if not moved:
+                return self.count
+            self._first_byte, self._since = True, now
         if self._base is None:
             if now - self._since >= (RAMP_FIRST_SETTLE if first else RAMP_SETTLE):
                 self._base = (now, moved)
@@ -369,11 +382,7 @@ class Transfer:
             else:
                 for start, end in self.state.done:
                     hasher.on_disk(start, end)
-                pieces = deque(
-                    (s, min(s + self.piece, end))
-                    for start, end in missing(self.state.done, self.size)
-                    for s in range(start, end, self.piece)
-                )
+                pieces = deque(cut_pieces(missing(self.state.done, self.size), self.piece, self.connections))
             most = 1 if one_stream else min(self.connections, len(pieces))
             ramp = Ramp(most, time.monotonic()) if self.ramp else None
             self._target = min(ramp.count, most) if ramp else most
@@ -392,7 +401,7 @@ class Transfer:
                 alive = [worker for worker in workers if worker.is_alive()]
                 if not alive:
                     break
-                alive[0].join(TICK)
+                alive[0].join(TICK if ramp is None or ramp.settled else RAMP_TICK)
                 if self.heartbeat is not None and not self._stop.is_set() and not self.heartbeat.alive():
                     self._fail(RunGone(f"stopped fetching {self.ref.name}: {self.heartbeat.why()}"))
                 now = time.monotonic()
@@ -615,6 +624,26 @@ class Transfer:
                 raise HubChangedError(
                     f"{self.ref.describe()} changed during the transfer: ETag {self.state.etag}, then {etag}"
                 )
+
+
+def cut_pieces(ranges, piece, connections):
+    """The pieces (start, end) of `ranges` (sorted, not overlapping) in file order: `piece` bytes each, but
+    the last `connections` * `piece` bytes in pieces TAIL_SPLIT times smaller (not below MIN_PIECE unless
+    `piece` is), so that the connections end the file close together."""
+    total = sum(end - start for start, end in ranges)
+    tail_from = total - connections * piece  # bytes of the ranges before the tail
+    tail_piece = min(piece, max(MIN_PIECE, piece // TAIL_SPLIT))
+    seen = 0
+    for start, end in ranges:
+        s = start
+        while s < end:
+            size = piece if seen + (s - start) < tail_from else tail_piece
+            e = min(s + size, end)
+            if seen + (s - start) < tail_from < seen + (e - start):
+                e = start + (tail_from - seen)  # the tail begins here: a whole piece never reaches into it
+            yield s, e
+            s = e
+        seen += end - start
 
 
 def write_all(fd, data, offset):

@@ -90,7 +90,9 @@ def test_a_body_is_read_into_reused_buffers_never_into_a_new_object_per_read(
         return real_read(self, *args, **kwargs)
 
     monkeypatch.setattr(http.client.HTTPResponse, "read1", new_object)
-    monkeypatch.setattr(urllib3.response.HTTPResponse, "read1", new_object)
+    # urllib3 has read1 from 2.3 on; 1.26 (Debian 12's) and 2.0.7 (Ubuntu 24.04's) lack it.
+    if hasattr(urllib3.response.HTTPResponse, "read1"):
+        monkeypatch.setattr(urllib3.response.HTTPResponse, "read1", new_object)
     monkeypatch.setattr(urllib3.response.HTTPResponse, "read", read)
     made = []
     real = ds4_hub_transfer.Buffers.take
@@ -526,6 +528,51 @@ def test_the_ramp_costs_under_half_a_second_where_each_connection_gets_an_eighth
     assert ramp.settled and ramp.count == 16
     assert ramped - at_once < 0.5
     assert at_once / ramped >= 0.95
+
+
+@pytest.mark.parametrize("first_byte", [0.03, 0.3], ids=["a quick first answer", "a slow first answer"])
+def test_the_ramps_first_step_is_timed_from_the_first_byte_and_decides_within_a_quarter_second_of_it(
+    first_byte,
+):
+    # Issue 56: the first step (one connection) cost 0.4 s from the thread's start, whatever the answer's
+    # delay; on a path that caps each connection that is ~0.35 s of the link lost. Now it waits for the first
+    # byte (a slow first answer is not measured as a slow connection) and decides within 0.25 s of it.
+    per_connection, link = 12.5e6, 100e6
+    ramp = ds4_hub_transfer.Ramp(16, 0.0)
+    now = moved = 0.0
+    while ramp.count == 1:
+        assert now < first_byte + 0.25, f"still one connection {now - first_byte:.2f} s after the first byte"
+        now = round(now + 0.01, 2)
+        if now > first_byte:
+            moved += per_connection * 0.01
+        ramp.update(now, moved)
+    assert ramp.count == 16
+    while not ramp.settled:
+        now, moved = now + 0.01, moved + min(16 * per_connection, link) * 0.01
+        ramp.update(now, moved)
+    assert ramp.count == 16, "the first step measured one connection's rate, not the answer's delay"
+
+
+def test_the_last_pieces_are_cut_finer_so_that_the_files_end_keeps_the_connections_busy():
+    # Issue 56: with 16 MiB pieces the last ones ended up to a piece's time apart, the link emptying while
+    # fewer connections than fill it were left. The last `connections` pieces' worth is cut in quarters.
+    mib = 1 << 20
+    pieces = list(ds4_hub_transfer.cut_pieces([(0, 100 * mib), (120 * mib, 200 * mib)], 16 * mib, 2))
+    assert [start for start, _end in pieces] == sorted(start for start, _end in pieces), "in file order"
+    covered = [(s, e) for s, e in pieces]
+    assert sum(e - s for s, e in covered) == 180 * mib
+    assert all(0 <= s < e <= 100 * mib or 120 * mib <= s < e <= 200 * mib for s, e in covered)
+    tail = [e - s for s, e in pieces if s >= 200 * mib - 2 * 16 * mib]
+    assert tail and max(tail) <= 4 * mib, "the last 32 MiB in quarter pieces"
+    assert max(e - s for s, e in pieces) == 16 * mib, "the rest in whole pieces"
+    # Never below MIN_PIECE, and a file shorter than the tail is all in the finer pieces.
+    small = list(ds4_hub_transfer.cut_pieces([(0, 3 * mib)], 2 * mib, 4))
+    assert small == [(0, mib), (mib, 2 * mib), (2 * mib, 3 * mib)]
+    assert list(ds4_hub_transfer.cut_pieces([(0, 96 << 10)], 32 << 10, 4)) == [
+        (0, 32 << 10),
+        (32 << 10, 64 << 10),
+        (64 << 10, 96 << 10),
+    ], "pieces already under MIN_PIECE stay as they are"
 
 
 def test_the_ramp_never_opens_more_than_it_may():
