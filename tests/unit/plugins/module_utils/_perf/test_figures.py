@@ -549,8 +549,9 @@ def test_an_upstream_engine_without_metrics_or_stats_is_verified_its_other_reque
 
     def unknown(url):
         raise ProbeError(
-            "the engine at http://127.0.0.1:8000 reports no requests in flight: http://127.0.0.1:8000/metrics "
-            "answered HTTP 404, and http://127.0.0.1:8000/v1/stats answered HTTP 404"
+            "the engine at http://127.0.0.1:8000 reports no requests in flight: "
+            "http://127.0.0.1:8000/metrics answered HTTP 404, "
+            "and http://127.0.0.1:8000/v1/stats answered HTTP 404"
         )
 
     monkeypatch.setattr(module, "read_inflight", unknown)
