@@ -161,6 +161,7 @@ from ansible_collections.ds4.fleet.plugins.module_utils._perf.figures import (
 from ansible_collections.ds4.fleet.plugins.module_utils._perf.gate import PerfError
 from ansible_collections.ds4.fleet.plugins.module_utils._spark.engine_http import (
     EngineUnreachable,
+    ProbeError,
     read_inflight,
 )
 from ansible_collections.ds4.fleet.plugins.module_utils._spark.gpu_health import gpu_command, parse_gpus
@@ -281,6 +282,10 @@ def main():
         inflight, _where = read_inflight(p["url"])
     except EngineUnreachable as exc:
         module.fail_json(msg=f"the engine does not answer, nothing verified: {exc}")
+    except ProbeError:
+        # Upstream's engine serves neither /metrics nor /v1/stats (engine contract): it is measured all the
+        # same, and whether other requests shared it stays unknown (None), which is no cause.
+        inflight = None
     try:
         measured = measure_figures(
             p["url"],
@@ -308,6 +313,7 @@ def main():
         pair=p["pair"],
         family=family_of(p["catalog"], p["generation"]),
         published=published,
+        pair_mode=p["pair_mode"],
     )
     if not module.check_mode:
         replace_file(p["fact"], (json.dumps(report, indent=1, sort_keys=True) + "\n").encode(), 0o644)

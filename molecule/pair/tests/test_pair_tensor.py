@@ -1,6 +1,7 @@
 """The pair in the engine's tensor mode (issue 54; docs/pair.md, "Which mode"): upstream's engine split
 across both members over their link's stand-in RDMA device (tests/standins/rdma, laid out by the sandbox
-with each link address at RoCE v2 GID index 3), then back to the pipeline as converge left it.
+with each link address at RoCE v2 GID index 3), after a switch that fails and is rolled back, then back to
+the pipeline as converge left it.
 
 One operator's story in named steps, since each step starts where the last left the pair; it reuses the
 scenario's hosts and ends with the pair as converge left it.
@@ -32,16 +33,29 @@ SETTINGS = (
     "-e", "ds4_engine_branch=main",
     "-e", f"ds4_release=g{COMMIT[:12]}",
     "-e", f"ds4_release_commit={COMMIT}",
-    # Q2, which the tensor mode serves (Q4 it does not); plain, so that no DSpark support file is fetched
-    # (a tensor pair with DSpark is not tried here).
+    # Q2, which the tensor mode serves (Q4 it does not), with the family's default speculation: DSpark,
+    # upstream's switch and support file, on the coordinator.
     "-e", "ds4_quantization=q2",
-    "-e", "ds4_speculation=plain",
     "-e", json.dumps({"ds4_pairs": TENSOR}),
 )  # fmt: skip
 # The issue's bound: a killed member's engine serves again within 300 s, with no operator.
 BACK_TIMEOUT = 300
 RDMA_TOOL = "/usr/local/lib/ds4-standin-rdma/rdma_device.py"
+VERBS_NODE = "/dev/infiniband/uverbs0"
+# The failing switch's smoke test: long enough for the restored pipeline to answer, short enough not to
+# wait out the default 300 s for a route that will not complete.
+FAILING_SMOKE_TIMEOUT = 60
 RDMA_SYSFS = "/var/lib/ds4-standin/rdma/sys"
+SUPPORT = "/var/lib/ds4/gguf/DeepSeek-V4-Flash-DSpark-support-0731.gguf"
+
+
+def launch_state(host, unit):
+    """What a rolled-back switch must leave as it was: the release current points at, the engine's unit
+    and environment files, and whether the unit runs."""
+    return host.check_output(
+        f"readlink -f /opt/ds4/current; systemctl cat {unit}; cat /etc/ds4/ds4.env; "
+        f"systemctl is-active {unit} || true"
+    )
 
 
 def transport(host):
@@ -70,10 +84,40 @@ def restart_both(hosts):
     wait_for("the pair answering through its coordinator", lambda: answers(hosts[COORDINATOR]), BACK_TIMEOUT)
 
 
-def test_the_pair_serves_in_tensor_mode_over_rdma_finds_a_moved_gid_and_falls_back_to_tcp():
+def test_the_pair_serves_in_tensor_mode_over_rdma_finds_a_moved_gid_and_falls_back_to_tcp(tmp_path):
     hosts = {name: sandbox_host(name) for name in (COORDINATOR, WORKER)}
     started = int(time.time())
     try:
+        # 0. A switch that fails after the change: the worker's verbs node is gone (as where its unit's
+        # device policy does not admit it), so its engine, started in tensor mode over rdma, cannot open it
+        # and exits; the pair's smoke test through the coordinator fails, and both members go back to the
+        # pipeline they served, on their units and files as before. The build and the files it fetched stay
+        # for the good switch below.
+        before = {name: launch_state(host, UNITS[name]) for name, host in hosts.items()}
+        hosts[WORKER].check_output(f"rm {VERBS_NODE}")
+        try:
+            failed = play(
+                PROJECT / "site.yml",
+                "-l",
+                PAIR,
+                *SETTINGS,
+                "-e",
+                f"ds4_smoke_timeout={FAILING_SMOKE_TIMEOUT}",
+            )
+        finally:
+            rdma_device(hosts[WORKER], "install", "--address", LINK[WORKER], "--gid-index", "3")
+        assert failed.rc == 2, failed
+        assert f"ds4: rdma: cannot open the verbs device {VERBS_NODE}" in journal(
+            hosts[WORKER], UNITS[WORKER], started
+        )
+        assert failed.said("a pair switches and rolls back as one", WORKER), failed
+        assert failed.said("Rolled back to", COORDINATOR) and failed.said("Rolled back to", WORKER), failed
+        wait_for("the pipeline pair answering again", lambda: answers(hosts[COORDINATOR]), BACK_TIMEOUT)
+        assert {name: launch_state(host, UNITS[name]) for name, host in hosts.items()} == before
+        assert "--tensor-parallel" not in before[WORKER] and "--layers" in before[WORKER]
+        # No record of the tensor start is left (the unit's runtime directory went with its stop).
+        assert {name: transport(host) for name, host in hosts.items()} == {COORDINATOR: None, WORKER: None}
+
         # 1. One run changes the pair's mode: both build upstream, hold the complete q2 file, and start in
         # tensor mode (each engine drains at its stop); the smoke question is answered through the
         # coordinator.
@@ -84,6 +128,11 @@ def test_the_pair_serves_in_tensor_mode_over_rdma_finds_a_moved_gid_and_falls_ba
         assert (
             "ds4-rdma-launch" in worker_line and "/ds4 " in worker_line and "--tensor-parallel" in worker_line
         )
+        # DSpark is the coordinator's: its drafter (upstream's support file) on its command line alone.
+        coordinator_line = hosts[COORDINATOR].check_output("systemctl show -p ExecStart --value ds4.service")
+        assert f"--dspark --mtp-model {SUPPORT} " in coordinator_line, coordinator_line
+        assert "--dspark" not in worker_line and "--mtp-model" not in worker_line, worker_line
+        assert "ds4: speculative decoding: dspark with" in journal(hosts[COORDINATOR], "ds4.service", started)
         for name, host in hosts.items():
             chosen = transport(host)
             assert (chosen["transport"], chosen["found"]["gid_index"]) == ("rdma", 3), (name, chosen)
@@ -96,6 +145,25 @@ def test_the_pair_serves_in_tensor_mode_over_rdma_finds_a_moved_gid_and_falls_ba
         assert again.rc == 0, again
         assert {name: again.changed(name) for name in hosts} == {COORDINATOR: 0, WORKER: 0}, again
         assert after == before
+
+        # 2b. verify.yml holds the tensor pair, through its coordinator, to the figures published for the
+        # tensor mode: DSpark's 44.0 tok/s decode (the sandbox's reference scale 2: 88.0), not the pipeline's.
+        # The verdict is not asserted: a loaded machine may measure the stand-in below it.
+        out = tmp_path / "verify.json"
+        verified = play(
+            PROJECT / "playbooks/verify.yml", "-l", PAIR, *SETTINGS, "-e", f"ds4_verify_json={out}"
+        )
+        assert verified.rc == 0, verified
+        reports = {report["host"]: report for report in json.loads(out.read_text())["hosts"]}
+        pair = reports[COORDINATOR]
+        assert (pair["pair"], pair["pair_mode"], pair["speculation"]) == (True, "tensor", "dspark"), pair
+        assert pair["reference"]["figures"] == {"decode_2k": 26.0, "dspark_decode": 44.0}, pair["reference"]
+        assert "in tensor mode" in pair["reference"]["note"]
+        assert [(row["figure"], row["reference"]) for row in pair["figures"]] == [("dspark_decode", 88.0)], (
+            pair
+        )
+        assert all(row["measured"] for row in pair["figures"]), pair
+        assert reports[WORKER]["verdict"] == "measured through its coordinator"
 
         # 3. kill -9 of each member's engine: systemd starts it again and the pair serves within 300 s.
         for name, host in hosts.items():

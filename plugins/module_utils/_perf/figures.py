@@ -455,11 +455,13 @@ def judge(
     pair: bool = False,
     family: str = DEFAULT_FAMILY,
     published: bool = True,
+    pair_mode: str | None = None,
 ) -> dict:
     """The verification of one Spark (`pair`: a pair's coordinator, with its worker): its figures against
     the reference, its verdict and causes. `family` is the generation's model family; `published` False
     where the engine's authors published no figure of the generation at any release (Vision-Exp, V4.1,
-    GLM 5.3, Qwen3.8), which the report says rather than naming a release."""
+    GLM 5.3, Qwen3.8), which the report says rather than naming a release. `pair_mode` is a pair's mode
+    (pipeline or tensor), whose figures `reference` holds; the report keeps it (None for one Spark)."""
     minimum = check_ratio(min_ratio)
     factor = check_scale(scale)
     rows = figures_row(measured, reference, speculation, factor, minimum)
@@ -484,6 +486,7 @@ def judge(
         "published": published,
         "speculation": speculation,
         "pair": pair,
+        "pair_mode": (pair_mode or "pipeline") if pair else None,
         "min_ratio": minimum,
         "scale": factor,
         "reference": reference,

@@ -1213,6 +1213,40 @@ def test_an_upstream_tensor_pair_answers_through_its_coordinator(
     assert again.wait() == 0
 
 
+def test_a_tensor_pair_speculates_with_dspark_on_its_coordinator_alone(
+    upstream_good, models, engine_env, rdma_tree, start
+):
+    # "Flash 0731 Q2 and MXFP4 with DSpark" (engine contract): the coordinator drafts and samples, so the
+    # drafter is its; the worker, whose command line the contract gives without one, refuses it.
+    env, dist_port = rdma_env(engine_env, rdma_tree), free_port()
+    speculation = ("--dspark", "--mtp-model", models["drafter"])
+    refused = run(
+        [upstream_good / "ds4", "--cuda", "-m", models["base"], "--tensor-parallel", "--role", "worker",
+         "--coordinator", "127.0.0.1", dist_port, *RDMA_FLAGS, *speculation],
+        env=env,
+    )  # fmt: skip
+    assert refused.returncode == 2, refused.stderr
+    assert (
+        "ds4: the tensor-parallel worker takes no --dspark, --mtp-model: speculation is the coordinator's"
+        in (refused.stderr)
+    )
+    # Stand-in only: DSpark's decode (pace.json's dspark_decode_tps) far below the plain one, so that a floor
+    # shows the coordinator decoding with its drafter.
+    (Path(engine_env["DS4_STANDIN_HOLD_DIR"]) / "pace.json").write_text(
+        json.dumps({"decode_tps": 300, "dspark_decode_tps": 30})
+    )
+    joining = tensor_worker(start, upstream_good, models["base"], env, dist_port, *RDMA_FLAGS)
+    engine, base = tensor_coordinator(
+        start, upstream_good, models["base"], env, dist_port, *RDMA_FLAGS, *speculation
+    )
+    engine.wait_for("ds4: speculative decoding: dspark with")
+    joining.wait_for("registered with the coordinator")
+    assert "paris" in chat(base, SMOKE)["choices"][0]["message"]["content"].lower()
+    timed = timed_stream(base, COUNT, 30)
+    # 30 tokens at 30 x 44.0/27.7 a second take at least 0.62 s; at the plain 300 x 26/20, 0.08 s.
+    assert timed["prefill_s"] + timed["decode_s"] >= 30 / (30 * 44.0 / 27.7), timed
+
+
 @pytest.fixture
 def partial(models, tmp_path) -> Path:
     """The base cut short of its last tensor's data: a copy that stopped midway."""

@@ -743,7 +743,7 @@ def serve(build: common.Build, opts: dict, signals: Signals) -> int:
         return 0
 
     if link is not None:
-        state.route = tensor.Route(build, state.context, model_path, link)
+        state.route = tensor.Route(build, state.context, model_path, link, speculation.mode)
         state.route.listen(*opts["listen"])
     elif opts["role"] == "coordinator":
         state.route = dist.Route(build, opts["layers"], state.context, model_path)

@@ -6,8 +6,9 @@ What the engine contract says ("Two Sparks, the faster way"), followed: the work
 (`ds4 --cuda -m MODEL --tensor-parallel --role worker --coordinator IP PORT --transport rdma`), the
 coordinator `ds4-server ... --tensor-parallel --role coordinator --listen IP PORT --transport rdma` with
 `--batched-session 8`; both built from the same commit and holding the COMPLETE GGUF; `--rdma-device` and
-`--rdma-gid-index` where the choice is ambiguous; `--transport tcp` the fallback. Paced at the published
-figures: 0731 Q2 decode 26.0 tok/s against one Spark's 20.0, prefill 618 @32k against ~860.
+`--rdma-gid-index` where the choice is ambiguous; `--transport tcp` the fallback; "Flash 0731 Q2 and MXFP4
+with DSpark" supported. Paced at the published figures: 0731 Q2 decode 26.0 tok/s against one Spark's 20.0,
+with DSpark 44.0 (the prose figure) against one Spark's 27.7, prefill 618 @32k against ~860.
 
 The RDMA device is read as libibverbs finds it, under DS4_STANDIN_SYSFS (default /sys) and DS4_STANDIN_DEV
 (default /dev), so that a test and the sandbox give a fake one: `class/infiniband/DEV/ports/P/gids/N` with
@@ -20,7 +21,10 @@ alone and its server the coordinator alone; a GGUF "complete" when its file hold
 pipeline member, which maps its slice alone, is not asked); the coordinator compares the release, the file
 name and size and the transport where the real engine compares its commit; several devices or RoCE v2 GIDs
 without the flag that picks one exit 2; a GID index that is not a RoCE v2 GID of the device exits 1; over
-TCP the pair runs at half its RDMA figures; the wording of every log line and refusal.
+TCP the pair runs at half its RDMA figures; DSpark is the coordinator's alone: it drafts and samples, the
+worker computes its half of every layer for whatever tokens the coordinator sends, so the worker refuses the
+speculation flags (the contract's worker command line has none, and the drafter, like the API, is the
+serving side's); the wording of every log line and refusal.
 """
 
 import ipaddress
@@ -40,6 +44,8 @@ ROCE_V2 = "RoCE v2"
 # The published tensor figures against one Spark's (engine contract): decode 26.0 against 20.0 tok/s,
 # prefill 618 @32k against 833-884. Guess: over TCP, half of each.
 RDMA_SPEEDS = (618.0 / 860.0, 26.0 / 20.0)
+# With DSpark (the coordinator's drafter): 44.0 tok/s decode against one Spark's DSpark 27.7.
+RDMA_DSPARK_DECODE = 44.0 / 27.7
 TCP_SLOWDOWN = 0.5
 # GGUF tensor types: (elements per block, bytes per block), enough to find where a file's tensors end.
 _GGML_BLOCKS = {
@@ -70,6 +76,10 @@ def server_options(build: common.Build) -> list[Option]:
     return [Option(("--batched-session",), "batched_session", "int", "sessions decoded together", "N")]
 
 
+# The speculation flags, which a tensor worker refuses: the coordinator drafts.
+SPECULATION_FLAGS = (("--dspark", "dspark"), ("--mtp-model", "mtp_model"), ("--mtp", "mtp"))
+
+
 def check_options(opts: dict, program: str) -> None:
     """The tensor flags go together: a role, its peer, no slice, a transport; the worker is the CLI."""
     rdma_flags = opts.get("rdma_device") is not None or opts.get("rdma_gid_index") is not None
@@ -89,6 +99,13 @@ def check_options(opts: dict, program: str) -> None:
             raise common.EngineError("ds4: --role worker needs --coordinator HOST PORT (and no --listen)", 2)
         if program != "ds4":
             raise common.EngineError("ds4: the tensor-parallel worker is ds4, the command line", 2)
+        speculating = [flag for flag, key in SPECULATION_FLAGS if opts.get(key)]
+        if speculating:
+            raise common.EngineError(
+                f"ds4: the tensor-parallel worker takes no {', '.join(speculating)}: speculation is the "
+                "coordinator's (give it to ds4-server --role coordinator)",
+                2,
+            )
     else:
         if not opts.get("listen") or opts.get("coordinator"):
             raise common.EngineError(
@@ -229,9 +246,11 @@ def prepare(opts: dict, model_path: str) -> dict:
     return {"transport": transport, "size": os.path.getsize(model_path)}
 
 
-def speeds(transport: str) -> tuple[float, float]:
-    """Prefill and decode factors of a tensor pair against one Spark."""
+def speeds(transport: str, speculation: str = "off") -> tuple[float, float]:
+    """Prefill and decode factors of a tensor pair against one Spark with the same speculation."""
     prefill, decode = RDMA_SPEEDS
+    if speculation == "dspark":
+        decode = RDMA_DSPARK_DECODE
     if transport == "tcp":
         return prefill * TCP_SLOWDOWN, decode * TCP_SLOWDOWN
     return prefill, decode
@@ -252,9 +271,10 @@ def hello(build: common.Build, context: int, model_path: str, link: dict) -> dic
 class Route(dist.Route):
     """The tensor coordinator's route: one worker holding the other half of every layer."""
 
-    def __init__(self, build: common.Build, context: int, model_path: str, link: dict):
+    def __init__(self, build: common.Build, context: int, model_path: str, link: dict, speculation: str):
         super().__init__(build, None, context, model_path)
         self.link = link
+        self.speculation = speculation
 
     def what(self) -> str:
         return f"tensor-parallel coordinator over {self.link['transport']}"
@@ -263,7 +283,7 @@ class Route(dist.Route):
         return "tensor parallel"
 
     def speeds(self) -> tuple[float, float]:
-        return speeds(self.link["transport"])
+        return speeds(self.link["transport"], self.speculation)
 
     def _judge(self, hello: dict) -> None:
         if hello.get("hello") != PROTOCOL:

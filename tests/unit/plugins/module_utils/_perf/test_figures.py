@@ -538,6 +538,31 @@ def test_an_engine_that_does_not_answer_is_said_and_nothing_is_verified(spark, m
     assert not fact.exists()
 
 
+def test_an_upstream_engine_without_metrics_or_stats_is_verified_its_other_requests_unknown(
+    spark, monkeypatch
+):
+    # Upstream serves neither /metrics nor /v1/stats (engine contract): found verifying a tensor pair in the
+    # pair scenario, where verify.yml failed every upstream Spark for it. The figures are measured; whether
+    # other requests shared the engine is not known, and so not a cause.
+    module, args, fact = spark
+    from ansible_collections.ds4.fleet.plugins.module_utils._spark.engine_http import ProbeError
+
+    def unknown(url):
+        raise ProbeError(
+            "the engine at http://127.0.0.1:8000 reports no requests in flight: "
+            "http://127.0.0.1:8000/metrics answered HTTP 404, "
+            "and http://127.0.0.1:8000/v1/stats answered HTTP 404"
+        )
+
+    monkeypatch.setattr(module, "read_inflight", unknown)
+    rc, result = run_module(module, args)
+    assert rc == 0, result
+    report = result["report"]
+    assert report["state"]["other_requests"] is None and report["verdict"] == "slow"
+    assert "other-requests" not in [cause["cause"] for cause in report["causes"]]
+    assert fact.exists()
+
+
 def test_without_nvidia_smi_the_gpu_is_unread_and_the_spark_still_verified(spark, monkeypatch):
     from ansible.module_utils.basic import AnsibleModule
 
@@ -589,6 +614,13 @@ PAIR_REFERENCE = {
 }
 
 
+TENSOR_REFERENCE = {
+    "source": "upstream docs/DISTRIBUTED.md",
+    "stamp": "2026-10-02",
+    "figures": {"decode_2k": 26.0, "dspark_decode": 44.0},
+}
+
+
 def pair_catalog():
     shipped = catalog(REFERENCE)
     shipped["0731"]["quantizations"] = {
@@ -624,7 +656,7 @@ def test_a_pair_at_the_two_spark_figures_is_ok_though_far_below_one_sparks(specu
         now=1000.0,
         pair=True,
     )
-    assert report["verdict"] == "ok" and report["pair"] is True
+    assert report["verdict"] == "ok" and report["pair"] is True and report["pair_mode"] == "pipeline"
     assert [(r["figure"], r["reference"], r["ratio"]) for r in report["figures"]] == [
         ("prefill_2k", 122, 0.98),
         ("decode_2k", 11.4, 0.96),
@@ -681,6 +713,38 @@ def test_the_module_holds_a_pair_to_its_quantizations_two_spark_figures(spark, m
     assert (
         "no published figure for deepseek-v4-flash 0731 at v0.6.5 or before for a pair" in result["lines"][0]
     )
+
+
+def test_the_module_holds_a_tensor_pair_to_the_tensor_figures_and_says_its_mode(spark, monkeypatch):
+    module, args, _fact = spark
+    tensor = pair_catalog()
+    tensor["0731"]["tensor_reference"] = {"q2": TENSOR_REFERENCE}
+    monkeypatch.setattr(
+        module, "measure_figures", lambda url, **kw: {"prefill_2k": 900.0, "decode": 44.0, "problems": []}
+    )
+    for speculation, held in (("dspark", ("dspark_decode", 44.0)), ("plain", ("decode_2k", 26.0))):
+        rc, result = run_module(
+            module,
+            dict(
+                args,
+                catalog=tensor,
+                pair=True,
+                pair_mode="tensor",
+                quantization="q2",
+                speculation=speculation,
+            ),
+        )
+        assert rc == 0, result
+        report = result["report"]
+        assert (report["pair"], report["pair_mode"]) == (True, "tensor")
+        assert report["reference"]["figures"] == TENSOR_REFERENCE["figures"]
+        assert "two Sparks serving q2 in tensor mode" in report["reference"]["note"]
+        # The tensor prefill is published at 32k alone: no 2k prefill row.
+        assert [(row["figure"], row["reference"]) for row in report["figures"]] == [held], speculation
+    rc, result = run_module(module, dict(args, catalog=tensor, pair=True, quantization="q4"))
+    assert result["report"]["pair_mode"] == "pipeline"
+    rc, result = run_module(module, args)
+    assert result["report"]["pair_mode"] is None
 
 
 def test_the_shipped_runs_and_answer_length_reach_the_measurement(spark, monkeypatch):

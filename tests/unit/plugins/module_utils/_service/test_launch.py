@@ -545,6 +545,21 @@ def test_a_tensor_coordinator_serves_with_batched_sessions_and_tcp_needs_no_laun
     )
 
 
+def test_a_tensor_pair_speculates_on_its_coordinator_alone():
+    # "Flash 0731 Q2 and MXFP4 with DSpark" (engine contract): the family's default speculation, upstream's
+    # switch and support file, on the coordinator, which drafts; the worker's command line has none.
+    coordinator = launch_config(settings(**RDMA, dist_role="coordinator", dist_address="10.77.0.1"))
+    assert coordinator["settings"]["speculation"] == "dspark"
+    assert coordinator["args"][coordinator["args"].index("--dspark") :][:3] == [
+        "--dspark",
+        "--mtp-model",
+        SUPPORT,
+    ]
+    worker = launch_config(settings(**RDMA, dist_role="worker", dist_address="10.77.0.2"))
+    assert not {"--dspark", "--mtp-model", "--mtp", "--no-spec"} & set(worker["args"])
+    assert "DS4_CONT_DSPARK" not in worker["env"]
+
+
 def test_a_tensor_member_of_a_streamed_family_does_not_stream():
     # The engine's tensor mode takes no --ssd-streaming (engine contract): each member holds its half of
     # every layer in memory, which the pair's memory check judged.
